@@ -1,0 +1,213 @@
+//! Configuration from the environment (SPEC §11) and the optional JSON
+//! config file, validated once at start.
+
+use crate::engine::EngineTable;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Floor of the scrollback ring.
+pub const MIN_SCROLLBACK_BYTES: u64 = 256 * 1024;
+
+/// Everything a daemon (or `sessionfs ls`) needs to know before it starts.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub scrollback_bytes: u64,
+    pub transcript_max_lines: u64,
+    pub transcript_max_messages: u64,
+    pub transcript_tail_bytes: u64,
+    pub history_page_turns: u64,
+    /// Sidecar, slots, hosted transcripts, archived copies.
+    pub state_dir: PathBuf,
+    /// dtach sockets and run records.
+    pub runtime_dir: PathBuf,
+    /// One `flock` file per session key.
+    pub lock_dir: PathBuf,
+    pub home: PathBuf,
+    pub engines: EngineTable,
+}
+
+/// Reads a variable as a positive integer with a default and a floor.
+fn number(env: &HashMap<String, String>, name: &str, default: u64, floor: u64) -> Result<u64> {
+    let Some(raw) = env.get(name) else {
+        return Ok(default);
+    };
+    let value: u64 = raw.trim().parse().map_err(|_| {
+        Error::invalid(format!(
+            "{name}={raw:?} is not a whole number of {}",
+            if name.ends_with("BYTES") { "bytes" } else { "units" }
+        ))
+    })?;
+    if value == 0 {
+        return Err(Error::invalid(format!("{name} must be greater than 0")));
+    }
+    Ok(value.max(floor))
+}
+
+fn absolute(env: &HashMap<String, String>, name: &str) -> Result<Option<PathBuf>> {
+    match env.get(name) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => {
+            let path = PathBuf::from(v);
+            if path.is_absolute() {
+                Ok(Some(path))
+            } else {
+                Err(Error::invalid(format!(
+                    "{name}={v:?} must be an absolute path"
+                )))
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Builds the configuration from the process environment.
+    pub fn from_env(config_file: Option<&Path>) -> Result<Config> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        Self::from_map(&env, config_file)
+    }
+
+    /// Builds the configuration from an explicit environment (tests).
+    pub fn from_map(env: &HashMap<String, String>, config_file: Option<&Path>) -> Result<Config> {
+        let home = absolute(env, "HOME")?
+            .ok_or_else(|| Error::invalid("HOME is not set: cannot place state and stores"))?;
+        let uid = nix::unistd::getuid().as_raw();
+        let state_dir = absolute(env, "XDG_STATE_HOME")?
+            .unwrap_or_else(|| home.join(".local/state"))
+            .join("sessionfs");
+        let runtime_dir = match absolute(env, "XDG_RUNTIME_DIR")? {
+            Some(dir) => dir.join("sessionfs"),
+            None => PathBuf::from(format!("/tmp/sessionfs-{uid}")),
+        };
+        let lock_dir =
+            absolute(env, "AGENT_SESSIONS_LOCK_DIR")?.unwrap_or_else(|| runtime_dir.join("locks"));
+        let engines = EngineTable::load(env, &home, config_file)?;
+        let config = Config {
+            scrollback_bytes: number(
+                env,
+                "AGENT_SESSIONS_SCROLLBACK_BYTES",
+                8 * 1024 * 1024,
+                MIN_SCROLLBACK_BYTES,
+            )?,
+            transcript_max_lines: number(env, "AGENT_SESSIONS_TRANSCRIPT_MAX_LINES", 20_000, 1)?,
+            transcript_max_messages: number(
+                env,
+                "AGENT_SESSIONS_TRANSCRIPT_MAX_MESSAGES",
+                2_000,
+                1,
+            )?,
+            transcript_tail_bytes: number(
+                env,
+                "AGENT_SESSIONS_TRANSCRIPT_TAIL_BYTES",
+                8 * 1024 * 1024,
+                1,
+            )?,
+            history_page_turns: number(env, "AGENT_SESSIONS_HISTORY_PAGE_TURNS", 50, 1)?,
+            state_dir,
+            runtime_dir,
+            lock_dir,
+            home,
+            engines,
+        };
+        Ok(config)
+    }
+
+    /// Creates the private directories (0700) the daemon writes to.
+    pub fn prepare_dirs(&self) -> Result<()> {
+        for dir in [&self.state_dir, &self.runtime_dir, &self.lock_dir] {
+            make_private_dir(dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates `dir` (and parents) and makes sure only the owner can enter it.
+pub fn make_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), &e))?;
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| Error::io(&format!("cannot stat {}", dir.display()), &e))?;
+    if !meta.is_dir() {
+        return Err(Error::invalid(format!("{} is not a directory", dir.display())));
+    }
+    if meta.uid() != nix::unistd::getuid().as_raw() {
+        return Err(Error::perm(format!(
+            "{} belongs to uid {}, not to this user",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::io(&format!("cannot chmod {}", dir.display()), &e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        let mut map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        map.entry("HOME".into()).or_insert_with(|| "/home/u".into());
+        map
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let c = Config::from_map(&env(&[]), None).unwrap();
+        assert_eq!(c.scrollback_bytes, 8 * 1024 * 1024);
+        assert_eq!(c.transcript_max_lines, 20_000);
+        assert_eq!(c.transcript_max_messages, 2_000);
+        assert_eq!(c.transcript_tail_bytes, 8 * 1024 * 1024);
+        assert_eq!(c.history_page_turns, 50);
+        assert_eq!(c.state_dir, PathBuf::from("/home/u/.local/state/sessionfs"));
+        assert!(c.runtime_dir.starts_with("/tmp"));
+        assert_eq!(c.lock_dir, c.runtime_dir.join("locks"));
+    }
+
+    #[test]
+    fn xdg_and_lock_dir_are_honoured() {
+        let c = Config::from_map(
+            &env(&[
+                ("XDG_STATE_HOME", "/s"),
+                ("XDG_RUNTIME_DIR", "/r"),
+                ("AGENT_SESSIONS_LOCK_DIR", "/l"),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/s/sessionfs"));
+        assert_eq!(c.runtime_dir, PathBuf::from("/r/sessionfs"));
+        assert_eq!(c.lock_dir, PathBuf::from("/l"));
+    }
+
+    #[test]
+    fn scrollback_is_floored() {
+        let c = Config::from_map(&env(&[("AGENT_SESSIONS_SCROLLBACK_BYTES", "1000")]), None).unwrap();
+        assert_eq!(c.scrollback_bytes, MIN_SCROLLBACK_BYTES);
+    }
+
+    #[test]
+    fn bad_values_are_errors_not_defaults() {
+        for (k, v) in [
+            ("AGENT_SESSIONS_SCROLLBACK_BYTES", "8M"),
+            ("AGENT_SESSIONS_HISTORY_PAGE_TURNS", "0"),
+            ("AGENT_SESSIONS_TRANSCRIPT_MAX_LINES", "-1"),
+            ("AGENT_SESSIONS_LOCK_DIR", "relative/dir"),
+        ] {
+            let err = Config::from_map(&env(&[(k, v)]), None).unwrap_err();
+            assert_eq!(err.errno, libc::EINVAL);
+            assert!(err.message.contains(k), "{}", err.message);
+        }
+    }
+}

@@ -1,0 +1,704 @@
+//! The filesystem's logic as a plain Rust API: every operation a function
+//! returning `Result<_, Error>`. The FUSE adapter only translates; tests can
+//! drive this without a mount.
+
+use crate::config::Config;
+use crate::engine::{Engine, Store};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::runtime::dtach::{self, Client};
+use crate::runtime::launch::terminate;
+use crate::runtime::record::{now_ms, RunRecord};
+use crate::runtime::{OpenRequest, Outcome, RuntimePaths};
+use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
+use crate::scrollback::Scrollback;
+use crate::sidecar::{SessionMeta, Sidecar};
+use crate::timefmt::rfc3339_ms;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// How long `stop` waits after TERM before KILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// A live session's connection and what the last open found.
+#[derive(Debug, Default)]
+struct RuntimeState {
+    client: Option<Arc<Client>>,
+    /// Bumped on every connection, so a finished reader only clears its own.
+    generation: u64,
+    outcome: Option<Outcome>,
+    record: Option<RunRecord>,
+    error: Option<String>,
+    cols: u16,
+    rows: u16,
+    last_input_ms: u64,
+}
+
+/// The in-memory side of one session: output ring, VT mirror, connection.
+#[derive(Debug)]
+pub struct SessionRuntime {
+    key: SessionKey,
+    scrollback: Arc<Scrollback>,
+    screen: Mutex<Screen>,
+    /// Serialises opens of this key inside this daemon; across daemons the
+    /// flock decides.
+    opening: Mutex<()>,
+    state: Mutex<RuntimeState>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SessionRuntime {
+    fn new(key: SessionKey, scrollback_bytes: u64) -> Self {
+        SessionRuntime {
+            key,
+            scrollback: Arc::new(Scrollback::new(scrollback_bytes as usize)),
+            screen: Mutex::new(Screen::default()),
+            opening: Mutex::new(()),
+            state: Mutex::new(RuntimeState {
+                cols: DEFAULT_COLS,
+                rows: DEFAULT_ROWS,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn live_client(&self) -> Option<Arc<Client>> {
+        lock(&self.state).client.clone()
+    }
+
+    pub fn scrollback(&self) -> &Arc<Scrollback> {
+        &self.scrollback
+    }
+}
+
+/// Whether an open may start a master, or only join one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenMode {
+    AttachOrLaunch,
+    AttachOnly,
+}
+
+/// The whole filesystem's state, shared by every request thread.
+#[derive(Debug)]
+pub struct Core {
+    config: Config,
+    paths: RuntimePaths,
+    sidecar: Sidecar,
+    sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
+    wrapper: PathBuf,
+    dtach: PathBuf,
+    mountpoint: PathBuf,
+    started_ms: u64,
+}
+
+/// A `resize` argument: `COLSxROWS`, each 1..=1000.
+fn parse_size(arg: &str) -> Result<(u16, u16)> {
+    let bad = || Error::invalid(format!("resize takes COLSxROWS (e.g. 120x40), not {arg:?}"));
+    let (c, r) = arg.split_once(['x', 'X']).ok_or_else(bad)?;
+    let cols: u16 = c.parse().map_err(|_| bad())?;
+    let rows: u16 = r.parse().map_err(|_| bad())?;
+    if !(1..=1000).contains(&cols) || !(1..=1000).contains(&rows) {
+        return Err(bad());
+    }
+    Ok((cols, rows))
+}
+
+fn to_json_text(v: &Value) -> Vec<u8> {
+    let mut text = serde_json::to_vec_pretty(v).expect("json serialises");
+    text.push(b'\n');
+    text
+}
+
+/// Finds `dtach` on `PATH` (or `SESSIONFS_DTACH`).
+fn find_dtach() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("SESSIONFS_DTACH").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("dtach"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            Error::not_found("dtach is not installed (not found on PATH); install the dtach package")
+        })
+}
+
+impl Core {
+    /// Prepares directories and finds the programs the runtime needs.
+    pub fn new(config: Config, mountpoint: &Path) -> Result<Arc<Core>> {
+        config.prepare_dirs()?;
+        let paths = RuntimePaths::new(&config.runtime_dir, &config.lock_dir);
+        if !paths.socket_dir_usable() {
+            return Err(Error::invalid(format!(
+                "runtime directory {} is too long for unix socket paths",
+                config.runtime_dir.display()
+            )));
+        }
+        let wrapper = std::env::current_exe()
+            .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
+        Ok(Arc::new(Core {
+            sidecar: Sidecar::open(&config.state_dir),
+            paths,
+            config,
+            sessions: Mutex::new(HashMap::new()),
+            wrapper,
+            dtach: find_dtach()?,
+            mountpoint: mountpoint.to_path_buf(),
+            started_ms: now_ms(),
+        }))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn engine(&self, key: &SessionKey) -> Result<&Engine> {
+        self.config.engines.get(key.engine()).ok_or_else(|| {
+            Error::invalid(format!(
+                "unknown engine {:?}; known: {}",
+                key.engine(),
+                self.config.engines.names().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    fn runtime(&self, key: &SessionKey) -> Arc<SessionRuntime> {
+        lock(&self.sessions)
+            .entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(SessionRuntime::new(key.clone(), self.config.scrollback_bytes))
+            })
+            .clone()
+    }
+
+    /// The runtime of a known session, created on first use.
+    pub fn session_runtime(&self, key: &SessionKey) -> Result<Arc<SessionRuntime>> {
+        self.require(key)?;
+        Ok(self.runtime(key))
+    }
+
+    /// Records a refusal where the user can read it (`status.error`) and in the log.
+    fn refuse(&self, key: &SessionKey, err: Error) -> Error {
+        log::warn!("{key}: {}", err.message);
+        if self.exists(key) {
+            lock(&self.runtime(key).state).error = Some(err.message.clone());
+        }
+        err
+    }
+
+    /// Every session this daemon knows: the sidecar's and the live ones.
+    pub fn keys(&self) -> Vec<SessionKey> {
+        let mut keys: Vec<SessionKey> = self
+            .sidecar
+            .all()
+            .keys()
+            .filter_map(|k| SessionKey::parse(k).ok())
+            .collect();
+        for (key, rt) in lock(&self.sessions).iter() {
+            if rt.live_client().is_some() && !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        keys.sort_by_cached_key(|k| {
+            let meta = self.sidecar.get(&k.to_string()).unwrap_or_default();
+            (!meta.favourite, std::cmp::Reverse(self.last_activity_ms(k)), k.clone())
+        });
+        keys
+    }
+
+    pub fn exists(&self, key: &SessionKey) -> bool {
+        self.sidecar.get(&key.to_string()).is_some()
+            || lock(&self.sessions)
+                .get(key)
+                .is_some_and(|rt| rt.live_client().is_some())
+    }
+
+    fn require(&self, key: &SessionKey) -> Result<()> {
+        if self.exists(key) {
+            Ok(())
+        } else {
+            Err(Error::not_found(format!("no session {key}")))
+        }
+    }
+
+    fn meta(&self, key: &SessionKey) -> SessionMeta {
+        self.sidecar.get(&key.to_string()).unwrap_or_default()
+    }
+
+    pub fn is_archived(&self, key: &SessionKey) -> bool {
+        self.meta(key).archived
+    }
+
+    /// `mkdir ENGINE:ID`: a session record; nothing starts until it is opened.
+    pub fn create(&self, name: &str) -> Result<SessionKey> {
+        let key = SessionKey::parse(name).inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
+        self.engine(&key)
+            .inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
+        if self.exists(&key) {
+            return Err(Error::new(libc::EEXIST, format!("{key} already exists")));
+        }
+        self.sidecar.update(|all| {
+            all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                created_ms: now_ms(),
+                ..Default::default()
+            });
+            Ok(())
+        })?;
+        log::info!("{key}: created");
+        Ok(key)
+    }
+
+    fn last_activity_ms(&self, key: &SessionKey) -> u64 {
+        let meta = self.meta(key);
+        let mut last = meta.created_ms;
+        if let Some(rt) = lock(&self.sessions).get(key) {
+            let output = rt
+                .scrollback
+                .last_append()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            let state = lock(&rt.state);
+            last = last.max(state.last_input_ms);
+            if rt.scrollback.total() > 0 {
+                last = last.max(output);
+            }
+        }
+        last
+    }
+
+    /// Whether the engine's own store already holds this conversation, so a
+    /// launch resumes it rather than starting a new one.
+    fn conversation_exists(&self, key: &SessionKey, engine: &Engine) -> bool {
+        let id = key.id();
+        match &engine.store {
+            Store::Claude(root) => std::fs::read_dir(root.join("projects"))
+                .map(|dirs| {
+                    dirs.filter_map(|d| d.ok())
+                        .any(|d| d.path().join(format!("{id}.jsonl")).is_file())
+                })
+                .unwrap_or(false),
+            Store::Codex(root) => find_codex_rollout(&root.join("sessions"), id),
+            Store::None | Store::Hosted => false,
+        }
+    }
+
+    fn workspace(&self, key: &SessionKey) -> PathBuf {
+        self.meta(key)
+            .workspace
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.home.clone())
+    }
+
+    /// Opens a session (ATTACH / LAUNCH / BUSY) unless it is already live here.
+    fn ensure_open(&self, key: &SessionKey, mode: OpenMode) -> Result<Arc<Client>> {
+        let engine = self.engine(key)?.clone();
+        if !engine.launchable() {
+            return Err(Error::perm(format!(
+                "{key} is a hosted run's transcript; it takes no input"
+            )));
+        }
+        if self.is_archived(key) {
+            return Err(Error::perm(format!("{key} is archived; unarchive it first")));
+        }
+        let rt = self.runtime(key);
+        let _opening = lock(&rt.opening);
+        if let Some(client) = rt.live_client() {
+            return Ok(client);
+        }
+        if mode == OpenMode::AttachOnly
+            && std::os::unix::net::UnixStream::connect(self.paths.socket(key)).is_err()
+        {
+            return Err(Error::not_found(format!("{key} has no live master")));
+        }
+        let (cols, rows) = {
+            let s = lock(&rt.state);
+            (s.cols, s.rows)
+        };
+        let resume = self.conversation_exists(key, &engine);
+        let request = OpenRequest {
+            paths: &self.paths,
+            key,
+            argv: engine.argv(key.id(), resume),
+            cwd: self.workspace(key),
+            cols,
+            rows,
+            wrapper: self.wrapper.clone(),
+            dtach: self.dtach.clone(),
+        };
+        let opened = match crate::runtime::open(&request) {
+            Ok(opened) => opened,
+            Err(err) => {
+                if err.errno == libc::EBUSY {
+                    lock(&rt.state).outcome = Some(Outcome::Busy);
+                }
+                return Err(err);
+            }
+        };
+        let client = Arc::new(opened.client);
+        let generation = {
+            let mut state = lock(&rt.state);
+            state.generation += 1;
+            state.client = Some(client.clone());
+            state.outcome = Some(opened.outcome);
+            state.record = opened.record.clone();
+            state.error = None;
+            state.generation
+        };
+        log::info!(
+            "{key}: {:?} (master pid {:?})",
+            opened.outcome,
+            opened.record.as_ref().map(|r| r.master_pid)
+        );
+        if self.sidecar.get(&key.to_string()).is_none() {
+            // A live master found on disk becomes a known session.
+            let _ = self.sidecar.update(|all| {
+                all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                    created_ms: opened.record.as_ref().map_or_else(now_ms, |r| r.started_ms),
+                    ..Default::default()
+                });
+                Ok(())
+            });
+        }
+        let reader_rt = rt.clone();
+        let reader = opened.reader;
+        std::thread::Builder::new()
+            .name(format!("pty-{key}"))
+            .spawn(move || {
+                let result = dtach::pump(reader, |bytes| {
+                    reader_rt.scrollback.append(bytes);
+                    lock(&reader_rt.screen).feed(bytes);
+                });
+                let mut state = lock(&reader_rt.state);
+                if state.generation == generation {
+                    state.client = None;
+                }
+                match result {
+                    Ok(()) => log::info!("{}: master closed", reader_rt.key),
+                    Err(e) => log::warn!("{}: reading the master failed: {e}", reader_rt.key),
+                }
+            })
+            .map_err(|e| Error::io("cannot start a reader thread", &e))?;
+        Ok(client)
+    }
+
+    /// `echo ... > input`: opens the session if needed, then pushes the bytes.
+    pub fn write_input(&self, key: &SessionKey, data: &[u8]) -> Result<usize> {
+        self.require(key)?;
+        let result = (|| {
+            let client = self.ensure_open(key, OpenMode::AttachOrLaunch)?;
+            client
+                .push(data)
+                .map_err(|e| Error::io("the dtach master stopped taking input", &e))?;
+            lock(&self.runtime(key).state).last_input_ms = now_ms();
+            Ok(data.len())
+        })();
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// One command written to a session's `ctl`.
+    pub fn session_ctl(&self, key: &SessionKey, command: &str) -> Result<()> {
+        self.require(key)?;
+        let result = (|| {
+            let mut words = command.split_whitespace();
+            let verb = words.next().unwrap_or("");
+            let arg = words.next();
+            if words.next().is_some() {
+                return Err(Error::invalid(format!("too many words in ctl command {command:?}")));
+            }
+            match (verb, arg) {
+                ("open", None) => self.ensure_open(key, OpenMode::AttachOrLaunch).map(drop),
+                ("stop", None) => {
+                    self.stop(key);
+                    Ok(())
+                }
+                ("resize", Some(size)) => {
+                    let (cols, rows) = parse_size(size)?;
+                    let rt = self.runtime(key);
+                    {
+                        let mut state = lock(&rt.state);
+                        state.cols = cols;
+                        state.rows = rows;
+                    }
+                    lock(&rt.screen).resize(cols, rows);
+                    match rt.live_client() {
+                        Some(c) => c.resize(cols, rows).map_err(|e| Error::io("resize", &e)),
+                        None => Ok(()),
+                    }
+                }
+                ("redraw", None) => {
+                    let rt = self.runtime(key);
+                    let (cols, rows) = {
+                        let s = lock(&rt.state);
+                        (s.cols, s.rows)
+                    };
+                    match rt.live_client() {
+                        Some(c) => c.redraw(cols, rows).map_err(|e| Error::io("redraw", &e)),
+                        None => Err(Error::new(
+                            libc::ENOTCONN,
+                            format!("{key} is not live; write `open` first"),
+                        )),
+                    }
+                }
+                _ => Err(Error::invalid(format!(
+                    "unknown ctl command {command:?}; expected open, stop, resize COLSxROWS, redraw"
+                ))),
+            }
+        })();
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// Ends the session's processes and forgets the connection; the next
+    /// open is a LAUNCH (a resume for agents).
+    pub fn stop(&self, key: &SessionKey) {
+        let rt = self.runtime(key);
+        let _opening = lock(&rt.opening);
+        terminate(&self.paths, key, STOP_GRACE);
+        let client = {
+            let mut state = lock(&rt.state);
+            state.generation += 1;
+            state.client.take()
+        };
+        if let Some(client) = client {
+            let _ = client.detach();
+        }
+        log::info!("{key}: stopped");
+    }
+
+    /// Joins every master that answers on a socket in the runtime directory.
+    pub fn attach_live(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.config.runtime_dir) else {
+            return;
+        };
+        for entry in dir.filter_map(|e| e.ok()) {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "sock") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap_or_default().to_string_lossy().to_string();
+            let key = RunRecord::read(&self.config.runtime_dir.join(format!("{stem}.run.json")))
+                .and_then(|r| SessionKey::parse(&r.key).ok())
+                .or_else(|| SessionKey::parse(&stem).ok());
+            let Some(key) = key else { continue };
+            match self.ensure_open(&key, OpenMode::AttachOnly) {
+                Ok(_) => {}
+                Err(e) => log::info!("{key}: not attached at start: {}", e.message),
+            }
+        }
+    }
+
+    fn state_name(&self, key: &SessionKey) -> &'static str {
+        if self.is_archived(key) {
+            return "archived";
+        }
+        let rt = self.runtime(key);
+        let state = lock(&rt.state);
+        if state.client.is_some() {
+            "live"
+        } else if state.outcome == Some(Outcome::Busy) {
+            "busy"
+        } else {
+            "stopped"
+        }
+    }
+
+    /// The session's `status` file.
+    pub fn status(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        let rt = self.runtime(key);
+        let state_name = self.state_name(key);
+        let live = state_name == "live";
+        let (outcome, record, mut error, cols, rows) = {
+            let s = lock(&rt.state);
+            (s.outcome, s.record.clone(), s.error.clone(), s.cols, s.rows)
+        };
+        if !live && error.is_none() {
+            // A program that could not start leaves its reason in the run record.
+            error = RunRecord::read(&self.paths.record(key)).and_then(|r| r.exec_error);
+        }
+        let record = if live { record } else { None };
+        Ok(to_json_text(&json!({
+            "key": key.to_string(),
+            "state": state_name,
+            "outcome": outcome,
+            "master_pid": record.as_ref().map(|r| r.master_pid),
+            "agent_pid": record.as_ref().map(|r| r.agent_pid),
+            "socket": self.paths.socket(key),
+            "lock": self.paths.lock(key),
+            "size": format!("{cols}x{rows}"),
+            "scrollback_bytes": rt.scrollback.len(),
+            "error": error,
+        })))
+    }
+
+    /// The session's `meta.json`.
+    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        let meta = self.meta(key);
+        let rt = self.runtime(key);
+        let pid = {
+            let state = lock(&rt.state);
+            state
+                .client
+                .as_ref()
+                .and(state.record.as_ref().map(|r| r.agent_pid))
+        };
+        Ok(to_json_text(&json!({
+            "key": key.to_string(),
+            "engine": key.engine(),
+            "id": key.id(),
+            "title": meta.title,
+            "project": meta.project,
+            "favourite": meta.favourite,
+            "archived": meta.archived,
+            "workspace": self.workspace(key),
+            "created": rfc3339_ms(meta.created_ms),
+            "last_activity": rfc3339_ms(self.last_activity_ms(key)),
+            "state": self.state_name(key),
+            "pid": pid,
+        })))
+    }
+
+    /// The session's `screen`: the VT mirror's text.
+    pub fn screen(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        Ok(lock(&self.runtime(key).screen).text().into_bytes())
+    }
+
+    /// The root `status`.
+    pub fn root_status(&self) -> Vec<u8> {
+        let live: Vec<String> = lock(&self.sessions)
+            .iter()
+            .filter(|(_, rt)| rt.live_client().is_some())
+            .map(|(k, _)| k.to_string())
+            .collect();
+        let mut live = live;
+        live.sort();
+        to_json_text(&json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "mounts": [self.mountpoint],
+            "started": rfc3339_ms(self.started_ms),
+            "sessions": self.keys().len(),
+            "live": live,
+            "state_dir": self.config.state_dir,
+            "runtime_dir": self.config.runtime_dir,
+            "lock_dir": self.config.lock_dir,
+            "agent": {"run": Value::Null},
+        }))
+    }
+
+    /// One command written to the root `ctl`.
+    pub fn root_ctl(&self, command: &str) -> Result<()> {
+        let mut words = command.split_whitespace();
+        match words.next() {
+            Some("new") => {
+                let engine = words
+                    .next()
+                    .ok_or_else(|| Error::invalid("new takes ENGINE [workspace=DIR] [title=TEXT]"))?;
+                let mut workspace = None;
+                let mut title = None;
+                let rest: Vec<&str> = words.collect();
+                let rest = rest.join(" ");
+                // `title=` takes the rest of the line, so titles may hold spaces.
+                let (head, title_text) = match rest.find("title=") {
+                    Some(i) => (&rest[..i], Some(rest[i + 6..].trim().to_string())),
+                    None => (rest.as_str(), None),
+                };
+                for word in head.split_whitespace() {
+                    match word.split_once('=') {
+                        Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
+                            workspace = Some(dir.to_string())
+                        }
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "new: unexpected {word:?}; expected workspace=/ABSOLUTE/DIR or title=TEXT"
+                            )))
+                        }
+                    }
+                }
+                if let Some(t) = title_text {
+                    title = Some(t);
+                }
+                let id = new_session_id();
+                let key = self.create(&format!("{engine}:{id}"))?;
+                self.sidecar.update(|all| {
+                    if let Some(meta) = all.get_mut(&key.to_string()) {
+                        meta.workspace = workspace;
+                        meta.title = title;
+                    }
+                    Ok(())
+                })?;
+                Ok(())
+            }
+            Some(other) => Err(Error::invalid(format!(
+                "unknown command {other:?}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`"
+            ))),
+            None => Err(Error::invalid("empty command")),
+        }
+        .inspect_err(|e| log::warn!("ctl {command:?}: {}", e.message))
+    }
+
+    /// The root `README`.
+    pub fn readme(&self) -> Vec<u8> {
+        README.as_bytes().to_vec()
+    }
+}
+
+/// A fresh random UUID (v4 layout), as Claude's `--session-id` expects.
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Whether a Codex rollout for `id` exists under `sessions/YYYY/MM/DD/`.
+fn find_codex_rollout(dir: &Path, id: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(|e| e.ok()).any(|e| {
+        let path = e.path();
+        if path.is_dir() {
+            find_codex_rollout(&path, id)
+        } else {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.starts_with("rollout-")
+                && (name.ends_with(&format!("{id}.jsonl")) || name.ends_with(&format!("{id}.jsonl.zst")))
+        }
+    })
+}
+
+const README: &str = "\
+sessionfs: agent and shell sessions as files
+
+  mkdir ENGINE:ID            create a session (engines: shell, claude, codex, ...)
+  echo 'make' > ENGINE:ID/input    type into it (starts it under dtach if needed)
+  tail -f ENGINE:ID/scrollback     follow its raw terminal output
+  cat ENGINE:ID/screen       what its terminal shows now
+  cat ENGINE:ID/status       live/stopped/busy/archived, last open outcome, pids, last error
+  echo stop > ENGINE:ID/ctl  end it; also: open, resize COLSxROWS, redraw
+  cat status                 the daemon's own state
+  echo 'new shell title=build' > ctl    create a session with a fresh id
+
+Sessions outlive the daemon: each runs under its own dtach master, so
+`dtach -a` on the socket named in its status works beside this mount.
+";

@@ -1,0 +1,257 @@
+//! Engines described as data: how to start a new conversation, how to resume
+//! one, and where the engine keeps its own store (SPEC §2).
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Where an engine keeps its own conversations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Store {
+    /// No transcript (plain commands).
+    None,
+    /// Claude Code: `ROOT/projects/*/<uuid>.jsonl`.
+    Claude(PathBuf),
+    /// Codex CLI: `ROOT/sessions/YYYY/MM/DD/rollout-*-<uuid>.jsonl[.zst]`.
+    Codex(PathBuf),
+    /// Runs the host records itself; never launched.
+    Hosted,
+}
+
+/// One engine: a program plus argument templates where `{id}` is the session id.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    pub name: String,
+    pub program: String,
+    pub new_args: Vec<String>,
+    pub resume_args: Vec<String>,
+    pub store: Store,
+}
+
+impl Engine {
+    pub fn launchable(&self) -> bool {
+        self.store != Store::Hosted
+    }
+
+    /// The argv that starts (or, with `resume`, resumes) conversation `id`.
+    pub fn argv(&self, id: &str, resume: bool) -> Vec<String> {
+        let args = if resume {
+            &self.resume_args
+        } else {
+            &self.new_args
+        };
+        std::iter::once(self.program.clone())
+            .chain(args.iter().map(|a| a.replace("{id}", id)))
+            .collect()
+    }
+}
+
+/// An engine as the config file describes it; missing parts keep the built-in's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EngineEntry {
+    program: Option<String>,
+    new: Option<Vec<String>>,
+    resume: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    engines: BTreeMap<String, EngineEntry>,
+}
+
+/// All engines by name.
+#[derive(Debug, Clone)]
+pub struct EngineTable {
+    engines: BTreeMap<String, Engine>,
+}
+
+fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
+    let dir = |var: &str, default: &str| {
+        env.get(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(default))
+    };
+    let shell = env
+        .get("SHELL")
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| "/bin/sh".into());
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    vec![
+        Engine {
+            name: "shell".into(),
+            program: shell,
+            new_args: vec![],
+            resume_args: vec![],
+            store: Store::None,
+        },
+        Engine {
+            name: "claude".into(),
+            program: "claude".into(),
+            new_args: strings(&["--session-id", "{id}"]),
+            resume_args: strings(&["--resume", "{id}"]),
+            store: Store::Claude(dir("CLAUDE_CONFIG_DIR", ".claude")),
+        },
+        Engine {
+            name: "codex".into(),
+            program: "codex".into(),
+            new_args: vec![],
+            resume_args: strings(&["resume", "{id}"]),
+            store: Store::Codex(dir("CODEX_HOME", ".codex")),
+        },
+        Engine {
+            name: "hosted".into(),
+            program: String::new(),
+            new_args: vec![],
+            resume_args: vec![],
+            store: Store::Hosted,
+        },
+    ]
+}
+
+/// `SESSIONFS_ENGINE_<NAME>` names the program of engine `name` (tests use stand-ins).
+pub fn program_override_var(name: &str) -> String {
+    format!(
+        "SESSIONFS_ENGINE_{}",
+        name.to_ascii_uppercase().replace(['-', '.'], "_")
+    )
+}
+
+impl EngineTable {
+    /// Built-ins, then the config file's engines, then per-engine program overrides
+    /// from the environment.
+    pub fn load(
+        env: &HashMap<String, String>,
+        home: &Path,
+        config_file: Option<&Path>,
+    ) -> Result<Self> {
+        let mut engines: BTreeMap<String, Engine> = builtins(env, home)
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect();
+        if let Some(path) = config_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), &e))?;
+            let file: ConfigFile = serde_json::from_str(&text).map_err(|e| {
+                Error::invalid(format!("config {} is not valid: {e}", path.display()))
+            })?;
+            for (name, entry) in file.engines {
+                crate::key::SessionKey::new(&name, "x").map_err(|_| {
+                    Error::invalid(format!("config {}: bad engine name {name:?}", path.display()))
+                })?;
+                let engine = engines.entry(name.clone()).or_insert_with(|| Engine {
+                    name: name.clone(),
+                    program: String::new(),
+                    new_args: vec![],
+                    resume_args: vec![],
+                    store: Store::None,
+                });
+                if engine.store == Store::Hosted {
+                    return Err(Error::invalid(format!(
+                        "config {}: engine {name:?} is not launchable and cannot be changed",
+                        path.display()
+                    )));
+                }
+                if let Some(program) = entry.program {
+                    engine.program = program;
+                }
+                if let Some(new) = entry.new {
+                    engine.new_args = new;
+                }
+                if let Some(resume) = entry.resume {
+                    engine.resume_args = resume;
+                }
+                if engine.program.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "config {}: engine {name:?} needs a \"program\"",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        for engine in engines.values_mut() {
+            if let Some(program) = env.get(&program_override_var(&engine.name)) {
+                if !program.is_empty() && engine.launchable() {
+                    engine.program = program.clone();
+                }
+            }
+        }
+        Ok(EngineTable { engines })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Engine> {
+        self.engines.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.engines.keys().map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Engine> {
+        self.engines.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(env: &[(&str, &str)], file: Option<&str>) -> Result<EngineTable> {
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        if let Some(text) = file {
+            std::fs::write(&path, text).unwrap();
+        }
+        EngineTable::load(&env, Path::new("/home/u"), file.map(|_| path.as_path()))
+    }
+
+    #[test]
+    fn builtins_start_and_resume() {
+        let t = table(&[("SHELL", "/bin/bash")], None).unwrap();
+        assert_eq!(t.get("shell").unwrap().argv("x", false), vec!["/bin/bash"]);
+        let claude = t.get("claude").unwrap();
+        assert_eq!(claude.argv("u1", false), vec!["claude", "--session-id", "u1"]);
+        assert_eq!(claude.argv("u1", true), vec!["claude", "--resume", "u1"]);
+        assert_eq!(claude.store, Store::Claude("/home/u/.claude".into()));
+        assert_eq!(
+            t.get("codex").unwrap().argv("t", true),
+            vec!["codex", "resume", "t"]
+        );
+        assert!(!t.get("hosted").unwrap().launchable());
+    }
+
+    #[test]
+    fn programs_can_be_overridden() {
+        let t = table(
+            &[("SESSIONFS_ENGINE_CLAUDE", "/opt/fake-claude"), ("CLAUDE_CONFIG_DIR", "/c")],
+            Some(r#"{"engines": {"make-loop": {"program": "make", "new": ["-C", "{id}"]}}}"#),
+        )
+        .unwrap();
+        assert_eq!(t.get("claude").unwrap().program, "/opt/fake-claude");
+        assert_eq!(t.get("claude").unwrap().store, Store::Claude("/c".into()));
+        assert_eq!(t.get("make-loop").unwrap().argv("d", false), vec!["make", "-C", "d"]);
+    }
+
+    #[test]
+    fn bad_config_is_a_clear_error() {
+        for bad in [
+            "{",
+            r#"{"engines": {"x": {"new": []}}}"#,
+            r#"{"engines": {"a b": {"program": "x"}}}"#,
+            r#"{"engines": {"hosted": {"program": "x"}}}"#,
+            r#"{"unknown": 1}"#,
+        ] {
+            let err = table(&[], Some(bad)).unwrap_err();
+            assert_eq!(err.errno, libc::EINVAL, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Inode numbers: fixed for the root's files, and a block of numbers per
+//! session, handed out on first sight and kept for the daemon's life, so a
+//! file keeps its number (editors check it) while the daemon runs.
+
+use crate::key::SessionKey;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+pub const ROOT: u64 = 1;
+const FIRST_SESSION: u64 = 1 << 16;
+/// Numbers reserved per session directory and its files.
+const PER_SESSION: u64 = 16;
+
+/// The files of the root directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootFile {
+    Readme,
+    Status,
+    Ctl,
+}
+
+impl RootFile {
+    pub const ALL: [RootFile; 3] = [RootFile::Readme, RootFile::Status, RootFile::Ctl];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RootFile::Readme => "README",
+            RootFile::Status => "status",
+            RootFile::Ctl => "ctl",
+        }
+    }
+
+    pub fn ino(self) -> u64 {
+        2 + self as u64
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// A session directory or one of its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFile {
+    Dir,
+    Scrollback,
+    Screen,
+    Input,
+    Status,
+    Ctl,
+    Meta,
+}
+
+impl SessionFile {
+    pub const FILES: [SessionFile; 6] = [
+        SessionFile::Scrollback,
+        SessionFile::Screen,
+        SessionFile::Input,
+        SessionFile::Status,
+        SessionFile::Ctl,
+        SessionFile::Meta,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionFile::Dir => ".",
+            SessionFile::Scrollback => "scrollback",
+            SessionFile::Screen => "screen",
+            SessionFile::Input => "input",
+            SessionFile::Status => "status",
+            SessionFile::Ctl => "ctl",
+            SessionFile::Meta => "meta.json",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::FILES.into_iter().find(|f| f.name() == name)
+    }
+
+    fn offset(self) -> u64 {
+        self as u64
+    }
+
+    fn from_offset(n: u64) -> Option<Self> {
+        std::iter::once(SessionFile::Dir)
+            .chain(Self::FILES)
+            .find(|f| f.offset() == n)
+    }
+}
+
+/// What an inode number stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    Root,
+    RootFile(RootFile),
+    Session(SessionKey, SessionFile),
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    keys: Vec<SessionKey>,
+    index: HashMap<SessionKey, u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct InodeTable {
+    table: Mutex<Table>,
+}
+
+impl InodeTable {
+    pub fn ino(&self, node: &Node) -> u64 {
+        match node {
+            Node::Root => ROOT,
+            Node::RootFile(f) => f.ino(),
+            Node::Session(key, file) => {
+                let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+                let idx = match t.index.get(key) {
+                    Some(i) => *i,
+                    None => {
+                        let i = t.keys.len() as u64;
+                        t.keys.push(key.clone());
+                        t.index.insert(key.clone(), i);
+                        i
+                    }
+                };
+                FIRST_SESSION + idx * PER_SESSION + file.offset()
+            }
+        }
+    }
+
+    pub fn node(&self, ino: u64) -> Option<Node> {
+        if ino == ROOT {
+            return Some(Node::Root);
+        }
+        if let Some(f) = RootFile::ALL.into_iter().find(|f| f.ino() == ino) {
+            return Some(Node::RootFile(f));
+        }
+        let rel = ino.checked_sub(FIRST_SESSION)?;
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let key = t.keys.get((rel / PER_SESSION) as usize)?.clone();
+        Some(Node::Session(key, SessionFile::from_offset(rel % PER_SESSION)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_stable_and_reversible() {
+        let t = InodeTable::default();
+        let a = SessionKey::parse("shell:a").unwrap();
+        let b = SessionKey::parse("shell:b").unwrap();
+        let na = Node::Session(a.clone(), SessionFile::Meta);
+        let ino = t.ino(&na);
+        t.ino(&Node::Session(b.clone(), SessionFile::Dir));
+        assert_eq!(t.ino(&na), ino);
+        assert_eq!(t.node(ino), Some(na));
+        assert_eq!(t.node(RootFile::Ctl.ino()), Some(Node::RootFile(RootFile::Ctl)));
+        assert_eq!(t.node(ROOT), Some(Node::Root));
+        assert_eq!(t.node(999), None);
+    }
+}

@@ -1,0 +1,551 @@
+//! The FUSE adapter: translates kernel requests into calls on [`Core`] and
+//! its results into replies. No session logic lives here.
+
+pub mod inode;
+
+use crate::core::Core;
+use crate::error::Error;
+use crate::key::SessionKey;
+use crate::procinfo::tgid_of;
+use crate::scrollback::View;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
+};
+use inode::{InodeTable, Node, RootFile, SessionFile, ROOT};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+/// Everything changes under the kernel's feet: no attribute or entry caching.
+const TTL: Duration = Duration::ZERO;
+
+/// What an open file handle reads or writes.
+#[derive(Debug)]
+enum Handle {
+    /// A per-handle view of the ring (see `scrollback`), owned by process `tgid`.
+    Scrollback {
+        key: SessionKey,
+        view: View,
+        tgid: u32,
+    },
+    /// Generated text, fixed at open so a reader sees one consistent version.
+    Snapshot(Vec<u8>),
+    Input(SessionKey),
+    SessionCtl(SessionKey),
+    RootCtl,
+}
+
+pub struct SessionFs {
+    core: Arc<Core>,
+    inodes: InodeTable,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    uid: u32,
+    gid: u32,
+    started: SystemTime,
+}
+
+fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno)
+}
+
+impl SessionFs {
+    pub fn new(core: Arc<Core>) -> Self {
+        SessionFs {
+            core,
+            inodes: InodeTable::default(),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+            started: SystemTime::now(),
+        }
+    }
+
+    fn handles(&self) -> MutexGuard<'_, HashMap<u64, Handle>> {
+        self.handles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn attr(&self, ino: u64, kind: FileType, perm: u16, size: u64, mtime: SystemTime) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: size.div_ceil(512),
+            atime: mtime,
+            mtime,
+            ctime: mtime,
+            crtime: self.started,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// The node behind `ino`, if its session still exists.
+    fn node(&self, ino: u64) -> Result<Node, Error> {
+        let node = self
+            .inodes
+            .node(ino)
+            .ok_or_else(|| Error::not_found(format!("no inode {ino}")))?;
+        if let Node::Session(key, _) = &node {
+            if !self.core.exists(key) {
+                return Err(Error::not_found(format!("no session {key}")));
+            }
+        }
+        Ok(node)
+    }
+
+    /// Size the scrollback shows this caller: its own handle's view when the
+    /// calling process has one open (so `tail -f`, which polls `fstat`, sees
+    /// growth past the ring's cap), else the bytes held.
+    fn scrollback_size(&self, key: &SessionKey, fh: Option<u64>, pid: u32) -> Result<u64, Error> {
+        let rt = self.core.session_runtime(key)?;
+        let ring = rt.scrollback();
+        let handles = self.handles();
+        let own = |h: &Handle| match h {
+            Handle::Scrollback { key: k, view, .. } if k == key => Some(ring.view_len(view)),
+            _ => None,
+        };
+        if let Some(size) = fh.and_then(|fh| handles.get(&fh)).and_then(own) {
+            return Ok(size);
+        }
+        let has_views = handles
+            .values()
+            .any(|h| matches!(h, Handle::Scrollback { key: k, .. } if k == key));
+        if has_views {
+            let tgid = tgid_of(pid);
+            // The newest handle of this process: `tail -F` reopens.
+            let newest = handles
+                .iter()
+                .filter(|(_, h)| matches!(h, Handle::Scrollback { key: k, tgid: t, .. } if k == key && *t == tgid))
+                .max_by_key(|(fh, _)| **fh)
+                .and_then(|(_, h)| own(h));
+            if let Some(size) = newest {
+                return Ok(size);
+            }
+        }
+        Ok(ring.len() as u64)
+    }
+
+    fn getattr_node(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<FileAttr, Error> {
+        let ino = self.inodes.ino(node);
+        let now = SystemTime::now();
+        Ok(match node {
+            Node::Root => self.attr(ino, FileType::Directory, 0o755, 0, self.started),
+            Node::RootFile(RootFile::Readme) => {
+                self.attr(ino, FileType::RegularFile, 0o444, self.core.readme().len() as u64, self.started)
+            }
+            Node::RootFile(RootFile::Status) => {
+                self.attr(ino, FileType::RegularFile, 0o444, self.core.root_status().len() as u64, now)
+            }
+            Node::RootFile(RootFile::Ctl) => self.attr(ino, FileType::RegularFile, 0o200, 0, self.started),
+            Node::Session(key, file) => match file {
+                SessionFile::Dir => self.attr(ino, FileType::Directory, 0o755, 0, self.started),
+                SessionFile::Scrollback => {
+                    let size = self.scrollback_size(key, fh, pid)?;
+                    let mtime = self.core.session_runtime(key)?.scrollback().last_append();
+                    self.attr(ino, FileType::RegularFile, 0o444, size, mtime)
+                }
+                SessionFile::Screen => {
+                    self.attr(ino, FileType::RegularFile, 0o444, self.core.screen(key)?.len() as u64, now)
+                }
+                SessionFile::Status => {
+                    self.attr(ino, FileType::RegularFile, 0o444, self.core.status(key)?.len() as u64, now)
+                }
+                SessionFile::Meta => {
+                    self.attr(ino, FileType::RegularFile, 0o400, self.core.meta_json(key)?.len() as u64, now)
+                }
+                SessionFile::Input | SessionFile::Ctl => {
+                    self.attr(ino, FileType::RegularFile, 0o200, 0, now)
+                }
+            },
+        })
+    }
+
+    fn lookup_node(&self, parent: u64, name: &OsStr) -> Result<Node, Error> {
+        let name = name
+            .to_str()
+            .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
+        match self.node(parent)? {
+            Node::Root => {
+                if let Some(f) = RootFile::from_name(name) {
+                    return Ok(Node::RootFile(f));
+                }
+                let key = SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+                if self.core.exists(&key) {
+                    Ok(Node::Session(key, SessionFile::Dir))
+                } else {
+                    Err(Error::not_found(format!("no session {key}")))
+                }
+            }
+            Node::Session(key, SessionFile::Dir) => SessionFile::from_name(name)
+                .map(|f| Node::Session(key, f))
+                .ok_or_else(|| Error::not_found(format!("no {name} in a session"))),
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    fn add_handle(&self, handle: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles().insert(fh, handle);
+        fh
+    }
+
+    fn open_node(&self, node: &Node, flags: OpenFlags, pid: u32) -> Result<u64, Error> {
+        let mode = flags.acc_mode();
+        let writes = mode != OpenAccMode::O_RDONLY;
+        let reads = mode != OpenAccMode::O_WRONLY;
+        let read_only = |what: &str| -> Result<(), Error> {
+            if writes {
+                Err(Error::access(format!("{what} is read-only")))
+            } else {
+                Ok(())
+            }
+        };
+        let write_only = |what: &str| -> Result<(), Error> {
+            if reads {
+                Err(Error::access(format!("{what} is write-only")))
+            } else {
+                Ok(())
+            }
+        };
+        let handle = match node {
+            Node::Root | Node::Session(_, SessionFile::Dir) => {
+                return Err(Error::new(libc::EISDIR, "a directory"))
+            }
+            Node::RootFile(RootFile::Readme) => {
+                read_only("README")?;
+                Handle::Snapshot(self.core.readme())
+            }
+            Node::RootFile(RootFile::Status) => {
+                read_only("status")?;
+                Handle::Snapshot(self.core.root_status())
+            }
+            Node::RootFile(RootFile::Ctl) => {
+                write_only("ctl")?;
+                Handle::RootCtl
+            }
+            Node::Session(key, file) => {
+                let refuse = |e: Error| {
+                    log::warn!("{key}/{}: {}", file.name(), e.message);
+                    e
+                };
+                match file {
+                    SessionFile::Dir => unreachable!("handled above"),
+                    SessionFile::Scrollback => {
+                        read_only("scrollback").map_err(refuse)?;
+                        let rt = self.core.session_runtime(key)?;
+                        Handle::Scrollback {
+                            key: key.clone(),
+                            view: rt.scrollback().open_view(),
+                            tgid: tgid_of(pid),
+                        }
+                    }
+                    SessionFile::Screen => {
+                        read_only("screen").map_err(refuse)?;
+                        Handle::Snapshot(self.core.screen(key)?)
+                    }
+                    SessionFile::Status => {
+                        read_only("status").map_err(refuse)?;
+                        Handle::Snapshot(self.core.status(key)?)
+                    }
+                    SessionFile::Meta => {
+                        read_only("meta.json").map_err(refuse)?;
+                        Handle::Snapshot(self.core.meta_json(key)?)
+                    }
+                    SessionFile::Input => {
+                        write_only("input").map_err(refuse)?;
+                        Handle::Input(key.clone())
+                    }
+                    SessionFile::Ctl => {
+                        write_only("ctl").map_err(refuse)?;
+                        Handle::SessionCtl(key.clone())
+                    }
+                }
+            }
+        };
+        Ok(self.add_handle(handle))
+    }
+
+    fn read_handle(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Error> {
+        let mut handles = self.handles();
+        match handles.get_mut(&fh) {
+            Some(Handle::Snapshot(bytes)) => {
+                let start = (offset as usize).min(bytes.len());
+                let end = start.saturating_add(size as usize).min(bytes.len());
+                Ok(bytes[start..end].to_vec())
+            }
+            Some(Handle::Scrollback { key, view, .. }) => {
+                let rt = self.core.session_runtime(key)?;
+                Ok(rt.scrollback().read(view, offset, size as usize))
+            }
+            Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
+            None => Err(Error::new(libc::EBADF, "no such handle")),
+        }
+    }
+
+    fn write_handle(&self, fh: u64, data: &[u8]) -> Result<usize, Error> {
+        let target = match self.handles().get(&fh) {
+            Some(Handle::Input(key)) => Some((key.clone(), false)),
+            Some(Handle::SessionCtl(key)) => Some((key.clone(), true)),
+            Some(Handle::RootCtl) => None,
+            _ => return Err(Error::new(libc::EBADF, "not open for writing")),
+        };
+        // The handle table is not held here: opening a session can take a while.
+        match target {
+            Some((key, false)) => self.core.write_input(&key, data),
+            Some((key, true)) => {
+                for command in commands(data)? {
+                    self.core.session_ctl(&key, command)?;
+                }
+                Ok(data.len())
+            }
+            None => {
+                for command in commands(data)? {
+                    self.core.root_ctl(command)?;
+                }
+                Ok(data.len())
+            }
+        }
+    }
+
+    fn readdir_entries(&self, ino: u64) -> Result<Vec<(u64, FileType, String)>, Error> {
+        let node = self.node(ino)?;
+        let mut entries = vec![
+            (ino, FileType::Directory, ".".to_string()),
+            (ROOT, FileType::Directory, "..".to_string()),
+        ];
+        match node {
+            Node::Root => {
+                for f in RootFile::ALL {
+                    entries.push((f.ino(), FileType::RegularFile, f.name().to_string()));
+                }
+                for key in self.core.keys() {
+                    if self.core.is_archived(&key) {
+                        continue;
+                    }
+                    let ino = self.inodes.ino(&Node::Session(key.clone(), SessionFile::Dir));
+                    entries.push((ino, FileType::Directory, key.to_string()));
+                }
+            }
+            Node::Session(key, SessionFile::Dir) => {
+                for f in SessionFile::FILES {
+                    let ino = self.inodes.ino(&Node::Session(key.clone(), f));
+                    entries.push((ino, FileType::RegularFile, f.name().to_string()));
+                }
+            }
+            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+        Ok(entries)
+    }
+}
+
+/// The commands in one write to a `ctl` file: one per line.
+fn commands(data: &[u8]) -> Result<Vec<&str>, Error> {
+    let text = std::str::from_utf8(data).map_err(|_| Error::invalid("ctl commands are UTF-8 text"))?;
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() {
+        return Err(Error::invalid("empty ctl command"));
+    }
+    Ok(lines)
+}
+
+impl Filesystem for SessionFs {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self
+            .lookup_node(parent.0, name)
+            .and_then(|node| self.getattr_node(&node, None, req.pid()))
+        {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self
+            .node(ino.0)
+            .and_then(|node| self.getattr_node(&node, fh.map(|f| f.0), req.pid()))
+        {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let result = self.node(ino.0).and_then(|node| {
+            let writable = matches!(
+                node,
+                Node::RootFile(RootFile::Ctl)
+                    | Node::Session(_, SessionFile::Input)
+                    | Node::Session(_, SessionFile::Ctl)
+            );
+            if mode.is_some() || uid.is_some() || gid.is_some() {
+                return Err(Error::perm("modes and owners here are fixed"));
+            }
+            // `echo x > input` truncates before it writes: a stream has nothing to cut.
+            if size.is_some() && !writable {
+                return Err(Error::access("read-only file"));
+            }
+            self.getattr_node(&node, fh.map(|f| f.0), req.pid())
+        });
+        match result {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        if parent.0 != ROOT {
+            return reply.error(Errno::EPERM);
+        }
+        let result = name
+            .to_str()
+            .ok_or_else(|| Error::invalid("session keys are ASCII"))
+            .and_then(|n| self.core.create(n))
+            .and_then(|key| self.getattr_node(&Node::Session(key, SessionFile::Dir), None, req.pid()));
+        match result {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let err = match self.lookup_node(parent.0, name) {
+            Ok(Node::Session(key, SessionFile::Dir)) => {
+                log::warn!("rmdir {key}: refused; archive a session to put it away");
+                Errno::EPERM
+            }
+            Ok(_) => Errno::ENOTDIR,
+            Err(e) => errno(&e),
+        };
+        reply.error(err);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.lookup_node(parent.0, name) {
+            Ok(_) => reply.error(Errno::EPERM),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self
+            .node(ino.0)
+            .and_then(|node| self.open_node(&node, flags, req.pid()))
+        {
+            // Direct I/O: reads are not clamped to a cached size, so the
+            // scrollback and generated files always show what is there now.
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.read_handle(fh.0, offset, size) {
+            Ok(bytes) => reply.data(&bytes),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.write_handle(fh.0, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.handles().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.node(ino.0) {
+            Ok(Node::Root | Node::Session(_, SessionFile::Dir)) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        match self.readdir_entries(ino.0) {
+            Ok(entries) => {
+                for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+                    if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+}

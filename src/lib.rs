@@ -1,0 +1,19 @@
+//! sessionfs: agent and shell sessions kept alive under dtach, mounted as files.
+//!
+//! The FUSE adapter (`fs`) is thin over the plain core (`core`), which can be
+//! driven and tested without a mount.
+
+pub mod config;
+pub mod core;
+pub mod daemon;
+pub mod engine;
+pub mod error;
+pub mod fs;
+pub mod key;
+pub mod procinfo;
+pub mod runtime;
+pub mod screen;
+pub mod scrollback;
+pub mod sidecar;
+pub mod timefmt;
+pub mod transcript;

@@ -1,0 +1,82 @@
+//! Small facts about processes, read from `/proc`.
+
+use std::path::Path;
+
+/// The process (thread group) a thread belongs to: FUSE requests carry the
+/// calling thread's id, while file handles belong to processes.
+pub fn tgid_of(tid: u32) -> u32 {
+    let status = match std::fs::read_to_string(format!("/proc/{tid}/status")) {
+        Ok(s) => s,
+        Err(_) => return tid,
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(tid)
+}
+
+/// The NUL-separated command line of `pid`, split into arguments.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Whether `pid` is still the dtach master serving `socket` (pids get reused).
+pub fn is_dtach_master(pid: u32, socket: &Path) -> bool {
+    let Some(args) = cmdline(pid) else {
+        return false;
+    };
+    let socket = socket.to_string_lossy();
+    args.first().is_some_and(|a| a.ends_with("dtach")) && args.iter().any(|a| *a == socket)
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// The processes whose session id is `sid` (an agent's group and stragglers).
+pub fn session_members(sid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    // Fields after the name: state ppid pgrp session ...
+                    rest.split_whitespace().nth(3)?.parse::<u32>().ok()
+                })
+                == Some(sid)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_facts() {
+        let me = std::process::id();
+        assert_eq!(tgid_of(me), me);
+        assert!(alive(me));
+        assert!(cmdline(me).is_some());
+        assert!(!is_dtach_master(me, Path::new("/nowhere.sock")));
+    }
+}

@@ -1,0 +1,228 @@
+//! Opening a session: exactly one of ATTACH, LAUNCH or BUSY (SPEC §3).
+//!
+//! The decision goes through the socket and the per-key `flock` only, never
+//! through in-process state, so it holds across daemons sharing a lock dir.
+
+use super::dtach::Client;
+use super::lock::try_lock;
+use super::paths::RuntimePaths;
+use super::record::RunRecord;
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::procinfo;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How an open resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Outcome {
+    Attach,
+    Launch,
+    Busy,
+}
+
+/// Everything needed to open one session.
+#[derive(Debug, Clone)]
+pub struct OpenRequest<'a> {
+    pub paths: &'a RuntimePaths,
+    pub key: &'a SessionKey,
+    /// The program to run on LAUNCH (new or resume, as the caller decided).
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub cols: u16,
+    pub rows: u16,
+    /// The sessionfs binary, run as the exec wrapper.
+    pub wrapper: PathBuf,
+    /// The dtach binary.
+    pub dtach: PathBuf,
+}
+
+/// An attached client and what is known of the master.
+#[derive(Debug)]
+pub struct Opened {
+    pub outcome: Outcome,
+    pub client: Client,
+    /// The reading half, for the session's reader thread.
+    pub reader: UnixStream,
+    pub record: Option<RunRecord>,
+}
+
+/// How long a launch may take to show its socket and record.
+const LAUNCH_DEADLINE: Duration = Duration::from_secs(10);
+/// How long to wait for a master that another opener is starting.
+const BUSY_GRACE: Duration = Duration::from_secs(3);
+
+fn poll_until<T>(deadline: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let until = Instant::now() + deadline;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// The run record, if it still describes a live master on this socket.
+pub fn live_record(paths: &RuntimePaths, key: &SessionKey) -> Option<RunRecord> {
+    let record = RunRecord::read(&paths.record(key))?;
+    procinfo::is_dtach_master(record.master_pid, &paths.socket(key)).then_some(record)
+}
+
+fn attach(req: &OpenRequest<'_>, outcome: Outcome) -> Result<Opened> {
+    let socket = req.paths.socket(req.key);
+    let (client, reader) =
+        Client::connect(&socket).map_err(|e| Error::io(&format!("cannot connect {}", socket.display()), &e))?;
+    client
+        .attach(req.cols, req.rows)
+        .map_err(|e| Error::io("cannot attach to the dtach master", &e))?;
+    let record = if outcome == Outcome::Launch {
+        poll_until(LAUNCH_DEADLINE, || live_record(req.paths, req.key))
+    } else {
+        live_record(req.paths, req.key)
+    };
+    Ok(Opened {
+        outcome,
+        client,
+        reader,
+        record,
+    })
+}
+
+/// Resolves an open to ATTACH, LAUNCH or BUSY (`EBUSY`).
+pub fn open(req: &OpenRequest<'_>) -> Result<Opened> {
+    let socket = req.paths.socket(req.key);
+    if UnixStream::connect(&socket).is_ok() {
+        return attach(req, Outcome::Attach);
+    }
+    match try_lock(&req.paths.lock(req.key))? {
+        Some(lock) => {
+            launch(req, &socket, lock)?;
+            attach(req, Outcome::Launch)
+        }
+        None => {
+            // Held but silent: either another opener is starting the master
+            // right now, or something else holds the lock.
+            if poll_until(BUSY_GRACE, || UnixStream::connect(&socket).ok()).is_some() {
+                return attach(req, Outcome::Attach);
+            }
+            Err(Error::busy(format!(
+                "{} is locked by another process ({}) and no dtach master answers on {}",
+                req.key,
+                req.paths.lock(req.key).display(),
+                socket.display()
+            )))
+        }
+    }
+}
+
+/// Starts `dtach -n` with the locked descriptor inherited by the master alone;
+/// our own copy is dropped when this returns.
+fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<()> {
+    let record = req.paths.record(req.key);
+    for stale in [socket, record.as_path()] {
+        match std::fs::remove_file(stale) {
+            Ok(()) => log::info!("{}: removed stale {}", req.key, stale.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&format!("cannot remove {}", stale.display()), &e)),
+        }
+    }
+    if req.argv.first().is_none_or(|p| p.is_empty()) {
+        return Err(Error::invalid(format!("{}: the engine has no program", req.key)));
+    }
+    let err_path = req.paths.runtime_dir.join(format!(
+        "{}.err",
+        socket.file_stem().unwrap_or_default().to_string_lossy()
+    ));
+    let err_file = std::fs::File::create(&err_path)
+        .map_err(|e| Error::io(&format!("cannot create {}", err_path.display()), &e))?;
+    let lock_fd = lock.as_raw_fd();
+    let mut cmd = Command::new(&req.dtach);
+    cmd.arg("-n")
+        .arg(socket)
+        .args(["-E", "-z", "-r", "winch"])
+        .arg(&req.wrapper)
+        .arg("exec-wrapper")
+        .arg("--lock-fd")
+        .arg(lock_fd.to_string())
+        .arg("--record")
+        .arg(&record)
+        .arg("--key")
+        .arg(req.key.to_string())
+        .arg("--socket")
+        .arg(socket)
+        .arg("--cwd")
+        .arg(&req.cwd)
+        .arg("--")
+        .args(&req.argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err_file);
+    // SAFETY: runs in the forked child before exec and only calls fcntl, which
+    // is async-signal-safe. Clearing close-on-exec here, not in the parent,
+    // keeps the lock out of every other child this process starts.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(lock_fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| Error::io(&format!("cannot run {}", req.dtach.display()), &e))?;
+    drop(lock);
+    if !status.success() {
+        let said = std::fs::read_to_string(&err_path).unwrap_or_default();
+        return Err(Error::new(
+            libc::EIO,
+            format!(
+                "dtach -n {} failed ({status}): {}",
+                socket.display(),
+                said.trim()
+            ),
+        ));
+    }
+    if poll_until(LAUNCH_DEADLINE, || UnixStream::connect(socket).ok()).is_none() {
+        return Err(Error::new(
+            libc::EIO,
+            format!("the dtach master never answered on {}", socket.display()),
+        ));
+    }
+    log::info!("{}: LAUNCH {:?} in {}", req.key, req.argv, req.cwd.display());
+    Ok(())
+}
+
+/// Ends a session's processes: the agent's session (its group and
+/// stragglers) with TERM, the master, then KILL after `grace`. Best-effort.
+pub fn terminate(paths: &RuntimePaths, key: &SessionKey, grace: Duration) {
+    let Some(record) = live_record(paths, key) else {
+        return;
+    };
+    let signal = |pids: &[u32], sig| {
+        for pid in pids {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), sig);
+        }
+    };
+    let members = |record: &RunRecord| {
+        let mut pids = procinfo::session_members(record.agent_pid);
+        pids.push(record.master_pid);
+        pids.retain(|p| procinfo::alive(*p));
+        pids
+    };
+    signal(&members(&record), nix::sys::signal::Signal::SIGTERM);
+    let gone = poll_until(grace, || members(&record).is_empty().then_some(()));
+    if gone.is_none() {
+        signal(&members(&record), nix::sys::signal::Signal::SIGKILL);
+    }
+}

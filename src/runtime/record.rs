@@ -1,0 +1,47 @@
+//! The run record: written by the exec wrapper when a master starts, so any
+//! daemon knows the master's and the agent's pids.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunRecord {
+    pub key: String,
+    pub socket: String,
+    pub master_pid: u32,
+    pub agent_pid: u32,
+    /// Milliseconds since the epoch.
+    pub started_ms: u64,
+    /// Set when the agent's program could not be started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_error: Option<String>,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl RunRecord {
+    pub fn read(path: &Path) -> Option<RunRecord> {
+        let text = std::fs::read(path).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Written to a temporary name and renamed, so a reader never sees half of it.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let body = serde_json::to_vec(self).expect("record serialises");
+        let result = std::fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(&body))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        result.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(&format!("cannot write {}", path.display()), &e)
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! sessionfs's own metadata store (SPEC §6): one JSON file keyed by session
+//! key, never inside an engine's store. Every change is read-modify-write
+//! under an exclusive `flock`, written to a temporary file, fsynced and
+//! renamed, so two daemons never lose each other's edits and a crash leaves
+//! the old or the new file, never half of one.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// What sessionfs itself remembers of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// Milliseconds since the epoch.
+    pub created_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub favourite: bool,
+    #[serde(default)]
+    pub archived: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SidecarFile {
+    #[serde(default)]
+    sessions: BTreeMap<String, SessionMeta>,
+}
+
+/// Identity of the file on disk, to notice another daemon's writes.
+type Stamp = Option<(u64, i64, i64, u64)>;
+
+#[derive(Debug)]
+struct Cache {
+    stamp: Stamp,
+    sessions: BTreeMap<String, SessionMeta>,
+    /// Why the file on disk could not be read; writes are refused meanwhile
+    /// so a damaged file is never overwritten with less than it held.
+    broken: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct Sidecar {
+    path: PathBuf,
+    lock_path: PathBuf,
+    cache: Mutex<Cache>,
+}
+
+fn stamp(path: &Path) -> Stamp {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
+}
+
+fn load(path: &Path) -> std::result::Result<BTreeMap<String, SessionMeta>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice::<SidecarFile>(&bytes)
+            .map(|f| f.sessions)
+            .map_err(|e| format!("{} is damaged: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+impl Sidecar {
+    pub fn open(state_dir: &Path) -> Sidecar {
+        let sidecar = Sidecar {
+            path: state_dir.join("sidecar.json"),
+            lock_path: state_dir.join("sidecar.lock"),
+            cache: Mutex::new(Cache {
+                stamp: None,
+                sessions: BTreeMap::new(),
+                broken: None,
+            }),
+        };
+        drop(sidecar.refresh());
+        sidecar
+    }
+
+    /// Re-reads the file if another writer changed it.
+    fn refresh(&self) -> std::sync::MutexGuard<'_, Cache> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let now = stamp(&self.path);
+        if now != cache.stamp || (now.is_none() && cache.broken.is_some()) {
+            cache.stamp = now;
+            match load(&self.path) {
+                Ok(sessions) => {
+                    cache.sessions = sessions;
+                    cache.broken = None;
+                }
+                Err(reason) => {
+                    log::error!("{reason}; metadata changes are refused until it is repaired");
+                    cache.broken = Some(reason);
+                }
+            }
+        }
+        cache
+    }
+
+    pub fn get(&self, key: &str) -> Option<SessionMeta> {
+        self.refresh().sessions.get(key).cloned()
+    }
+
+    pub fn all(&self) -> BTreeMap<String, SessionMeta> {
+        self.refresh().sessions.clone()
+    }
+
+    /// Applies `change` to the newest state on disk and writes it back atomically.
+    pub fn update<T>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<T>,
+    ) -> Result<T> {
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock_path)
+            .map_err(|e| Error::io(&format!("cannot open {}", self.lock_path.display()), &e))?;
+        lock.lock()
+            .map_err(|e| Error::io(&format!("cannot lock {}", self.lock_path.display()), &e))?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sessions = load(&self.path).map_err(|reason| {
+            cache.broken = Some(reason.clone());
+            Error::new(libc::EIO, reason)
+        })?;
+        let result = change(&mut sessions)?;
+        self.write(&sessions)?;
+        cache.stamp = stamp(&self.path);
+        cache.sessions = sessions;
+        cache.broken = None;
+        Ok(result)
+    }
+
+    fn write(&self, sessions: &BTreeMap<String, SessionMeta>) -> Result<()> {
+        let tmp = self.path.with_extension(format!("json.tmp{}", std::process::id()));
+        let body = serde_json::to_vec_pretty(&SidecarFile {
+            sessions: sessions.clone(),
+        })
+        .expect("sidecar serialises");
+        let written = File::create(&tmp)
+            .and_then(|mut f| f.write_all(&body).and_then(|()| f.sync_all()))
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .and_then(|()| {
+                File::open(self.path.parent().unwrap_or(Path::new("/")))?.sync_all()
+            });
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(&format!("cannot write {}", self.path.display()), &e)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_handles_see_each_others_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Sidecar::open(dir.path());
+        let b = Sidecar::open(dir.path());
+        a.update(|s| {
+            s.insert("shell:x".into(), SessionMeta::default());
+            Ok(())
+        })
+        .unwrap();
+        b.update(|s| {
+            s.insert("shell:y".into(), SessionMeta::default());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(a.all().len(), 2);
+        assert!(b.get("shell:x").is_some());
+    }
+
+    #[test]
+    fn a_failed_change_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sidecar::open(dir.path());
+        let err = s
+            .update(|m| {
+                m.insert("shell:z".into(), SessionMeta::default());
+                Err::<(), _>(Error::invalid("no"))
+            })
+            .unwrap_err();
+        assert_eq!(err.errno, libc::EINVAL);
+        assert!(s.all().is_empty());
+    }
+
+    #[test]
+    fn a_damaged_file_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("sidecar.json"), b"{not json").unwrap();
+        let s = Sidecar::open(dir.path());
+        assert!(s.all().is_empty());
+        assert!(s.update(|_| Ok(())).is_err());
+        assert_eq!(
+            std::fs::read(dir.path().join("sidecar.json")).unwrap(),
+            b"{not json"
+        );
+    }
+}

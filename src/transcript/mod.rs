@@ -1,0 +1,1 @@
+//! Agents' own conversations: parsers, turn index, console renderer (SPEC §7).
