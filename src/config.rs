@@ -35,7 +35,11 @@ fn number(env: &HashMap<String, String>, name: &str, default: u64, floor: u64) -
     let value: u64 = raw.trim().parse().map_err(|_| {
         Error::invalid(format!(
             "{name}={raw:?} is not a whole number of {}",
-            if name.ends_with("BYTES") { "bytes" } else { "units" }
+            if name.ends_with("BYTES") {
+                "bytes"
+            } else {
+                "units"
+            }
         ))
     })?;
     if value == 0 {
@@ -133,7 +137,10 @@ pub fn make_private_dir(dir: &Path) -> Result<()> {
     let meta = std::fs::metadata(dir)
         .map_err(|e| Error::io(&format!("cannot stat {}", dir.display()), &e))?;
     if !meta.is_dir() {
-        return Err(Error::invalid(format!("{} is not a directory", dir.display())));
+        return Err(Error::invalid(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
     }
     if meta.uid() != nix::unistd::getuid().as_raw() {
         return Err(Error::perm(format!(
@@ -193,7 +200,8 @@ mod tests {
 
     #[test]
     fn scrollback_is_floored() {
-        let c = Config::from_map(&env(&[("AGENT_SESSIONS_SCROLLBACK_BYTES", "1000")]), None).unwrap();
+        let c =
+            Config::from_map(&env(&[("AGENT_SESSIONS_SCROLLBACK_BYTES", "1000")]), None).unwrap();
         assert_eq!(c.scrollback_bytes, MIN_SCROLLBACK_BYTES);
     }
 

@@ -7,7 +7,7 @@ use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::runtime::dtach::{self, Client};
-use crate::runtime::launch::terminate;
+use crate::runtime::launch::{live_record, terminate};
 use crate::runtime::record::{now_ms, RunRecord};
 use crate::runtime::{OpenRequest, Outcome, RuntimePaths};
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
@@ -125,7 +125,9 @@ fn find_dtach() -> Result<PathBuf> {
         .map(|d| d.join("dtach"))
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            Error::not_found("dtach is not installed (not found on PATH); install the dtach package")
+            Error::not_found(
+                "dtach is not installed (not found on PATH); install the dtach package",
+            )
         })
 }
 
@@ -172,7 +174,10 @@ impl Core {
         lock(&self.sessions)
             .entry(key.clone())
             .or_insert_with(|| {
-                Arc::new(SessionRuntime::new(key.clone(), self.config.scrollback_bytes))
+                Arc::new(SessionRuntime::new(
+                    key.clone(),
+                    self.config.scrollback_bytes,
+                ))
             })
             .clone()
     }
@@ -207,7 +212,11 @@ impl Core {
         }
         keys.sort_by_cached_key(|k| {
             let meta = self.sidecar.get(&k.to_string()).unwrap_or_default();
-            (!meta.favourite, std::cmp::Reverse(self.last_activity_ms(k)), k.clone())
+            (
+                !meta.favourite,
+                std::cmp::Reverse(self.last_activity_ms(k)),
+                k.clone(),
+            )
         });
         keys
     }
@@ -237,7 +246,8 @@ impl Core {
 
     /// `mkdir ENGINE:ID`: a session record; nothing starts until it is opened.
     pub fn create(&self, name: &str) -> Result<SessionKey> {
-        let key = SessionKey::parse(name).inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
+        let key =
+            SessionKey::parse(name).inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
         self.engine(&key)
             .inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
         if self.exists(&key) {
@@ -305,7 +315,9 @@ impl Core {
             )));
         }
         if self.is_archived(key) {
-            return Err(Error::perm(format!("{key} is archived; unarchive it first")));
+            return Err(Error::perm(format!(
+                "{key} is archived; unarchive it first"
+            )));
         }
         let rt = self.runtime(key);
         let _opening = lock(&rt.opening);
@@ -410,7 +422,9 @@ impl Core {
             let verb = words.next().unwrap_or("");
             let arg = words.next();
             if words.next().is_some() {
-                return Err(Error::invalid(format!("too many words in ctl command {command:?}")));
+                return Err(Error::invalid(format!(
+                    "too many words in ctl command {command:?}"
+                )));
             }
             match (verb, arg) {
                 ("open", None) => self.ensure_open(key, OpenMode::AttachOrLaunch).map(drop),
@@ -481,7 +495,11 @@ impl Core {
             if path.extension().is_none_or(|e| e != "sock") {
                 continue;
             }
-            let stem = path.file_stem().unwrap_or_default().to_string_lossy().to_string();
+            let stem = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
             let key = RunRecord::read(&self.config.runtime_dir.join(format!("{stem}.run.json")))
                 .and_then(|r| SessionKey::parse(&r.key).ok())
                 .or_else(|| SessionKey::parse(&stem).ok());
@@ -515,7 +533,11 @@ impl Core {
         let state_name = self.state_name(key);
         let live = state_name == "live";
         let (outcome, record, mut error, cols, rows) = {
-            let s = lock(&rt.state);
+            let mut s = lock(&rt.state);
+            if live && s.record.is_none() {
+                // Joined a master whose wrapper had not written its record yet.
+                s.record = live_record(&self.paths, key);
+            }
             (s.outcome, s.record.clone(), s.error.clone(), s.cols, s.rows)
         };
         if !live && error.is_none() {
@@ -682,7 +704,8 @@ fn find_codex_rollout(dir: &Path, id: &str) -> bool {
         } else {
             let name = e.file_name().to_string_lossy().to_string();
             name.starts_with("rollout-")
-                && (name.ends_with(&format!("{id}.jsonl")) || name.ends_with(&format!("{id}.jsonl.zst")))
+                && (name.ends_with(&format!("{id}.jsonl"))
+                    || name.ends_with(&format!("{id}.jsonl.zst")))
         }
     })
 }

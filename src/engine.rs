@@ -142,7 +142,10 @@ impl EngineTable {
             })?;
             for (name, entry) in file.engines {
                 crate::key::SessionKey::new(&name, "x").map_err(|_| {
-                    Error::invalid(format!("config {}: bad engine name {name:?}", path.display()))
+                    Error::invalid(format!(
+                        "config {}: bad engine name {name:?}",
+                        path.display()
+                    ))
                 })?;
                 let engine = engines.entry(name.clone()).or_insert_with(|| Engine {
                     name: name.clone(),
@@ -219,7 +222,10 @@ mod tests {
         let t = table(&[("SHELL", "/bin/bash")], None).unwrap();
         assert_eq!(t.get("shell").unwrap().argv("x", false), vec!["/bin/bash"]);
         let claude = t.get("claude").unwrap();
-        assert_eq!(claude.argv("u1", false), vec!["claude", "--session-id", "u1"]);
+        assert_eq!(
+            claude.argv("u1", false),
+            vec!["claude", "--session-id", "u1"]
+        );
         assert_eq!(claude.argv("u1", true), vec!["claude", "--resume", "u1"]);
         assert_eq!(claude.store, Store::Claude("/home/u/.claude".into()));
         assert_eq!(
@@ -232,13 +238,19 @@ mod tests {
     #[test]
     fn programs_can_be_overridden() {
         let t = table(
-            &[("SESSIONFS_ENGINE_CLAUDE", "/opt/fake-claude"), ("CLAUDE_CONFIG_DIR", "/c")],
+            &[
+                ("SESSIONFS_ENGINE_CLAUDE", "/opt/fake-claude"),
+                ("CLAUDE_CONFIG_DIR", "/c"),
+            ],
             Some(r#"{"engines": {"make-loop": {"program": "make", "new": ["-C", "{id}"]}}}"#),
         )
         .unwrap();
         assert_eq!(t.get("claude").unwrap().program, "/opt/fake-claude");
         assert_eq!(t.get("claude").unwrap().store, Store::Claude("/c".into()));
-        assert_eq!(t.get("make-loop").unwrap().argv("d", false), vec!["make", "-C", "d"]);
+        assert_eq!(
+            t.get("make-loop").unwrap().argv("d", false),
+            vec!["make", "-C", "d"]
+        );
     }
 
     #[test]

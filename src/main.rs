@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "sessionfs", version, about = "Agent and shell sessions under dtach, mounted as files")]
+#[command(
+    name = "sessionfs",
+    version,
+    about = "Agent and shell sessions under dtach, mounted as files"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -81,11 +85,10 @@ fn main() -> ExitCode {
         } => {
             env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
                 .init();
-            let result = mount_options(&options)
-                .and_then(|opts| {
-                    let config = Config::from_env(config.as_deref()).map_err(|e| e.message)?;
-                    serve(config, &mountpoint, &opts).map_err(|e| e.message)
-                });
+            let result = mount_options(&options).and_then(|opts| {
+                let config = Config::from_env(config.as_deref()).map_err(|e| e.message)?;
+                serve(config, &mountpoint, &opts).map_err(|e| e.message)
+            });
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(message) => {

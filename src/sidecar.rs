@@ -141,7 +141,9 @@ impl Sidecar {
     }
 
     fn write(&self, sessions: &BTreeMap<String, SessionMeta>) -> Result<()> {
-        let tmp = self.path.with_extension(format!("json.tmp{}", std::process::id()));
+        let tmp = self
+            .path
+            .with_extension(format!("json.tmp{}", std::process::id()));
         let body = serde_json::to_vec_pretty(&SidecarFile {
             sessions: sessions.clone(),
         })
@@ -149,9 +151,7 @@ impl Sidecar {
         let written = File::create(&tmp)
             .and_then(|mut f| f.write_all(&body).and_then(|()| f.sync_all()))
             .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .and_then(|()| {
-                File::open(self.path.parent().unwrap_or(Path::new("/")))?.sync_all()
-            });
+            .and_then(|()| File::open(self.path.parent().unwrap_or(Path::new("/")))?.sync_all());
         written.map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             Error::io(&format!("cannot write {}", self.path.display()), &e)

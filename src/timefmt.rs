@@ -45,7 +45,9 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<u64> {
     let b = text.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let s = text.get(r)?;
-        s.bytes().all(|c| c.is_ascii_digit()).then(|| s.parse().ok())?
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
     };
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;
@@ -55,8 +57,7 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<u64> {
     }
     let (year, month, day) = (num(0..4)?, num(5..7)? as u32, num(8..10)? as u32);
     let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60
-    {
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
         return None;
     }
     let mut i = 19;
@@ -75,7 +76,10 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<u64> {
     }
     let offset_secs = match &text[i..] {
         "Z" | "z" => 0,
-        tz if tz.len() == 6 && matches!(tz.as_bytes()[0], b'+' | b'-') && tz.as_bytes()[3] == b':' => {
+        tz if tz.len() == 6
+            && matches!(tz.as_bytes()[0], b'+' | b'-')
+            && tz.as_bytes()[3] == b':' =>
+        {
             let h = num(i + 1..i + 3)?;
             let m = num(i + 4..i + 6)?;
             let sign = if tz.starts_with('-') { -1 } else { 1 };
@@ -83,8 +87,8 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<u64> {
         }
         _ => return None,
     };
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + min * 60 + sec
-        - offset_secs;
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
     u64::try_from(secs * 1000 + millis).ok()
 }
 
@@ -104,7 +108,13 @@ mod tests {
             parse_rfc3339_ms("2026-11-29T19:53:10+01:00"),
             Some(1_795_978_390_000)
         );
-        for bad in ["", "2026-13-01T00:00:00Z", "2026-11-29", "2026-11-29T18:53:10", "x026-11-29T18:53:10Z"] {
+        for bad in [
+            "",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29",
+            "2026-11-29T18:53:10",
+            "x026-11-29T18:53:10Z",
+        ] {
             assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
         }
     }

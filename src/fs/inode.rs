@@ -138,7 +138,10 @@ impl InodeTable {
         let rel = ino.checked_sub(FIRST_SESSION)?;
         let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let key = t.keys.get((rel / PER_SESSION) as usize)?.clone();
-        Some(Node::Session(key, SessionFile::from_offset(rel % PER_SESSION)?))
+        Some(Node::Session(
+            key,
+            SessionFile::from_offset(rel % PER_SESSION)?,
+        ))
     }
 }
 
@@ -156,7 +159,10 @@ mod tests {
         t.ino(&Node::Session(b.clone(), SessionFile::Dir));
         assert_eq!(t.ino(&na), ino);
         assert_eq!(t.node(ino), Some(na));
-        assert_eq!(t.node(RootFile::Ctl.ino()), Some(Node::RootFile(RootFile::Ctl)));
+        assert_eq!(
+            t.node(RootFile::Ctl.ino()),
+            Some(Node::RootFile(RootFile::Ctl))
+        );
         assert_eq!(t.node(ROOT), Some(Node::Root));
         assert_eq!(t.node(999), None);
     }

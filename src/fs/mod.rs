@@ -9,9 +9,9 @@ use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
 use crate::scrollback::View;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 use inode::{InodeTable, Node, RootFile, SessionFile, ROOT};
 use std::collections::HashMap;
@@ -141,13 +141,23 @@ impl SessionFs {
         let now = SystemTime::now();
         Ok(match node {
             Node::Root => self.attr(ino, FileType::Directory, 0o755, 0, self.started),
-            Node::RootFile(RootFile::Readme) => {
-                self.attr(ino, FileType::RegularFile, 0o444, self.core.readme().len() as u64, self.started)
+            Node::RootFile(RootFile::Readme) => self.attr(
+                ino,
+                FileType::RegularFile,
+                0o444,
+                self.core.readme().len() as u64,
+                self.started,
+            ),
+            Node::RootFile(RootFile::Status) => self.attr(
+                ino,
+                FileType::RegularFile,
+                0o444,
+                self.core.root_status().len() as u64,
+                now,
+            ),
+            Node::RootFile(RootFile::Ctl) => {
+                self.attr(ino, FileType::RegularFile, 0o200, 0, self.started)
             }
-            Node::RootFile(RootFile::Status) => {
-                self.attr(ino, FileType::RegularFile, 0o444, self.core.root_status().len() as u64, now)
-            }
-            Node::RootFile(RootFile::Ctl) => self.attr(ino, FileType::RegularFile, 0o200, 0, self.started),
             Node::Session(key, file) => match file {
                 SessionFile::Dir => self.attr(ino, FileType::Directory, 0o755, 0, self.started),
                 SessionFile::Scrollback => {
@@ -155,15 +165,27 @@ impl SessionFs {
                     let mtime = self.core.session_runtime(key)?.scrollback().last_append();
                     self.attr(ino, FileType::RegularFile, 0o444, size, mtime)
                 }
-                SessionFile::Screen => {
-                    self.attr(ino, FileType::RegularFile, 0o444, self.core.screen(key)?.len() as u64, now)
-                }
-                SessionFile::Status => {
-                    self.attr(ino, FileType::RegularFile, 0o444, self.core.status(key)?.len() as u64, now)
-                }
-                SessionFile::Meta => {
-                    self.attr(ino, FileType::RegularFile, 0o400, self.core.meta_json(key)?.len() as u64, now)
-                }
+                SessionFile::Screen => self.attr(
+                    ino,
+                    FileType::RegularFile,
+                    0o444,
+                    self.core.screen(key)?.len() as u64,
+                    now,
+                ),
+                SessionFile::Status => self.attr(
+                    ino,
+                    FileType::RegularFile,
+                    0o444,
+                    self.core.status(key)?.len() as u64,
+                    now,
+                ),
+                SessionFile::Meta => self.attr(
+                    ino,
+                    FileType::RegularFile,
+                    0o400,
+                    self.core.meta_json(key)?.len() as u64,
+                    now,
+                ),
                 SessionFile::Input | SessionFile::Ctl => {
                     self.attr(ino, FileType::RegularFile, 0o200, 0, now)
                 }
@@ -180,7 +202,8 @@ impl SessionFs {
                 if let Some(f) = RootFile::from_name(name) {
                     return Ok(Node::RootFile(f));
                 }
-                let key = SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+                let key =
+                    SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
                 if self.core.exists(&key) {
                     Ok(Node::Session(key, SessionFile::Dir))
                 } else {
@@ -333,7 +356,9 @@ impl SessionFs {
                     if self.core.is_archived(&key) {
                         continue;
                     }
-                    let ino = self.inodes.ino(&Node::Session(key.clone(), SessionFile::Dir));
+                    let ino = self
+                        .inodes
+                        .ino(&Node::Session(key.clone(), SessionFile::Dir));
                     entries.push((ino, FileType::Directory, key.to_string()));
                 }
             }
@@ -351,8 +376,13 @@ impl SessionFs {
 
 /// The commands in one write to a `ctl` file: one per line.
 fn commands(data: &[u8]) -> Result<Vec<&str>, Error> {
-    let text = std::str::from_utf8(data).map_err(|_| Error::invalid("ctl commands are UTF-8 text"))?;
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let text =
+        std::str::from_utf8(data).map_err(|_| Error::invalid("ctl commands are UTF-8 text"))?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     if lines.is_empty() {
         return Err(Error::invalid("empty ctl command"));
     }
@@ -420,7 +450,15 @@ impl Filesystem for SessionFs {
         }
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         if parent.0 != ROOT {
             return reply.error(Errno::EPERM);
         }
@@ -428,7 +466,9 @@ impl Filesystem for SessionFs {
             .to_str()
             .ok_or_else(|| Error::invalid("session keys are ASCII"))
             .and_then(|n| self.core.create(n))
-            .and_then(|key| self.getattr_node(&Node::Session(key, SessionFile::Dir), None, req.pid()));
+            .and_then(|key| {
+                self.getattr_node(&Node::Session(key, SessionFile::Dir), None, req.pid())
+            });
         match result {
             Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
             Err(e) => reply.error(errno(&e)),
@@ -501,11 +541,25 @@ impl Filesystem for SessionFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
@@ -525,16 +579,26 @@ impl Filesystem for SessionFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.node(ino.0) {
-            Ok(Node::Root | Node::Session(_, SessionFile::Dir)) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(Node::Root | Node::Session(_, SessionFile::Dir)) => {
+                reply.opened(FileHandle(0), FopenFlags::empty())
+            }
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         match self.readdir_entries(ino.0) {
             Ok(entries) => {
-                for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+                for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize)
+                {
                     if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
                         break;
                     }
@@ -545,7 +609,47 @@ impl Filesystem for SessionFs {
         }
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    // No extended attributes here; saying so once stops the kernel asking.
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 }

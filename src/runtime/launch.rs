@@ -80,8 +80,8 @@ pub fn live_record(paths: &RuntimePaths, key: &SessionKey) -> Option<RunRecord> 
 
 fn attach(req: &OpenRequest<'_>, outcome: Outcome) -> Result<Opened> {
     let socket = req.paths.socket(req.key);
-    let (client, reader) =
-        Client::connect(&socket).map_err(|e| Error::io(&format!("cannot connect {}", socket.display()), &e))?;
+    let (client, reader) = Client::connect(&socket)
+        .map_err(|e| Error::io(&format!("cannot connect {}", socket.display()), &e))?;
     client
         .attach(req.cols, req.rows)
         .map_err(|e| Error::io("cannot attach to the dtach master", &e))?;
@@ -137,7 +137,10 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
         }
     }
     if req.argv.first().is_none_or(|p| p.is_empty()) {
-        return Err(Error::invalid(format!("{}: the engine has no program", req.key)));
+        return Err(Error::invalid(format!(
+            "{}: the engine has no program",
+            req.key
+        )));
     }
     let err_path = req.paths.runtime_dir.join(format!(
         "{}.err",
@@ -167,14 +170,17 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(err_file);
-    // SAFETY: runs in the forked child before exec and only calls fcntl, which
-    // is async-signal-safe. Clearing close-on-exec here, not in the parent,
-    // keeps the lock out of every other child this process starts.
+    // SAFETY: runs in the forked child before exec and only makes the
+    // async-signal-safe calls fcntl and sigprocmask. Clearing close-on-exec
+    // here, not in the parent, keeps the lock out of every other child this
+    // process starts; the daemon blocks its shutdown signals, and the master
+    // and agent must not inherit that.
     unsafe {
         cmd.pre_exec(move || {
             if libc::fcntl(lock_fd, libc::F_SETFD, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
+            nix::sys::signal::SigSet::empty().thread_set_mask()?;
             Ok(())
         });
     }
@@ -199,30 +205,61 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
             format!("the dtach master never answered on {}", socket.display()),
         ));
     }
-    log::info!("{}: LAUNCH {:?} in {}", req.key, req.argv, req.cwd.display());
+    log::info!(
+        "{}: LAUNCH {:?} in {}",
+        req.key,
+        req.argv,
+        req.cwd.display()
+    );
     Ok(())
 }
 
 /// Ends a session's processes: the agent's session (its group and
-/// stragglers) with TERM, the master, then KILL after `grace`. Best-effort.
+/// stragglers) gets a hangup, as when a terminal closes, and TERM; the
+/// master TERM; whatever is left KILL after `grace`. Then the socket is
+/// unlinked under the lock if no master is left to do it. Best-effort.
 pub fn terminate(paths: &RuntimePaths, key: &SessionKey, grace: Duration) {
-    let Some(record) = live_record(paths, key) else {
-        return;
-    };
-    let signal = |pids: &[u32], sig| {
-        for pid in pids {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), sig);
+    use nix::sys::signal::Signal;
+    if let Some(record) = live_record(paths, key) {
+        let signal = |pids: &[u32], sig| {
+            for pid in pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), sig);
+            }
+        };
+        let members = || {
+            let mut pids = procinfo::session_members(record.agent_pid);
+            pids.push(record.master_pid);
+            pids.retain(|p| procinfo::alive(*p));
+            pids
+        };
+        let agents = procinfo::session_members(record.agent_pid);
+        // Interactive shells ignore TERM but not a hangup.
+        signal(&agents, Signal::SIGHUP);
+        signal(&agents, Signal::SIGTERM);
+        signal(&[record.master_pid], Signal::SIGTERM);
+        if poll_until(grace, || members().is_empty().then_some(())).is_none() {
+            log::warn!(
+                "{key}: processes {:?} outlived TERM; sending KILL",
+                members()
+            );
+            signal(&members(), Signal::SIGKILL);
+            poll_until(grace, || members().is_empty().then_some(()));
         }
-    };
-    let members = |record: &RunRecord| {
-        let mut pids = procinfo::session_members(record.agent_pid);
-        pids.push(record.master_pid);
-        pids.retain(|p| procinfo::alive(*p));
-        pids
-    };
-    signal(&members(&record), nix::sys::signal::Signal::SIGTERM);
-    let gone = poll_until(grace, || members(&record).is_empty().then_some(()));
-    if gone.is_none() {
-        signal(&members(&record), nix::sys::signal::Signal::SIGKILL);
+    }
+    remove_stale_socket(paths, key);
+}
+
+/// Unlinks a socket no master answers on, holding the lock so that no
+/// launch is under way meanwhile.
+pub fn remove_stale_socket(paths: &RuntimePaths, key: &SessionKey) {
+    let socket = paths.socket(key);
+    if !socket.exists() || UnixStream::connect(&socket).is_ok() {
+        return;
+    }
+    if let Ok(Some(_lock)) = try_lock(&paths.lock(key)) {
+        if UnixStream::connect(&socket).is_err() {
+            let _ = std::fs::remove_file(&socket);
+            let _ = std::fs::remove_file(paths.record(key));
+        }
     }
 }

@@ -24,10 +24,9 @@ pub fn try_lock(path: &Path) -> Result<Option<File>> {
     match file.try_lock() {
         Ok(()) => Ok(Some(file)),
         Err(TryLockError::WouldBlock) => Ok(None),
-        Err(TryLockError::Error(e)) => Err(Error::io(
-            &format!("cannot lock {}", path.display()),
-            &e,
-        )),
+        Err(TryLockError::Error(e)) => {
+            Err(Error::io(&format!("cannot lock {}", path.display()), &e))
+        }
     }
 }
 

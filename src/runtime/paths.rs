@@ -31,8 +31,8 @@ impl RuntimePaths {
     /// when the socket path fits, else a hash (the run record names the key).
     fn stem(&self, key: &SessionKey) -> String {
         let plain = key.to_string();
-        let fits = self.runtime_dir.as_os_str().len() + 1 + plain.len() + ".sock".len()
-            <= MAX_SOCKET_PATH;
+        let fits =
+            self.runtime_dir.as_os_str().len() + 1 + plain.len() + ".sock".len() <= MAX_SOCKET_PATH;
         if fits {
             plain
         } else {
@@ -45,7 +45,8 @@ impl RuntimePaths {
     }
 
     pub fn record(&self, key: &SessionKey) -> PathBuf {
-        self.runtime_dir.join(format!("{}.run.json", self.stem(key)))
+        self.runtime_dir
+            .join(format!("{}.run.json", self.stem(key)))
     }
 
     pub fn lock(&self, key: &SessionKey) -> PathBuf {
@@ -74,7 +75,13 @@ mod tests {
         let sock = p.socket(&long);
         assert!(sock.as_os_str().len() <= MAX_SOCKET_PATH);
         assert_eq!(sock, p.socket(&long));
-        assert_ne!(sock, p.socket(&SessionKey::parse(&format!("shell:{}", "b".repeat(128))).unwrap()));
-        assert_eq!(p.lock(&long), PathBuf::from(format!("/l/shell:{}.lock", "a".repeat(128))));
+        assert_ne!(
+            sock,
+            p.socket(&SessionKey::parse(&format!("shell:{}", "b".repeat(128))).unwrap())
+        );
+        assert_eq!(
+            p.lock(&long),
+            PathBuf::from(format!("/l/shell:{}.lock", "a".repeat(128)))
+        );
     }
 }

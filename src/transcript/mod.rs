@@ -1,1 +1,49 @@
 //! Agents' own conversations: parsers, turn index, console renderer (SPEC §7).
+//!
+//! A caller keeps one [`TurnIndex`] per store file, calls
+//! [`TurnIndex::refresh`] before serving, then [`render_page`]:
+//!
+//! ```no_run
+//! use sessionfs::transcript::{render_page, page_count, Limits, StoreKind, TurnIndex};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let path = std::path::Path::new("/home/me/.claude/projects/p/0000.jsonl");
+//! let mut index = TurnIndex::new(StoreKind::Claude);
+//! index.refresh(path)?;
+//! let limits = Limits::default();
+//! let last = page_count(&index, limits.page_turns) - 1;
+//! let text = render_page(path, &index, last, &limits)?;
+//! # Ok(()) }
+//! ```
+//!
+//! - `model`: turns → messages → blocks, the same for every engine.
+//! - `claude`, `codex`: what each store's rows mean.
+//! - `scan`: newline search, line parsing, the first-keys skimmer.
+//! - `index`: byte offsets of turns, extended as the file grows.
+//! - `parse`: a byte range of a store into turns.
+//! - `render`: turns as console text.
+//! - `page`: pages of turns, with caps.
+//! - `store`: opening store files (the seam for compressed ones).
+
+mod claude;
+mod codex;
+mod index;
+pub mod model;
+mod page;
+mod parse;
+mod render;
+mod scan;
+mod store;
+
+#[cfg(test)]
+mod testgen;
+#[cfg(test)]
+mod tests;
+
+pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
+pub use model::{
+    Block, Conversation, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn,
+};
+pub use page::{render_page, Limits, PageError};
+pub use parse::parse_store;
+pub use render::{call_summary, render_conversation};
+pub use store::{is_compressed, open_store, StoreKind};

@@ -120,6 +120,9 @@ pub struct ParseOptions {
     /// Keep at most this many lines of each tool output (the rest is counted
     /// in [`ToolResult::clipped_lines`]), so a page of huge outputs stays small.
     pub clip_tool_output: Option<usize>,
+    /// Cut every string inside tool call arguments to about this many bytes
+    /// (a `Write` of a whole file need not stay in memory to be summarised).
+    pub clip_tool_input: Option<usize>,
 }
 
 impl ParseOptions {
@@ -150,6 +153,39 @@ impl ParseOptions {
             }
             _ => (output, 0),
         }
+    }
+}
+
+impl ParseOptions {
+    /// Shortens long strings inside tool call arguments, if so configured.
+    pub(crate) fn clip_input(&self, mut input: Value) -> Value {
+        let Some(max) = self.clip_tool_input else {
+            return input;
+        };
+        // A patch is summarised by its file headers, wherever they are.
+        if let Value::String(s) = &input {
+            if s.trim_start().starts_with("*** Begin Patch") {
+                let heads: Vec<&str> = s.lines().filter(|l| l.starts_with("*** ")).collect();
+                input = Value::String(heads.join("\n"));
+            }
+        }
+        shorten_strings(&mut input, max);
+        input
+    }
+}
+
+fn shorten_strings(v: &mut Value, max: usize) {
+    match v {
+        Value::String(s) if s.len() > max => {
+            let mut cut = max;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            s.truncate(cut);
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| shorten_strings(i, max)),
+        Value::Object(map) => map.values_mut().for_each(|i| shorten_strings(i, max)),
+        _ => {}
     }
 }
 
@@ -275,7 +311,21 @@ mod tests {
     fn clip_counts_dropped_lines() {
         let o = ParseOptions {
             clip_tool_output: Some(2),
+            clip_tool_input: Some(3),
         };
+        assert_eq!(
+            o.clip_input(serde_json::json!({"a": ["héllo"], "b": 1})),
+            serde_json::json!({"a": ["hé"], "b": 1})
+        );
+        let patch = serde_json::json!("*** Begin Patch\n*** Update File: a\n+x\n*** Add File: b\n");
+        let o = ParseOptions {
+            clip_tool_input: Some(100),
+            ..o
+        };
+        assert_eq!(
+            o.clip_input(patch),
+            serde_json::json!("*** Begin Patch\n*** Update File: a\n*** Add File: b")
+        );
         assert_eq!(o.clip("a\nb\nc\nd".into()), ("a\nb".into(), 2));
         assert_eq!(o.clip("a\nb\nc\n".into()), ("a\nb".into(), 1));
         assert_eq!(o.clip("a\nb".into()), ("a\nb".into(), 0));

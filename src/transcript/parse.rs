@@ -1,0 +1,120 @@
+//! Reading store lines into turns, for either agent.
+
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::claude;
+use super::codex;
+use super::model::{Builder, Conversation, Divider, ParseOptions, Segment};
+use super::scan::{is_blank, parse_line};
+use super::store::{open_store, StoreKind};
+
+/// Feeds lines of one store, in order, into a [`Builder`].
+pub(crate) struct RowReader<'a> {
+    kind: StoreKind,
+    /// See `TurnIndex::sidechain_mode`; decided by the first row that says
+    /// if not known yet.
+    sidechain_mode: Option<bool>,
+    opts: ParseOptions,
+    path: &'a Path,
+}
+
+impl<'a> RowReader<'a> {
+    pub fn new(
+        kind: StoreKind,
+        sidechain_mode: Option<bool>,
+        opts: ParseOptions,
+        path: &'a Path,
+    ) -> Self {
+        RowReader {
+            kind,
+            sidechain_mode,
+            opts,
+            path,
+        }
+    }
+
+    /// One line (without its newline). Returns the turn (or preamble) that a
+    /// new prompt on this line closed.
+    pub fn feed(&mut self, line: &[u8], line_no: u64, b: &mut Builder) -> Option<Segment> {
+        if is_blank(line) {
+            return None;
+        }
+        let v = match parse_line(line) {
+            Ok(v) => v,
+            Err(e) => {
+                log::warn!(
+                    "{}:{line_no}: unreadable line skipped: {e}",
+                    self.path.display()
+                );
+                return None;
+            }
+        };
+        match self.kind {
+            StoreKind::Claude => {
+                if self.sidechain_mode.is_none() {
+                    self.sidechain_mode = v.get("isSidechain").and_then(Value::as_bool);
+                }
+                let mode = self.sidechain_mode.unwrap_or(false);
+                match claude::classify(&v, mode, &self.opts) {
+                    claude::Row::Prompt(m) => return b.start_turn(m),
+                    claude::Row::Message(m) => b.add_message(m),
+                    claude::Row::Compaction => b.add_divider(Divider::Compaction),
+                    claude::Row::Notice(n) => b.add_notice(n),
+                    claude::Row::Title(..) | claude::Row::Skip => {}
+                }
+            }
+            StoreKind::Codex => match codex::classify(&v, &self.opts) {
+                codex::Row::Prompt(m) => return b.start_turn(m),
+                codex::Row::Message(m) => b.add_message(m),
+                codex::Row::Compaction => b.add_divider(Divider::Compaction),
+                codex::Row::Notice(n) => b.add_notice(n),
+                codex::Row::Meta { .. } | codex::Row::Skip => {}
+            },
+        }
+        None
+    }
+}
+
+/// Reads lines from `r` until it ends, calling `each` with every finished
+/// turn (and the preamble). A last line without a newline is still being
+/// written and is ignored.
+pub(crate) fn read_segments(
+    r: impl io::Read,
+    mut rows: RowReader<'_>,
+    first_line: u64,
+    mut each: impl FnMut(Segment),
+) -> io::Result<()> {
+    let mut r = BufReader::with_capacity(1 << 20, r);
+    let mut b = Builder::default();
+    let mut line = Vec::new();
+    let mut line_no = first_line;
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line)? == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        line.pop();
+        if let Some(seg) = rows.feed(&line, line_no, &mut b) {
+            each(seg);
+        }
+        line_no += 1;
+    }
+    if let Some(seg) = b.finish() {
+        each(seg);
+    }
+    Ok(())
+}
+
+/// Parses a whole store file into the model (everything in memory: meant
+/// for tools and tests; pages use the index and read only their range).
+pub fn parse_store(kind: StoreKind, path: &Path, opts: ParseOptions) -> io::Result<Conversation> {
+    let r = open_store(path, 0)?;
+    let mut conv = Conversation::default();
+    read_segments(r, RowReader::new(kind, None, opts, path), 1, |s| {
+        conv.push(s)
+    })?;
+    Ok(conv)
+}

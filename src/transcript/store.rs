@@ -1,0 +1,50 @@
+//! Where a store's bytes come from. Plain `.jsonl` files are read in place;
+//! offsets everywhere count bytes of the JSON lines, so a compressed store
+//! (`.jsonl.zst`, written by Codex) plugs in here by decoding from the start.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Which agent wrote a store, and so how to read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    /// Claude Code: `projects/<folder>/<sessionId>.jsonl`.
+    Claude,
+    /// Codex CLI: `sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`.
+    Codex,
+}
+
+/// True for a compressed store.
+pub fn is_compressed(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
+fn no_zstd() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "compressed stores (.jsonl.zst) cannot be read: built without zstd",
+    )
+}
+
+/// Opens a store for reading from byte `offset` of its JSON lines.
+///
+/// A compressed store would be decoded from its start with `offset` bytes
+/// discarded (its files are finished rollouts that no longer grow); until a
+/// decoder is linked in, it is refused as unsupported.
+pub fn open_store(path: &Path, offset: u64) -> io::Result<Box<dyn Read + Send>> {
+    if is_compressed(path) {
+        return Err(no_zstd());
+    }
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(offset))?;
+    Ok(Box::new(f))
+}
+
+/// Opens a plain store for the index, which also checks its identity.
+pub(crate) fn open_plain(path: &Path) -> io::Result<File> {
+    if is_compressed(path) {
+        return Err(no_zstd());
+    }
+    File::open(path)
+}

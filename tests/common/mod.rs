@@ -1,0 +1,270 @@
+//! A real kernel mount of the real binary, driven with real tools.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Waits for `probe` to hold, polling, up to `secs` seconds; panics with `what`.
+pub fn wait_for(secs: u64, what: &str, mut probe: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut pause = Duration::from_millis(5);
+    while !probe() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// Runs a shell command line; returns its output whatever the status.
+pub fn sh(cmd: &str) -> Output {
+    Command::new("bash")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash runs")
+}
+
+/// Runs a shell command line that must succeed; returns its stdout.
+pub fn sh_ok(cmd: &str) -> String {
+    let out = sh(cmd);
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The directories one host's daemons share: home, state, runtime, locks.
+pub struct Host {
+    pub root: tempfile::TempDir,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Host {
+    pub fn new() -> Host {
+        let root = tempfile::Builder::new()
+            .prefix("sfs")
+            .tempdir_in("/tmp")
+            .unwrap();
+        for d in ["home", "state", "run"] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        Host {
+            root,
+            extra_env: vec![],
+        }
+    }
+
+    pub fn with_env(mut self, key: &str, value: &str) -> Host {
+        self.extra_env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel)
+    }
+
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.path("run/sessionfs")
+    }
+
+    /// Starts a daemon on a fresh mount point `name` and waits until it is ready.
+    pub fn mount(&self, name: &str) -> Mount {
+        let mnt = self.path(name);
+        std::fs::create_dir_all(&mnt).unwrap();
+        let log = self.path(&format!("{name}.log"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sessionfs"));
+        cmd.arg("mount")
+            .arg(&mnt)
+            .env("HOME", self.path("home"))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_RUNTIME_DIR", self.path("run"))
+            .env("SHELL", "/bin/bash")
+            .env("TERM", "xterm")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("sessionfs starts");
+        let mount = Mount {
+            mnt,
+            log,
+            child: Some(child),
+        };
+        wait_for(20, "the mount to be ready", || {
+            mount.path("status").exists()
+        });
+        mount
+    }
+
+    /// Every dtach master serving a socket of this host.
+    pub fn masters(&self) -> Vec<u32> {
+        let run = self.runtime_dir();
+        let run = run.to_string_lossy();
+        let mut pids = vec![];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if args.first().is_some_and(|a| a.ends_with("dtach"))
+                && args
+                    .iter()
+                    .any(|a| a.starts_with(run.as_ref()) && a.ends_with(".sock"))
+                && !is_zombie(pid)
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+pub fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+pub fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // Sessions outlive daemons by design; a test's must not outlive the test.
+        for pid in self.masters() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// One running daemon and its mount point.
+pub struct Mount {
+    pub mnt: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Mount {
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// `MNT/rel` as a shell-quoted string.
+    pub fn q(&self, rel: &str) -> String {
+        format!("'{}'", self.path(rel).display())
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        String::from_utf8_lossy(&std::fs::read(self.path(rel)).unwrap()).into_owned()
+    }
+
+    pub fn json(&self, rel: &str) -> Value {
+        serde_json::from_str(&self.read(rel)).unwrap()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Types a line into a session through the real shell's redirection.
+    pub fn type_line(&self, key: &str, line: &str) {
+        let escaped = line.replace('\'', r"'\''");
+        sh_ok(&format!(
+            "printf '%s\\n' '{escaped}' > {}",
+            self.q(&format!("{key}/input"))
+        ));
+    }
+
+    /// Waits until a session's scrollback (read with `cat`) contains `needle`.
+    pub fn wait_output(&self, key: &str, needle: &str) {
+        let file = self.q(&format!("{key}/scrollback"));
+        wait_for(20, &format!("{needle:?} in {key}/scrollback"), || {
+            sh(&format!("cat {file}"))
+                .stdout
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+        });
+    }
+
+    /// SIGKILL: the daemon dies without unmounting.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&self.mnt)
+            .status();
+    }
+
+    /// SIGTERM, then waits for the daemon to exit; returns its exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let status = child.wait().ok()?;
+        status.code()
+    }
+
+    /// Waits for the daemon to exit on its own (after `fusermount3 -u`).
+    pub fn wait_exit(&mut self, secs: u64) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let until = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = child.try_wait().ok()? {
+                return status.code();
+            }
+            assert!(Instant::now() < until, "daemon did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+pub fn is_mounted(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(path.to_str().unwrap()))
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.mnt)
+                .status();
+        }
+    }
+}

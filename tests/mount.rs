@@ -1,0 +1,377 @@
+//! The core mount through a real kernel FUSE mount, with real dtach, bash
+//! and the ordinary tools as clients.
+
+mod common;
+
+use common::*;
+use std::os::unix::fs::MetadataExt;
+
+#[test]
+fn input_reaches_the_shell_and_output_shows_in_scrollback_and_screen() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:build")));
+    let listing = sh_ok(&format!("ls {}", m.q("shell:build")));
+    for f in [
+        "ctl",
+        "input",
+        "meta.json",
+        "screen",
+        "scrollback",
+        "status",
+    ] {
+        assert!(listing.lines().any(|l| l == f), "{f} missing in {listing}");
+    }
+    assert!(sh_ok(&format!("ls {}", m.q("")))
+        .lines()
+        .any(|l| l == "shell:build"));
+    sh_ok(&format!(
+        "echo 'echo sum-$((6*7))' > {}",
+        m.q("shell:build/input")
+    ));
+    m.wait_output("shell:build", "sum-42");
+    wait_for(20, "sum-42 on the screen", || {
+        m.read("shell:build/screen").contains("sum-42")
+    });
+    let status = m.json("shell:build/status");
+    assert_eq!(status["state"], "live");
+    assert_eq!(status["outcome"], "LAUNCH");
+    assert!(alive(status["master_pid"].as_u64().unwrap() as u32));
+    let meta = m.json("shell:build/meta.json");
+    assert_eq!(meta["key"], "shell:build");
+    assert_eq!(meta["engine"], "shell");
+    assert_eq!(meta["state"], "live");
+    // Only one master, and the session is in the root status.
+    assert_eq!(host.masters().len(), 1);
+    let root = m.json("status");
+    assert_eq!(root["live"][0], "shell:build");
+}
+
+#[test]
+fn the_session_survives_a_daemon_restart_and_reattaches() {
+    let host = Host::new();
+    let mut first = host.mount("one");
+    sh_ok(&format!("mkdir {}", first.q("shell:keep")));
+    first.type_line("shell:keep", "echo first-life");
+    first.wait_output("shell:keep", "first-life");
+    let master = first.json("shell:keep/status")["master_pid"]
+        .as_u64()
+        .unwrap();
+    first.kill9();
+    assert!(alive(master as u32), "the master died with the daemon");
+
+    let second = host.mount("two");
+    let status = second.json("shell:keep/status");
+    assert_eq!(status["outcome"], "ATTACH");
+    assert_eq!(status["state"], "live");
+    assert_eq!(status["master_pid"].as_u64().unwrap(), master);
+    second.type_line("shell:keep", "echo second-life");
+    second.wait_output("shell:keep", "second-life");
+    assert_eq!(host.masters(), vec![master as u32]);
+}
+
+#[test]
+fn a_killed_master_leaves_a_stale_socket_and_the_next_open_launches_cleanly() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:crash")));
+    m.type_line("shell:crash", "echo before");
+    m.wait_output("shell:crash", "before");
+    let status = m.json("shell:crash/status");
+    let master = status["master_pid"].as_u64().unwrap() as u32;
+    let socket = status["socket"].as_str().unwrap().to_string();
+    sh_ok(&format!("kill -9 {master}"));
+    wait_for(20, "the session to stop", || {
+        m.json("shell:crash/status")["state"] == "stopped"
+    });
+    assert!(
+        std::path::Path::new(&socket).exists(),
+        "SIGKILL leaves the socket behind"
+    );
+
+    m.type_line("shell:crash", "echo after");
+    m.wait_output("shell:crash", "after");
+    let status = m.json("shell:crash/status");
+    assert_eq!(status["outcome"], "LAUNCH");
+    let new_master = status["master_pid"].as_u64().unwrap() as u32;
+    assert_ne!(new_master, master);
+    assert_eq!(host.masters(), vec![new_master]);
+}
+
+/// The paths a process holds open.
+fn open_files(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_master_holds_the_lock_and_the_agent_and_daemon_do_not() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:lock")));
+    // A child of the agent, started before we look.
+    m.type_line("shell:lock", "sleep 300 & echo chi\"\"ld=$!");
+    m.wait_output("shell:lock", "child=");
+    let status = m.json("shell:lock/status");
+    let lock = status["lock"].as_str().unwrap().to_string();
+    let master = status["master_pid"].as_u64().unwrap() as u32;
+    let agent = status["agent_pid"].as_u64().unwrap() as u32;
+    assert!(
+        open_files(master).contains(&lock),
+        "master does not hold {lock}"
+    );
+    assert!(
+        !open_files(agent).contains(&lock),
+        "the agent holds the lock"
+    );
+    assert!(
+        !open_files(m.pid()).contains(&lock),
+        "the daemon kept its copy"
+    );
+    let scroll = m.read("shell:lock/scrollback");
+    let child: u32 = scroll
+        .split("child=")
+        .last()
+        .unwrap()
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(alive(child));
+    assert!(
+        !open_files(child).contains(&lock),
+        "the agent's child holds the lock"
+    );
+    // And flock itself agrees: the lock is taken.
+    let probe = sh(&format!("flock -n '{lock}' true"));
+    assert!(
+        !probe.status.success(),
+        "the lock is free while the master lives"
+    );
+}
+
+#[test]
+fn two_daemons_racing_to_open_one_session_start_exactly_one_master() {
+    let host = Host::new();
+    let a = host.mount("a");
+    let b = host.mount("b");
+    sh_ok(&format!("mkdir {}", a.q("shell:race")));
+    wait_for(
+        20,
+        "the new session to show through the second mount",
+        || b.path("shell:race").exists(),
+    );
+    let writers: Vec<_> = (0..12)
+        .map(|i| {
+            let target = if i % 2 == 0 {
+                a.q("shell:race/input")
+            } else {
+                b.q("shell:race/input")
+            };
+            std::thread::spawn(move || sh(&format!("echo 'echo writer-{i}' > {target}")))
+        })
+        .collect();
+    let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    for (i, out) in results.iter().enumerate() {
+        assert!(
+            out.status.success(),
+            "writer {i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(host.masters().len(), 1, "more than one master");
+    let launches =
+        a.log_text().matches(": Launch").count() + b.log_text().matches(": Launch").count();
+    assert_eq!(launches, 1, "exactly one LAUNCH across both daemons");
+    let master_a = a.json("shell:race/status")["master_pid"].clone();
+    let master_b = b.json("shell:race/status")["master_pid"].clone();
+    assert_eq!(master_a, master_b);
+    for i in 0..12 {
+        let mount = if i % 2 == 0 { &a } else { &b };
+        mount.wait_output("shell:race", &format!("writer-{i}"));
+    }
+}
+
+#[test]
+fn sigterm_and_fusermount_unmount_cleanly_and_sessions_keep_running() {
+    let host = Host::new();
+    let mut m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:stay")));
+    m.type_line("shell:stay", "echo up");
+    m.wait_output("shell:stay", "up");
+    let master = m.json("shell:stay/status")["master_pid"].as_u64().unwrap() as u32;
+    assert_eq!(m.terminate(), Some(0));
+    assert!(!is_mounted(&m.mnt));
+    assert!(alive(master));
+
+    let mut again = host.mount("mnt");
+    assert_eq!(
+        again.json("shell:stay/status")["master_pid"]
+            .as_u64()
+            .unwrap() as u32,
+        master
+    );
+    sh_ok(&format!("fusermount3 -u '{}'", again.mnt.display()));
+    assert_eq!(again.wait_exit(20), Some(0));
+    assert!(!is_mounted(&again.mnt));
+    assert!(alive(master));
+}
+
+#[test]
+fn ctl_resizes_redraws_stops_and_opens() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:ctl")));
+    let ctl = m.q("shell:ctl/ctl");
+    sh_ok(&format!("echo open > {ctl}"));
+    assert_eq!(m.json("shell:ctl/status")["state"], "live");
+    sh_ok(&format!("echo 'resize 100x30' > {ctl}"));
+    assert_eq!(m.json("shell:ctl/status")["size"], "100x30");
+    m.type_line("shell:ctl", "echo size=$(stty size)");
+    m.wait_output("shell:ctl", "size=30 100");
+    sh_ok(&format!("echo redraw > {ctl}"));
+    let master = m.json("shell:ctl/status")["master_pid"].as_u64().unwrap() as u32;
+    sh_ok(&format!("echo stop > {ctl}"));
+    wait_for(20, "the master to end", || !alive(master));
+    assert_eq!(m.json("shell:ctl/status")["state"], "stopped");
+    let socket = m.json("shell:ctl/status")["socket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for(20, "the socket to go", || {
+        !std::path::Path::new(&socket).exists()
+    });
+    sh_ok(&format!("echo open > {ctl}"));
+    assert_eq!(m.json("shell:ctl/status")["outcome"], "LAUNCH");
+}
+
+#[test]
+fn bad_input_gets_a_clear_errno_and_a_reason_and_changes_nothing() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let long = format!("shell:{}", "a".repeat(200));
+    for bad in [
+        "shell:a b",
+        "shell:..",
+        "shell:\x01x",
+        long.as_str(),
+        "nocolon",
+        "nosuch:x",
+        ":x",
+    ] {
+        let out = sh(&format!("mkdir {}", m.q(bad)));
+        assert!(!out.status.success(), "mkdir {bad:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Invalid argument"), "mkdir {bad:?}: {err}");
+    }
+    assert!(
+        m.log_text().contains("must match"),
+        "the log names the reason"
+    );
+    let before = sh_ok(&format!("ls {}", m.q("")));
+    assert_eq!(before.lines().count(), 3, "{before}");
+
+    sh_ok(&format!("mkdir {}", m.q("shell:ok")));
+    let out = sh(&format!("mkdir {}", m.q("shell:ok")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("File exists"));
+    for ro in ["status", "screen", "scrollback", "meta.json"] {
+        let out = sh(&format!("echo x > {}", m.q(&format!("shell:ok/{ro}"))));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+            "{ro}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = sh(&format!("cat {}", m.q("shell:ok/input")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+
+    let out = sh(&format!("echo frobnicate > {}", m.q("shell:ok/ctl")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid argument"));
+    let status = m.json("shell:ok/status");
+    assert!(
+        status["error"].as_str().unwrap().contains("frobnicate"),
+        "{status}"
+    );
+    assert_eq!(
+        status["state"], "stopped",
+        "a refused command starts nothing"
+    );
+    let out = sh(&format!("echo 'resize 0x0' > {}", m.q("shell:ok/ctl")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid argument"));
+    assert_eq!(m.json("shell:ok/status")["size"], "120x40");
+
+    let out = sh(&format!("rmdir {}", m.q("shell:ok")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"));
+    let out = sh(&format!("rm -rf {}", m.q("shell:ok")));
+    assert!(!out.status.success());
+    assert!(m.path("shell:ok/status").exists());
+    assert!(host.masters().is_empty());
+}
+
+#[test]
+fn input_to_a_session_whose_lock_is_held_elsewhere_is_ebusy() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:held")));
+    let lock = host.path("run/sessionfs/locks/shell:held.lock");
+    // Someone else holds the lock and serves no socket.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&lock)
+        .args(["sleep", "300"])
+        .spawn()
+        .unwrap();
+    wait_for(20, "the lock to be taken", || {
+        !sh(&format!("flock -n '{}' true", lock.display()))
+            .status
+            .success()
+    });
+    let out = sh(&format!("echo hi > {}", m.q("shell:held/input")));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Device or resource busy"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = m.json("shell:held/status");
+    assert_eq!(status["state"], "busy");
+    assert_eq!(status["outcome"], "BUSY");
+    assert!(status["error"].as_str().unwrap().contains("locked"));
+    assert!(host.masters().is_empty());
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    m.type_line("shell:held", "echo free");
+    m.wait_output("shell:held", "free");
+    assert_eq!(m.json("shell:held/status")["outcome"], "LAUNCH");
+}
+
+#[test]
+fn inode_numbers_are_stable() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:ino")));
+    let first = std::fs::metadata(m.path("shell:ino/meta.json"))
+        .unwrap()
+        .ino();
+    sh_ok(&format!("mkdir {}", m.q("shell:other")));
+    sh_ok(&format!("ls -l {} > /dev/null", m.q("")));
+    assert_eq!(
+        std::fs::metadata(m.path("shell:ino/meta.json"))
+            .unwrap()
+            .ino(),
+        first
+    );
+    assert_ne!(
+        std::fs::metadata(m.path("shell:other/meta.json"))
+            .unwrap()
+            .ino(),
+        first
+    );
+}
