@@ -120,8 +120,10 @@ fn find_dtach() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("SESSIONFS_DTACH").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
+    // mount(8) runs helpers with a bare environment: look in the usual places too.
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
+        .chain(std::env::split_paths(crate::runtime::wrapper::DEFAULT_PATH))
         .map(|d| d.join("dtach"))
         .find(|p| p.is_file())
         .ok_or_else(|| {

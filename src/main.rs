@@ -4,7 +4,8 @@ use clap::{Parser, Subcommand};
 use sessionfs::config::Config;
 use sessionfs::daemon::{serve, MountOptions};
 use sessionfs::runtime::wrapper::{self, WrapperArgs};
-use std::path::PathBuf;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -48,16 +49,71 @@ enum Command {
     },
 }
 
-fn mount_options(raw: &[String]) -> Result<MountOptions, String> {
+/// Generic options that `mount(8)` hands every helper, taken and ignored.
+const GENERIC_OPTIONS: &[&str] = &[
+    "", "rw", "defaults", "user", "users", "nouser", "auto", "noauto", "_netdev", "nofail",
+    "nosuid", "nodev", "suid", "dev", "exec", "noexec", "relatime", "noatime", "atime",
+];
+
+/// `-o` as `mount` passes it: `allow_other`, `background` (detach once
+/// mounted, as the fstab form needs), and the generic options.
+fn mount_options(raw: &[String]) -> Result<(MountOptions, bool), String> {
     let mut options = MountOptions::default();
+    let mut background = false;
     for opt in raw.iter().flat_map(|o| o.split(',')) {
         match opt {
             "allow_other" => options.allow_other = true,
-            "" | "rw" | "defaults" => {}
+            "background" => background = true,
+            o if GENERIC_OPTIONS.contains(&o) || o.starts_with("x-") => {}
             other => return Err(format!("unsupported mount option {other:?}")),
         }
     }
-    Ok(options)
+    Ok((options, background))
+}
+
+/// Starts this same command without `background` in a new session, logging
+/// to the state directory, and returns once the mount is ready.
+fn detach(config: &Config, mountpoint: &Path) -> Result<(), String> {
+    sessionfs::config::make_private_dir(&config.state_dir).map_err(|e| e.message)?;
+    let log_path = config.state_dir.join("sessionfs.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.split(',')
+                .filter(|o| *o != "background")
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(exe)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let ready = mountpoint.join("status");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < until {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the daemon exited ({status}); see {}",
+                log_path.display()
+            ));
+        }
+        if ready.exists() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Err(format!("the mount was not ready in time; see {}", log_path.display()))
 }
 
 fn main() -> ExitCode {
@@ -85,9 +141,13 @@ fn main() -> ExitCode {
         } => {
             env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
                 .init();
-            let result = mount_options(&options).and_then(|opts| {
+            let result = mount_options(&options).and_then(|(opts, background)| {
                 let config = Config::from_env(config.as_deref()).map_err(|e| e.message)?;
-                serve(config, &mountpoint, &opts).map_err(|e| e.message)
+                if background {
+                    detach(&config, &mountpoint)
+                } else {
+                    serve(config, &mountpoint, &opts).map_err(|e| e.message)
+                }
             });
             match result {
                 Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,10 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// The search path an agent gets when the daemon was started without one
+/// (as `mount(8)` starts helpers).
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+
 #[derive(Debug, Clone)]
 pub struct WrapperArgs {
     pub lock_fd: i32,
@@ -63,6 +67,9 @@ pub fn run(args: WrapperArgs) -> ! {
     };
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest).env("SESSIONFS_KEY", &args.key);
+    if std::env::var_os("PATH").is_none_or(|p| p.is_empty()) {
+        cmd.env("PATH", DEFAULT_PATH);
+    }
     if std::env::var_os("TERM").is_none_or(|t| t.is_empty() || t == "dumb") {
         cmd.env("TERM", "xterm-256color");
     }
