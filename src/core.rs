@@ -2,6 +2,7 @@
 //! returning `Result<_, Error>`. The FUSE adapter only translates; tests can
 //! drive this without a mount.
 
+use crate::catalog::{self, Catalog, StoreFile};
 use crate::config::Config;
 use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
@@ -14,6 +15,7 @@ use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
 use crate::sidecar::{SessionMeta, Sidecar};
 use crate::timefmt::rfc3339_ms;
+use crate::transcript::{self as transcript, Limits, TurnIndex};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -77,6 +79,15 @@ impl SessionRuntime {
     }
 }
 
+/// One store file's turn index and the page rendered last (a `stat` and
+/// the `read` after it ask for the same page).
+#[derive(Debug)]
+struct TranscriptCache {
+    path: PathBuf,
+    index: TurnIndex,
+    last_page: Option<(usize, u64, Arc<Vec<u8>>)>,
+}
+
 /// Whether an open may start a master, or only join one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpenMode {
@@ -91,6 +102,8 @@ pub struct Core {
     paths: RuntimePaths,
     sidecar: Sidecar,
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
+    catalog: Catalog,
+    transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
     wrapper: PathBuf,
     dtach: PathBuf,
     mountpoint: PathBuf,
@@ -148,6 +161,8 @@ impl Core {
             .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
         Ok(Arc::new(Core {
             sidecar: Sidecar::open(&config.state_dir),
+            catalog: Catalog::new(&config.engines),
+            transcripts: Mutex::new(HashMap::new()),
             paths,
             config,
             sessions: Mutex::new(HashMap::new()),
@@ -212,6 +227,11 @@ impl Core {
                 keys.push(key.clone());
             }
         }
+        for key in self.catalog.all(false).into_keys() {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
         keys.sort_by_cached_key(|k| {
             let meta = self.sidecar.get(&k.to_string()).unwrap_or_default();
             (
@@ -228,6 +248,13 @@ impl Core {
             || lock(&self.sessions)
                 .get(key)
                 .is_some_and(|rt| rt.live_client().is_some())
+            || (self.catalog.kind_of(key.engine()).is_some() && self.catalog.find(key).is_some())
+    }
+
+    /// The engine's own store file for this session, if it has one yet.
+    fn store_file(&self, key: &SessionKey) -> Option<StoreFile> {
+        self.catalog.kind_of(key.engine())?;
+        self.catalog.find(key)
     }
 
     fn require(&self, key: &SessionKey) -> Result<()> {
@@ -269,6 +296,9 @@ impl Core {
     fn last_activity_ms(&self, key: &SessionKey) -> u64 {
         let meta = self.meta(key);
         let mut last = meta.created_ms;
+        if let Some(file) = self.store_file(key) {
+            last = last.max(file.mtime_ms);
+        }
         if let Some(rt) = lock(&self.sessions).get(key) {
             let output = rt
                 .scrollback
@@ -288,23 +318,26 @@ impl Core {
     /// Whether the engine's own store already holds this conversation, so a
     /// launch resumes it rather than starting a new one.
     fn conversation_exists(&self, key: &SessionKey, engine: &Engine) -> bool {
-        let id = key.id();
         match &engine.store {
-            Store::Claude(root) => std::fs::read_dir(root.join("projects"))
-                .map(|dirs| {
-                    dirs.filter_map(|d| d.ok())
-                        .any(|d| d.path().join(format!("{id}.jsonl")).is_file())
-                })
-                .unwrap_or(false),
-            Store::Codex(root) => find_codex_rollout(&root.join("sessions"), id),
+            Store::Claude(_) | Store::Codex(_) => {
+                self.catalog.all(true);
+                self.store_file(key).is_some()
+            }
             Store::None | Store::Hosted => false,
         }
     }
 
+    /// Where the agent runs: the sidecar's workspace, else the store's `cwd`,
+    /// else `$HOME`.
     fn workspace(&self, key: &SessionKey) -> PathBuf {
         self.meta(key)
             .workspace
             .map(PathBuf::from)
+            .or_else(|| {
+                self.store_file(key)
+                    .and_then(|f| catalog::store_cwd(&f))
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| self.config.home.clone())
     }
 
@@ -577,7 +610,7 @@ impl Core {
             "key": key.to_string(),
             "engine": key.engine(),
             "id": key.id(),
-            "title": meta.title,
+            "title": meta.title.clone().or_else(|| self.store_title(key)),
             "project": meta.project,
             "favourite": meta.favourite,
             "archived": meta.archived,
@@ -669,6 +702,108 @@ impl Core {
         .inspect_err(|e| log::warn!("ctl {command:?}: {}", e.message))
     }
 
+    fn limits(&self) -> Limits {
+        Limits {
+            page_turns: self.config.history_page_turns as usize,
+            max_lines: self.config.transcript_max_lines as usize,
+            max_messages: self.config.transcript_max_messages as usize,
+            tail_bytes: self.config.transcript_tail_bytes as usize,
+        }
+    }
+
+    /// Whether the session's engine keeps a conversation store (and so the
+    /// session has a `transcript/` directory).
+    pub fn has_transcript(&self, key: &SessionKey) -> bool {
+        self.catalog.kind_of(key.engine()).is_some()
+    }
+
+    /// The session's turn index, refreshed against its store file; `None`
+    /// while the engine has not written one.
+    fn transcript(&self, key: &SessionKey) -> Result<Option<Arc<Mutex<TranscriptCache>>>> {
+        let kind = self
+            .catalog
+            .kind_of(key.engine())
+            .ok_or_else(|| Error::not_found(format!("{key} has no transcript")))?;
+        let Some(file) = self.store_file(key) else {
+            return Ok(None);
+        };
+        let path = catalog::readable(&file, &self.config.runtime_dir.join("decoded"))
+            .map_err(|e| Error::io(&format!("cannot read {}", file.path.display()), &e))?;
+        let cache = lock(&self.transcripts)
+            .entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(TranscriptCache {
+                    path: path.clone(),
+                    index: TurnIndex::new(kind),
+                    last_page: None,
+                }))
+            })
+            .clone();
+        {
+            let mut c = lock(&cache);
+            if c.path != path {
+                c.path = path.clone();
+                c.index = TurnIndex::new(kind);
+                c.last_page = None;
+            }
+            c.index
+                .refresh(&path)
+                .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
+        }
+        Ok(Some(cache))
+    }
+
+    /// How many transcript pages there are (at least one: `page-0`).
+    pub fn transcript_pages(&self, key: &SessionKey) -> Result<usize> {
+        self.require(key)?;
+        Ok(match self.transcript(key)? {
+            Some(cache) => transcript::page_count(&lock(&cache).index, self.limits().page_turns),
+            None => 1,
+        }
+        .max(1))
+    }
+
+    /// `transcript/page-N`, rendered.
+    pub fn transcript_page(&self, key: &SessionKey, page: usize) -> Result<Arc<Vec<u8>>> {
+        self.require(key)?;
+        let Some(cache) = self.transcript(key)? else {
+            return if page == 0 {
+                Ok(Arc::new(Vec::new()))
+            } else {
+                Err(Error::not_found(format!("{key} has no page {page}")))
+            };
+        };
+        let mut c = lock(&cache);
+        let stamp = c.index.scanned_to();
+        if let Some((p, s, text)) = &c.last_page {
+            if *p == page && *s == stamp {
+                return Ok(text.clone());
+            }
+        }
+        let text = Arc::new(
+            transcript::render_page(&c.path, &c.index, page, &self.limits()).map_err(|e| {
+                let err: Error = e.into();
+                if err.errno != libc::ENOENT {
+                    log::warn!(
+                        "{key}: page {page} of {}: {}",
+                        c.path.display(),
+                        err.message
+                    );
+                }
+                err
+            })?,
+        );
+        c.last_page = Some((page, stamp, text.clone()));
+        Ok(text)
+    }
+
+    /// The store's own title (or its first prompt), for `meta.json`.
+    fn store_title(&self, key: &SessionKey) -> Option<String> {
+        let cache = self.transcript(key).ok()??;
+        let title = lock(&cache).index.title();
+        title
+    }
+
     /// The root `README`.
     pub fn readme(&self) -> Vec<u8> {
         README.as_bytes().to_vec()
@@ -692,24 +827,6 @@ fn new_session_id() -> String {
         &hex[16..20],
         &hex[20..32]
     )
-}
-
-/// Whether a Codex rollout for `id` exists under `sessions/YYYY/MM/DD/`.
-fn find_codex_rollout(dir: &Path, id: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.filter_map(|e| e.ok()).any(|e| {
-        let path = e.path();
-        if path.is_dir() {
-            find_codex_rollout(&path, id)
-        } else {
-            let name = e.file_name().to_string_lossy().to_string();
-            name.starts_with("rollout-")
-                && (name.ends_with(&format!("{id}.jsonl"))
-                    || name.ends_with(&format!("{id}.jsonl.zst")))
-        }
-    })
 }
 
 const README: &str = "\

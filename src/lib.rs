@@ -3,6 +3,7 @@
 //! The FUSE adapter (`fs`) is thin over the plain core (`core`), which can be
 //! driven and tested without a mount.
 
+pub mod catalog;
 pub mod config;
 pub mod core;
 pub mod daemon;

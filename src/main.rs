@@ -113,7 +113,10 @@ fn detach(config: &Config, mountpoint: &Path) -> Result<(), String> {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    Err(format!("the mount was not ready in time; see {}", log_path.display()))
+    Err(format!(
+        "the mount was not ready in time; see {}",
+        log_path.display()
+    ))
 }
 
 fn main() -> ExitCode {

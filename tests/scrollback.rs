@@ -26,9 +26,18 @@ fn numbered_lines(text: &str) -> Vec<usize> {
 fn assert_every_line_in_order(what: &str, numbers: &[usize]) {
     assert_eq!(numbers.first(), Some(&1), "{what} does not start at line 1");
     for pair in numbers.windows(2) {
-        assert_eq!(pair[1], pair[0] + 1, "{what}: gap or duplicate after line {}", pair[0]);
+        assert_eq!(
+            pair[1],
+            pair[0] + 1,
+            "{what}: gap or duplicate after line {}",
+            pair[0]
+        );
     }
-    assert_eq!(numbers.last(), Some(&LINES), "{what} does not end at the last line");
+    assert_eq!(
+        numbers.last(),
+        Some(&LINES),
+        "{what} does not end at the last line"
+    );
 }
 
 /// Runs `less +G FILE` on a pseudo-terminal and returns what it painted.
@@ -99,14 +108,17 @@ fn every_tool_agrees_and_tail_follows_past_the_wrap_without_gaps() {
             .map(|b| b.windows(10).any(|w| w == b"END-OF-RUN"))
             .unwrap_or(false)
     };
-    wait_for(180, "tail -f to see the end of the run", || done("tail-f") && done("tail-F"));
+    wait_for(180, "tail -f to see the end of the run", || {
+        done("tail-f") && done("tail-F")
+    });
     for t in [&mut tail_f, &mut tail_big_f] {
         t.kill().unwrap();
         t.wait().unwrap();
     }
     for name in ["tail-f", "tail-F"] {
-        let out = String::from_utf8_lossy(&std::fs::read(host.path(&format!("{name}.out"))).unwrap())
-            .into_owned();
+        let out =
+            String::from_utf8_lossy(&std::fs::read(host.path(&format!("{name}.out"))).unwrap())
+                .into_owned();
         assert_every_line_in_order(name, &numbered_lines(&out));
         let err = std::fs::read_to_string(host.path(&format!("{name}.err"))).unwrap();
         assert!(err.is_empty(), "{name} complained: {err}");
@@ -127,19 +139,36 @@ fn every_tool_agrees_and_tail_follows_past_the_wrap_without_gaps() {
     for pair in numbers.windows(2) {
         assert_eq!(pair[1], pair[0] + 1);
     }
-    assert_eq!(sh_ok(&format!("wc -c < {file}")).trim(), cat.len().to_string());
-    assert_eq!(sh_ok(&format!("stat -c %s {file}")).trim(), cat.len().to_string());
     assert_eq!(
-        sh_ok(&format!("ls -l {file}")).split_whitespace().nth(4).unwrap(),
+        sh_ok(&format!("wc -c < {file}")).trim(),
+        cat.len().to_string()
+    );
+    assert_eq!(
+        sh_ok(&format!("stat -c %s {file}")).trim(),
+        cat.len().to_string()
+    );
+    assert_eq!(
+        sh_ok(&format!("ls -l {file}"))
+            .split_whitespace()
+            .nth(4)
+            .unwrap(),
         cat.len().to_string()
     );
     let tail_n = sh(&format!("tail -n 20 {file}")).stdout;
     let cat_lines: Vec<&[u8]> = cat.split_inclusive(|b| *b == b'\n').collect();
     assert_eq!(tail_n, cat_lines[cat_lines.len() - 20..].concat());
-    let grep_count: usize = sh_ok(&format!("grep -c '^L[0-9]\\{{7\\}} x' {file}")).trim().parse().unwrap();
+    let grep_count: usize = sh_ok(&format!("grep -c '^L[0-9]\\{{7\\}} x' {file}"))
+        .trim()
+        .parse()
+        .unwrap();
     let starting_with_l = cat_lines
         .iter()
-        .filter(|l| l.len() > 10 && l[0] == b'L' && l[1..8].iter().all(u8::is_ascii_digit) && &l[8..10] == b" x")
+        .filter(|l| {
+            l.len() > 10
+                && l[0] == b'L'
+                && l[1..8].iter().all(u8::is_ascii_digit)
+                && &l[8..10] == b" x"
+        })
         .count();
     assert_eq!(grep_count, starting_with_l);
     assert!(grep_count > 1000);
@@ -147,7 +176,10 @@ fn every_tool_agrees_and_tail_follows_past_the_wrap_without_gaps() {
     sh_ok(&format!("cp {file} '{}'", copy.display()));
     assert_eq!(std::fs::read(&copy).unwrap(), cat);
     let mut python = Command::new("python3")
-        .args(["-c", "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())"])
+        .args([
+            "-c",
+            "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())",
+        ])
         .arg(&scrollback)
         .stdout(Stdio::piped())
         .spawn()
@@ -158,7 +190,10 @@ fn every_tool_agrees_and_tail_follows_past_the_wrap_without_gaps() {
     assert_eq!(py, cat);
     let last = format!("L{LINES:07}");
     let painted = less_end_of(&scrollback.to_string_lossy(), "END-OF-RUN");
-    assert!(painted.contains(&last), "less +G did not show the last line");
+    assert!(
+        painted.contains(&last),
+        "less +G did not show the last line"
+    );
     assert!(painted.contains("END-OF-RUN"));
 }
 
@@ -192,10 +227,17 @@ fn a_reader_that_falls_behind_loses_evicted_bytes_once_and_never_sees_duplicates
     }
     let numbers = numbered_lines(&String::from_utf8_lossy(&seen));
     let gaps = numbers.windows(2).filter(|p| p[1] != p[0] + 1).count();
-    assert!(numbers.windows(2).all(|p| p[1] > p[0]), "duplicates or disorder");
+    assert!(
+        numbers.windows(2).all(|p| p[1] > p[0]),
+        "duplicates or disorder"
+    );
     assert!(gaps <= 1, "{gaps} gaps");
     assert_eq!(numbers.last(), Some(&LINES));
-    assert!(seen.len() <= RING, "read {} bytes from a {RING} ring", seen.len());
+    assert!(
+        seen.len() <= RING,
+        "read {} bytes from a {RING} ring",
+        seen.len()
+    );
     // Reading on after the end returns nothing and does not block.
     assert_eq!(reader.read(&mut buf).unwrap(), 0);
     std::io::stdout().flush().unwrap();

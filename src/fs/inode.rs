@@ -8,6 +8,9 @@ use std::sync::Mutex;
 
 pub const ROOT: u64 = 1;
 const FIRST_SESSION: u64 = 1 << 16;
+/// Transcript pages: a range of their own, 2^24 pages per session.
+const FIRST_PAGE: u64 = 1 << 40;
+const PAGES_PER_SESSION: u64 = 1 << 24;
 /// Numbers reserved per session directory and its files.
 const PER_SESSION: u64 = 16;
 
@@ -49,6 +52,10 @@ pub enum SessionFile {
     Status,
     Ctl,
     Meta,
+    /// `transcript/`, for engines that keep a conversation store.
+    TranscriptDir,
+    /// `transcript/latest`, a symlink to the newest page.
+    Latest,
 }
 
 impl SessionFile {
@@ -70,6 +77,8 @@ impl SessionFile {
             SessionFile::Status => "status",
             SessionFile::Ctl => "ctl",
             SessionFile::Meta => "meta.json",
+            SessionFile::TranscriptDir => "transcript",
+            SessionFile::Latest => "latest",
         }
     }
 
@@ -82,9 +91,14 @@ impl SessionFile {
     }
 
     fn from_offset(n: u64) -> Option<Self> {
-        std::iter::once(SessionFile::Dir)
-            .chain(Self::FILES)
-            .find(|f| f.offset() == n)
+        [
+            SessionFile::Dir,
+            SessionFile::TranscriptDir,
+            SessionFile::Latest,
+        ]
+        .into_iter()
+        .chain(Self::FILES)
+        .find(|f| f.offset() == n)
     }
 }
 
@@ -94,6 +108,8 @@ pub enum Node {
     Root,
     RootFile(RootFile),
     Session(SessionKey, SessionFile),
+    /// `transcript/page-N`.
+    Page(SessionKey, u64),
 }
 
 #[derive(Debug, Default)]
@@ -108,22 +124,36 @@ pub struct InodeTable {
 }
 
 impl InodeTable {
+    /// The session's number, handed out on first sight.
+    fn index_of(&self, key: &SessionKey) -> u64 {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        match t.index.get(key) {
+            Some(i) => *i,
+            None => {
+                let i = t.keys.len() as u64;
+                t.keys.push(key.clone());
+                t.index.insert(key.clone(), i);
+                i
+            }
+        }
+    }
+
+    fn key_at(&self, index: u64) -> Option<SessionKey> {
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        t.keys.get(index as usize).cloned()
+    }
+
     pub fn ino(&self, node: &Node) -> u64 {
         match node {
             Node::Root => ROOT,
             Node::RootFile(f) => f.ino(),
             Node::Session(key, file) => {
-                let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-                let idx = match t.index.get(key) {
-                    Some(i) => *i,
-                    None => {
-                        let i = t.keys.len() as u64;
-                        t.keys.push(key.clone());
-                        t.index.insert(key.clone(), i);
-                        i
-                    }
-                };
-                FIRST_SESSION + idx * PER_SESSION + file.offset()
+                FIRST_SESSION + self.index_of(key) * PER_SESSION + file.offset()
+            }
+            Node::Page(key, n) => {
+                FIRST_PAGE
+                    + self.index_of(key) * PAGES_PER_SESSION
+                    + (*n).min(PAGES_PER_SESSION - 1)
             }
         }
     }
@@ -135,9 +165,12 @@ impl InodeTable {
         if let Some(f) = RootFile::ALL.into_iter().find(|f| f.ino() == ino) {
             return Some(Node::RootFile(f));
         }
+        if let Some(rel) = ino.checked_sub(FIRST_PAGE) {
+            let key = self.key_at(rel / PAGES_PER_SESSION)?;
+            return Some(Node::Page(key, rel % PAGES_PER_SESSION));
+        }
         let rel = ino.checked_sub(FIRST_SESSION)?;
-        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        let key = t.keys.get((rel / PER_SESSION) as usize)?.clone();
+        let key = self.key_at(rel / PER_SESSION)?;
         Some(Node::Session(
             key,
             SessionFile::from_offset(rel % PER_SESSION)?,
@@ -165,5 +198,7 @@ mod tests {
         );
         assert_eq!(t.node(ROOT), Some(Node::Root));
         assert_eq!(t.node(999), None);
+        let page = Node::Page(b.clone(), 7);
+        assert_eq!(t.node(t.ino(&page)), Some(page));
     }
 }

@@ -96,7 +96,7 @@ impl SessionFs {
             .inodes
             .node(ino)
             .ok_or_else(|| Error::not_found(format!("no inode {ino}")))?;
-        if let Node::Session(key, _) = &node {
+        if let Node::Session(key, _) | Node::Page(key, _) = &node {
             if !self.core.exists(key) {
                 return Err(Error::not_found(format!("no session {key}")));
             }
@@ -158,8 +158,22 @@ impl SessionFs {
             Node::RootFile(RootFile::Ctl) => {
                 self.attr(ino, FileType::RegularFile, 0o200, 0, self.started)
             }
+            Node::Page(key, n) => self.attr(
+                ino,
+                FileType::RegularFile,
+                0o444,
+                self.core.transcript_page(key, *n as usize)?.len() as u64,
+                now,
+            ),
             Node::Session(key, file) => match file {
                 SessionFile::Dir => self.attr(ino, FileType::Directory, 0o755, 0, self.started),
+                SessionFile::TranscriptDir => {
+                    self.attr(ino, FileType::Directory, 0o555, 0, self.started)
+                }
+                SessionFile::Latest => {
+                    let target = latest_target(self.core.transcript_pages(key)?);
+                    self.attr(ino, FileType::Symlink, 0o777, target.len() as u64, now)
+                }
                 SessionFile::Scrollback => {
                     let size = self.scrollback_size(key, fh, pid)?;
                     let mtime = self.core.session_runtime(key)?.scrollback().last_append();
@@ -210,9 +224,26 @@ impl SessionFs {
                     Err(Error::not_found(format!("no session {key}")))
                 }
             }
-            Node::Session(key, SessionFile::Dir) => SessionFile::from_name(name)
-                .map(|f| Node::Session(key, f))
-                .ok_or_else(|| Error::not_found(format!("no {name} in a session"))),
+            Node::Session(key, SessionFile::Dir) => {
+                if name == "transcript" && self.core.has_transcript(&key) {
+                    return Ok(Node::Session(key, SessionFile::TranscriptDir));
+                }
+                SessionFile::from_name(name)
+                    .map(|f| Node::Session(key, f))
+                    .ok_or_else(|| Error::not_found(format!("no {name} in a session")))
+            }
+            Node::Session(key, SessionFile::TranscriptDir) => {
+                if name == "latest" {
+                    return Ok(Node::Session(key, SessionFile::Latest));
+                }
+                let page = parse_page_name(name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in a transcript")))?;
+                if (page as usize) < self.core.transcript_pages(&key)? {
+                    Ok(Node::Page(key, page))
+                } else {
+                    Err(Error::not_found(format!("{key} has no {name}")))
+                }
+            }
             _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
         }
     }
@@ -242,8 +273,17 @@ impl SessionFs {
             }
         };
         let handle = match node {
-            Node::Root | Node::Session(_, SessionFile::Dir) => {
+            Node::Root
+            | Node::Session(_, SessionFile::Dir)
+            | Node::Session(_, SessionFile::TranscriptDir) => {
                 return Err(Error::new(libc::EISDIR, "a directory"))
+            }
+            Node::Session(_, SessionFile::Latest) => {
+                return Err(Error::new(libc::ELOOP, "a symlink"))
+            }
+            Node::Page(key, n) => {
+                read_only("a transcript page")?;
+                Handle::Snapshot(self.core.transcript_page(key, *n as usize)?.to_vec())
             }
             Node::RootFile(RootFile::Readme) => {
                 read_only("README")?;
@@ -263,7 +303,9 @@ impl SessionFs {
                     e
                 };
                 match file {
-                    SessionFile::Dir => unreachable!("handled above"),
+                    SessionFile::Dir | SessionFile::TranscriptDir | SessionFile::Latest => {
+                        unreachable!("handled above")
+                    }
                     SessionFile::Scrollback => {
                         read_only("scrollback").map_err(refuse)?;
                         let rt = self.core.session_runtime(key)?;
@@ -367,11 +409,44 @@ impl SessionFs {
                     let ino = self.inodes.ino(&Node::Session(key.clone(), f));
                     entries.push((ino, FileType::RegularFile, f.name().to_string()));
                 }
+                if self.core.has_transcript(&key) {
+                    let ino = self
+                        .inodes
+                        .ino(&Node::Session(key.clone(), SessionFile::TranscriptDir));
+                    entries.push((ino, FileType::Directory, "transcript".to_string()));
+                }
+            }
+            Node::Session(key, SessionFile::TranscriptDir) => {
+                entries[1].0 = self
+                    .inodes
+                    .ino(&Node::Session(key.clone(), SessionFile::Dir));
+                for n in 0..self.core.transcript_pages(&key)? as u64 {
+                    let ino = self.inodes.ino(&Node::Page(key.clone(), n));
+                    entries.push((ino, FileType::RegularFile, format!("page-{n}")));
+                }
+                let ino = self
+                    .inodes
+                    .ino(&Node::Session(key.clone(), SessionFile::Latest));
+                entries.push((ino, FileType::Symlink, "latest".to_string()));
             }
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         }
         Ok(entries)
     }
+}
+
+/// `page-N` with N in plain decimal.
+fn parse_page_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("page-")?;
+    let plain = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    plain.then(|| digits.parse().ok())?
+}
+
+/// Where `transcript/latest` points.
+fn latest_target(pages: usize) -> String {
+    format!("page-{}", pages.saturating_sub(1))
 }
 
 /// The commands in one write to a `ctl` file: one per line.
@@ -577,11 +652,24 @@ impl Filesystem for SessionFs {
         reply.ok();
     }
 
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.node(ino.0) {
+            Ok(Node::Session(key, SessionFile::Latest)) => match self.core.transcript_pages(&key) {
+                Ok(pages) => reply.data(latest_target(pages).as_bytes()),
+                Err(e) => reply.error(errno(&e)),
+            },
+            Ok(_) => reply.error(Errno::EINVAL),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.node(ino.0) {
-            Ok(Node::Root | Node::Session(_, SessionFile::Dir)) => {
-                reply.opened(FileHandle(0), FopenFlags::empty())
-            }
+            Ok(
+                Node::Root
+                | Node::Session(_, SessionFile::Dir)
+                | Node::Session(_, SessionFile::TranscriptDir),
+            ) => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(&e)),
         }

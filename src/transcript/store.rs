@@ -23,18 +23,21 @@ pub fn is_compressed(path: &Path) -> bool {
 fn no_zstd() -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        "compressed stores (.jsonl.zst) cannot be read: built without zstd",
+        "compressed stores (.jsonl.zst) are indexed through a decoded copy",
     )
 }
 
 /// Opens a store for reading from byte `offset` of its JSON lines.
 ///
-/// A compressed store would be decoded from its start with `offset` bytes
-/// discarded (its files are finished rollouts that no longer grow); until a
-/// decoder is linked in, it is refused as unsupported.
+/// A compressed store is decoded from its start with `offset` bytes
+/// discarded (its files are finished rollouts that no longer grow). The
+/// index reads plain files only: compressed ones are first decoded to a
+/// plain copy (see `catalog::readable`).
 pub fn open_store(path: &Path, offset: u64) -> io::Result<Box<dyn Read + Send>> {
     if is_compressed(path) {
-        return Err(no_zstd());
+        let mut decoder = zstd::stream::read::Decoder::new(File::open(path)?)?;
+        io::copy(&mut (&mut decoder).take(offset), &mut io::sink())?;
+        return Ok(Box::new(decoder));
     }
     let mut f = File::open(path)?;
     f.seek(SeekFrom::Start(offset))?;
