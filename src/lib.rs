@@ -16,5 +16,6 @@ pub mod runtime;
 pub mod screen;
 pub mod scrollback;
 pub mod sidecar;
+pub mod slots;
 pub mod timefmt;
 pub mod transcript;

@@ -34,8 +34,9 @@ mod render;
 mod scan;
 mod store;
 
-#[cfg(test)]
-mod testgen;
+/// Generated stores for tests and benchmarks.
+#[doc(hidden)]
+pub mod testgen;
 #[cfg(test)]
 mod tests;
 

@@ -9,13 +9,13 @@
 use serde_json::{json, Value};
 
 /// Deterministic choices (xorshift), so a failing case can be replayed.
-pub(crate) struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -24,7 +24,7 @@ impl Rng {
         x
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -33,7 +33,7 @@ impl Rng {
 
 /// What to put in a generated store.
 #[derive(Clone, Debug)]
-pub(crate) struct Shape {
+pub struct Shape {
     pub turns: usize,
     pub seed: u64,
     /// Put a line of this many bytes (a tool output) into turn 1.
@@ -106,7 +106,7 @@ fn push(out: &mut Vec<u8>, v: impl Into<Json>) {
 
 /// The same store with every object's keys sorted, as a writer that does not
 /// keep the usual order would leave it (the index must not depend on order).
-pub(crate) fn sort_keys(data: &[u8]) -> Vec<u8> {
+pub fn sort_keys(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len());
     let mut rest = data;
     while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
@@ -196,7 +196,7 @@ fn huge_text(size: usize, word: &str) -> String {
 }
 
 /// A Claude Code store.
-pub(crate) fn claude(shape: &Shape) -> Vec<u8> {
+pub fn claude(shape: &Shape) -> Vec<u8> {
     let mut rng = Rng::new(shape.seed);
     let mut out = Vec::new();
     push(
@@ -417,7 +417,7 @@ fn input_text(t: impl Into<String>) -> Obj {
 }
 
 /// A Codex CLI rollout.
-pub(crate) fn codex(shape: &Shape) -> Vec<u8> {
+pub fn codex(shape: &Shape) -> Vec<u8> {
     let mut rng = Rng::new(shape.seed);
     let mut out = Vec::new();
     let meta = Obj::new()

@@ -1,0 +1,226 @@
+//! The agents' own conversations through a real mount: discovery, pages,
+//! caps, what is never shown, and resuming a discovered conversation.
+
+mod common;
+
+use common::*;
+use sessionfs::transcript::testgen::{claude, codex, Shape};
+use std::path::{Path, PathBuf};
+
+const CLAUDE_ID: &str = "11111111-2222-3333-4444-555555555555";
+const CODEX_ID: &str = "019e0000-0000-7000-8000-000000000000";
+
+/// Lays out generated stores as the agents do, under the host's directory.
+fn write_stores(host: &Host, turns: usize, huge_line: Option<usize>) -> (PathBuf, PathBuf) {
+    let mut shape = Shape::new(turns, 7);
+    shape.huge_line = huge_line;
+    shape.half_line = true;
+    let claude_file = host.path(&format!("claude/projects/-work-proj/{CLAUDE_ID}.jsonl"));
+    std::fs::create_dir_all(claude_file.parent().unwrap()).unwrap();
+    std::fs::write(&claude_file, claude(&shape)).unwrap();
+    let codex_file = host.path(&format!(
+        "codex/sessions/2026/01/01/rollout-2026-01-01T00-00-00-{CODEX_ID}.jsonl"
+    ));
+    std::fs::create_dir_all(codex_file.parent().unwrap()).unwrap();
+    std::fs::write(&codex_file, codex(&shape)).unwrap();
+    (claude_file, codex_file)
+}
+
+fn store_host() -> Host {
+    let host = Host::new();
+    let claude_root = host.path("claude");
+    let codex_root = host.path("codex");
+    host.with_env("CLAUDE_CONFIG_DIR", claude_root.to_str().unwrap())
+        .with_env("CODEX_HOME", codex_root.to_str().unwrap())
+}
+
+/// The `prompt #K` numbers a page shows, in order.
+fn prompts(page: &str) -> Vec<usize> {
+    page.lines()
+        .filter_map(|l| l.strip_prefix("> ").or_else(|| l.strip_prefix("> /run ")))
+        .filter_map(|l| l.trim_start_matches("/run ").strip_prefix("prompt #"))
+        .filter_map(|n| n.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn pages_hold_exactly_their_turns_and_show_nothing_injected() {
+    let host = store_host();
+    write_stores(&host, 120, Some(40 << 20));
+    let m = host.mount("mnt");
+    let root = sh_ok(&format!("ls {}", m.q("")));
+    for key in [format!("claude:{CLAUDE_ID}"), format!("codex:{CODEX_ID}")] {
+        assert!(root.lines().any(|l| l == key), "{key} not listed: {root}");
+        let dir = format!("{key}/transcript");
+        let listing = sh_ok(&format!("ls {}", m.q(&dir)));
+        assert_eq!(
+            listing.lines().collect::<Vec<_>>(),
+            vec!["latest", "page-0", "page-1", "page-2"],
+            "{key}"
+        );
+        assert_eq!(
+            sh_ok(&format!("readlink {}", m.q(&format!("{dir}/latest")))).trim(),
+            "page-2"
+        );
+        for n in 0..3 {
+            let page = sh_ok(&format!("cat {}", m.q(&format!("{dir}/page-{n}"))));
+            let want: Vec<usize> = (n * 50..((n + 1) * 50).min(120)).collect();
+            assert_eq!(prompts(&page), want, "{key} page-{n}");
+            assert!(
+                !page.contains("INJECTED"),
+                "{key} page-{n} shows injected text"
+            );
+            assert!(
+                !page.contains("SIDECHAIN"),
+                "{key} page-{n} shows a sidechain"
+            );
+            // Each visible reply once (Codex records it twice in its store).
+            let reply = if key.starts_with("codex") {
+                "text"
+            } else {
+                "done"
+            };
+            for k in want {
+                let shown = page.matches(&format!("reply #{k} {reply}")).count();
+                assert_eq!(shown, 1, "{key}: reply #{k} shown {shown} times");
+            }
+            // stat agrees with what cat read.
+            let size: usize = sh_ok(&format!("stat -c %s {}", m.q(&format!("{dir}/page-{n}"))))
+                .trim()
+                .parse()
+                .unwrap();
+            assert_eq!(size, page.len());
+        }
+        let latest = sh_ok(&format!("cat {}", m.q(&format!("{dir}/latest"))));
+        assert_eq!(prompts(&latest), (100..120).collect::<Vec<_>>());
+        let out = sh(&format!("cat {}", m.q(&format!("{dir}/page-3"))));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+        // The 40 MiB line is cut to a few lines, not poured out.
+        let first = sh_ok(&format!("cat {}", m.q(&format!("{dir}/page-0"))));
+        assert!(first.len() < 4 << 20, "page-0 is {} bytes", first.len());
+    }
+    let meta = m.json(&format!("claude:{CLAUDE_ID}/meta.json"));
+    assert!(meta["title"].is_string(), "{meta}");
+    assert_eq!(meta["workspace"], "/work/proj");
+}
+
+#[test]
+fn caps_cut_the_rendered_page_with_a_marker_and_never_move_the_cursor() {
+    let host = store_host()
+        .with_env("AGENT_SESSIONS_TRANSCRIPT_MAX_LINES", "40")
+        .with_env("AGENT_SESSIONS_HISTORY_PAGE_TURNS", "20");
+    write_stores(&host, 60, None);
+    let m = host.mount("mnt");
+    for key in [format!("claude:{CLAUDE_ID}"), format!("codex:{CODEX_ID}")] {
+        let dir = format!("{key}/transcript");
+        let listing = sh_ok(&format!("ls {}", m.q(&dir)));
+        assert_eq!(listing.lines().count(), 4, "{key}: three pages and latest");
+        for n in 0..3usize {
+            let page = m.read(&format!("{dir}/page-{n}"));
+            assert!(
+                page.contains("lines cut"),
+                "{key} page-{n} has no marker:\n{page}"
+            );
+            assert!(page.lines().count() <= 41, "{key} page-{n}");
+            let shown = prompts(&page);
+            assert!(!shown.is_empty());
+            // What is kept is the end of this page's turns, nothing from others.
+            assert!(
+                shown.iter().all(|k| (n * 20..(n + 1) * 20).contains(k)),
+                "{key} page-{n}: {shown:?}"
+            );
+            assert_eq!(shown.last(), Some(&(n * 20 + 19)));
+        }
+    }
+}
+
+#[test]
+fn every_real_store_is_found_and_renders() {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/real");
+    let host = Host::new()
+        .with_env("CLAUDE_CONFIG_DIR", real.join("claude").to_str().unwrap())
+        .with_env("CODEX_HOME", real.join("codex").to_str().unwrap());
+    let m = host.mount("mnt");
+    let root = sh_ok(&format!("ls {}", m.q("")));
+    let sessions: Vec<&str> = root.lines().filter(|l| l.contains(':')).collect();
+    assert_eq!(sessions.len(), 8, "{root}");
+    for key in sessions {
+        let pages = sh_ok(&format!("ls {}", m.q(&format!("{key}/transcript"))));
+        for page in pages.lines() {
+            let out = sh(&format!("cat {}", m.q(&format!("{key}/transcript/{page}"))));
+            assert!(
+                out.status.success(),
+                "{key}/{page}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let meta = m.json(&format!("{key}/meta.json"));
+        assert!(meta["title"].is_string(), "{key} has no title");
+    }
+    let codex = m.read("codex:019e1625-789d-76c0-80ab-3724b5ddb799/transcript/latest");
+    assert!(!codex.contains("<environment_context>"));
+}
+
+/// A stand-in agent: records its argv and working directory, then echoes input.
+fn stand_in(host: &Host) -> PathBuf {
+    let path = host.path("fake-agent");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"$@\" > '{}'\npwd > '{}'\nexec cat\n",
+            host.path("argv").display(),
+            host.path("cwd").display()
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    path
+}
+
+#[test]
+fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
+    let host = store_host();
+    let workspace = host.path("home/proj");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (claude_file, _) = write_stores(&host, 3, None);
+    let text = std::fs::read_to_string(&claude_file).unwrap().replace(
+        "\"cwd\":\"/work/proj\"",
+        &format!("\"cwd\":\"{}\"", workspace.display()),
+    );
+    std::fs::write(&claude_file, text).unwrap();
+    let agent = stand_in(&host);
+    let host = host.with_env("SESSIONFS_ENGINE_CLAUDE", agent.to_str().unwrap());
+    let m = host.mount("mnt");
+    let key = format!("claude:{CLAUDE_ID}");
+    sh_ok(&format!("echo hello > {}", m.q(&format!("{key}/input"))));
+    wait_for(20, "the stand-in to start", || host.path("cwd").exists());
+    assert_eq!(
+        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        format!("--resume {CLAUDE_ID}")
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.path("cwd")).unwrap().trim(),
+        workspace.to_str().unwrap()
+    );
+    m.wait_output(&key, "hello");
+    assert_eq!(m.json(&format!("{key}/status"))["outcome"], "LAUNCH");
+
+    // A new conversation gets a new id.
+    let fresh = "22222222-3333-4444-5555-666666666666";
+    std::fs::remove_file(host.path("argv")).unwrap();
+    sh_ok(&format!("mkdir {}", m.q(&format!("claude:{fresh}"))));
+    sh_ok(&format!(
+        "echo open > {}",
+        m.q(&format!("claude:{fresh}/ctl"))
+    ));
+    wait_for(20, "the second stand-in", || {
+        host.path("argv").exists()
+            && !std::fs::read_to_string(host.path("argv"))
+                .unwrap()
+                .is_empty()
+    });
+    assert_eq!(
+        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        format!("--session-id {fresh}")
+    );
+}
