@@ -2,6 +2,7 @@
 //! returning `Result<_, Error>`. The FUSE adapter only translates; tests can
 //! drive this without a mount.
 
+use crate::binding;
 use crate::catalog::{self, Catalog, StoreFile};
 use crate::config::Config;
 use crate::engine::{Engine, Store};
@@ -15,9 +16,9 @@ use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
 use crate::sidecar::{SessionMeta, Sidecar};
 use crate::timefmt::rfc3339_ms;
-use crate::transcript::{self as transcript, Limits, TurnIndex};
+use crate::transcript::{self as transcript, Limits, StoreKind, TurnIndex};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, UNIX_EPOCH};
@@ -37,6 +38,11 @@ struct RuntimeState {
     cols: u16,
     rows: u16,
     last_input_ms: u64,
+    /// When this daemon last launched the session, and whether as a resume:
+    /// the engine may name the conversation after that.
+    launched: Option<(u64, bool)>,
+    /// When the store was last searched for a conversation to bind.
+    bind_checked: Option<std::time::Instant>,
 }
 
 /// The in-memory side of one session: output ring, VT mirror, connection.
@@ -227,8 +233,13 @@ impl Core {
                 keys.push(key.clone());
             }
         }
+        // A conversation bound to a session shows as that session only.
+        let mut claimed: HashMap<String, HashSet<String>> = HashMap::new();
         for key in self.catalog.all(false).into_keys() {
-            if !keys.contains(&key) {
+            let taken = claimed
+                .entry(key.engine().to_string())
+                .or_insert_with(|| self.claimed_conversations(key.engine()));
+            if !keys.contains(&key) && !taken.contains(key.id()) {
                 keys.push(key);
             }
         }
@@ -251,10 +262,93 @@ impl Core {
             || (self.catalog.kind_of(key.engine()).is_some() && self.catalog.find(key).is_some())
     }
 
+    /// The engine's own id of a session's conversation.
+    fn conversation_id(&self, key: &SessionKey) -> String {
+        self.meta(key)
+            .conversation
+            .unwrap_or_else(|| key.id().to_string())
+    }
+
     /// The engine's own store file for this session, if it has one yet.
     fn store_file(&self, key: &SessionKey) -> Option<StoreFile> {
         self.catalog.kind_of(key.engine())?;
-        self.catalog.find(key)
+        let conversation = SessionKey::new(key.engine(), &self.conversation_id(key)).ok()?;
+        let found = self.catalog.find(&conversation);
+        self.bind_conversation(key, &conversation, found.as_ref())
+            .or(found)
+    }
+
+    /// Conversation ids already taken by a session record of `engine`.
+    fn claimed_conversations(&self, engine: &str) -> HashSet<String> {
+        self.sidecar
+            .all()
+            .into_iter()
+            .filter_map(|(k, meta)| {
+                let key = SessionKey::parse(&k).ok()?;
+                (key.engine() == engine).then_some(meta.conversation)?
+            })
+            .collect()
+    }
+
+    /// After a launch, looks for the store file the engine started under an
+    /// id of its own, and records it in the sidecar.
+    fn bind_conversation(
+        &self,
+        key: &SessionKey,
+        conversation: &SessionKey,
+        current: Option<&StoreFile>,
+    ) -> Option<StoreFile> {
+        let rt = lock(&self.sessions).get(key).cloned()?;
+        let (since, resumed) = {
+            let mut state = lock(&rt.state);
+            let launched = state.launched?;
+            if state
+                .bind_checked
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+            {
+                return None;
+            }
+            state.bind_checked = Some(std::time::Instant::now());
+            launched
+        };
+        let files = self.catalog.all(true);
+        let mut claimed = self.claimed_conversations(key.engine());
+        claimed.insert(key.id().to_string());
+        let found = match (self.catalog.kind_of(key.engine())?, current) {
+            (StoreKind::Codex, None) => {
+                let workspace = self
+                    .meta(key)
+                    .workspace
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| self.config.home.clone());
+                binding::codex_rollout_for(&files, key.engine(), &workspace, since, &claimed)
+            }
+            (StoreKind::Claude, Some(old)) if resumed => {
+                binding::claude_continuation(&files, conversation, old, since, &claimed)
+            }
+            _ => None,
+        }?;
+        log::info!(
+            "{key}: the conversation goes on as {}:{found}",
+            key.engine()
+        );
+        let bound = self.sidecar.update(|all| {
+            let meta = all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                created_ms: since,
+                ..Default::default()
+            });
+            meta.conversation = Some(found.clone());
+            Ok(())
+        });
+        if let Err(e) = bound {
+            log::warn!(
+                "{key}: cannot record its conversation {found}: {}",
+                e.message
+            );
+        }
+        files
+            .get(&SessionKey::new(key.engine(), &found).ok()?)
+            .cloned()
     }
 
     fn require(&self, key: &SessionKey) -> Result<()> {
@@ -372,7 +466,7 @@ impl Core {
         let request = OpenRequest {
             paths: &self.paths,
             key,
-            argv: engine.argv(key.id(), resume),
+            argv: engine.argv(&self.conversation_id(key), resume),
             cwd: self.workspace(key),
             cols,
             rows,
@@ -394,6 +488,10 @@ impl Core {
             state.generation += 1;
             state.client = Some(client.clone());
             state.outcome = Some(opened.outcome);
+            if opened.outcome == Outcome::Launch {
+                state.launched = Some((now_ms(), resume));
+                state.bind_checked = None;
+            }
             state.record = opened.record.clone();
             state.error = None;
             state.generation

@@ -3,6 +3,7 @@
 //! The FUSE adapter (`fs`) is thin over the plain core (`core`), which can be
 //! driven and tested without a mount.
 
+pub mod binding;
 pub mod catalog;
 pub mod config;
 pub mod core;
@@ -11,6 +12,8 @@ pub mod engine;
 pub mod error;
 pub mod fs;
 pub mod key;
+pub mod listing;
+pub mod metaedit;
 pub mod procinfo;
 pub mod runtime;
 pub mod screen;

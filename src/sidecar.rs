@@ -28,6 +28,10 @@ pub struct SessionMeta {
     pub archived: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// The engine's own id for the conversation when it is not the key's id
+    /// (a new Codex session, a Claude conversation resumed under a new id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

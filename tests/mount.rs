@@ -169,14 +169,17 @@ fn two_daemons_racing_to_open_one_session_start_exactly_one_master() {
         "the new session to show through the second mount",
         || b.path("shell:race").exists(),
     );
-    let writers: Vec<_> = (0..12)
+    // `echo wN` plus a newline is one 8-byte dtach packet, so writers through
+    // different daemons cannot interleave inside one line (longer writes
+    // from two clients can: the master reads one packet at a time from each).
+    let writers: Vec<_> = (0..10)
         .map(|i| {
             let target = if i % 2 == 0 {
                 a.q("shell:race/input")
             } else {
                 b.q("shell:race/input")
             };
-            std::thread::spawn(move || sh(&format!("echo 'echo writer-{i}' > {target}")))
+            std::thread::spawn(move || sh(&format!("echo 'echo w{i}' > {target}")))
         })
         .collect();
     let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
@@ -193,10 +196,38 @@ fn two_daemons_racing_to_open_one_session_start_exactly_one_master() {
     assert_eq!(launches, 1, "exactly one LAUNCH across both daemons");
     let master_a = a.json("shell:race/status")["master_pid"].clone();
     let master_b = b.json("shell:race/status")["master_pid"].clone();
+    assert!(master_a.is_u64());
     assert_eq!(master_a, master_b);
-    for i in 0..12 {
+    for i in 0..10 {
         let mount = if i % 2 == 0 { &a } else { &b };
-        mount.wait_output("shell:race", &format!("writer-{i}"));
+        mount.wait_output("shell:race", &format!("\rw{i}\r"));
+    }
+}
+
+#[test]
+fn concurrent_writes_through_one_mount_arrive_whole() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:many")));
+    sh_ok(&format!("echo open > {}", m.q("shell:many/ctl")));
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let target = m.q("shell:many/input");
+            std::thread::spawn(move || {
+                sh_ok(&format!(
+                    "echo 'echo a-much-longer-line-from-writer-{i}-that-spans-packets' > {target}"
+                ))
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    for i in 0..8 {
+        m.wait_output(
+            "shell:many",
+            &format!("\ra-much-longer-line-from-writer-{i}-that-spans-packets\r"),
+        );
     }
 }
 

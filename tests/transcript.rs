@@ -224,3 +224,110 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
         format!("--session-id {fresh}")
     );
 }
+
+/// A stand-in Codex: on a new start it writes a rollout named by an id of
+/// its own in its working directory, as the real one does after a turn; on
+/// `resume ID` it records the argv.
+fn codex_stand_in(host: &Host, new_id: &str) -> PathBuf {
+    let path = host.path("fake-codex");
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/bin/sh
+echo "$@" >> '{argv}'
+if [ "$1" != resume ]; then
+  dir="$CODEX_HOME/sessions/2026/02/03"
+  mkdir -p "$dir"
+  f="$dir/rollout-2026-02-03T04-05-06-{new_id}.jsonl"
+  printf '{{"timestamp":"2026-02-03T04:05:06.000Z","type":"session_meta","payload":{{"id":"{new_id}","cwd":"%s"}}}}\n' "$(pwd)" > "$f"
+  printf '{{"timestamp":"2026-02-03T04:05:07.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"prompt from the stand-in"}}]}}}}\n' >> "$f"
+fi
+exec cat
+"#,
+            argv = host.path("codex-argv").display()
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    path
+}
+
+#[test]
+fn a_new_codex_session_is_bound_to_its_rollout_and_resumed_by_that_id() {
+    let host = store_host();
+    let rollout_id = "019eaaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee";
+    let agent = codex_stand_in(&host, rollout_id);
+    let host = host.with_env("SESSIONFS_ENGINE_CODEX", agent.to_str().unwrap());
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("codex:mine")));
+    sh_ok(&format!("echo open > {}", m.q("codex:mine/ctl")));
+    wait_for(20, "the transcript to show the rollout", || {
+        sh(&format!("cat {}", m.q("codex:mine/transcript/latest")))
+            .stdout
+            .windows(24)
+            .any(|w| w == b"prompt from the stand-in")
+    });
+    // The rollout is this session's, not a session of its own.
+    let root = sh_ok(&format!("ls {}", m.q("")));
+    assert!(!root.contains(rollout_id), "{root}");
+    sh_ok(&format!("echo stop > {}", m.q("codex:mine/ctl")));
+    sh_ok(&format!("echo open > {}", m.q("codex:mine/ctl")));
+    wait_for(20, "the resume", || {
+        std::fs::read_to_string(host.path("codex-argv")).is_ok_and(|a| a.lines().count() == 2)
+    });
+    let argv = std::fs::read_to_string(host.path("codex-argv")).unwrap();
+    assert_eq!(
+        argv.lines().nth(1),
+        Some(format!("resume {rollout_id}").as_str())
+    );
+}
+
+#[test]
+fn a_claude_conversation_resumed_under_a_new_id_stays_one_session() {
+    let host = store_host();
+    let (claude_file, _) = write_stores(&host, 2, None);
+    let new_id = "33333333-4444-5555-6666-777777777777";
+    let agent = host.path("fake-claude");
+    std::fs::write(
+        &agent,
+        format!(
+            r#"#!/bin/sh
+f='{folder}/{new_id}.jsonl'
+printf '{{"parentUuid":"u-1-9","sessionId":"{new_id}","cwd":"/work/proj","type":"user","message":{{"role":"user","content":"prompt after the resume"}},"uuid":"n1","timestamp":"2026-03-01T00:00:00.000Z"}}\n' > "$f"
+exec cat
+"#,
+            folder = claude_file.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", agent.display()));
+    // The stand-in's new file refers to the old conversation's leaf.
+    let text = std::fs::read_to_string(&claude_file).unwrap();
+    let leaf = text
+        .rsplit("\"uuid\":\"")
+        .next()
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &agent,
+        std::fs::read_to_string(&agent)
+            .unwrap()
+            .replace("u-1-9", &leaf),
+    )
+    .unwrap();
+    let host = host.with_env("SESSIONFS_ENGINE_CLAUDE", agent.to_str().unwrap());
+    let m = host.mount("mnt");
+    let key = format!("claude:{CLAUDE_ID}");
+    sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+    wait_for(20, "the transcript to follow the new id", || {
+        sh(&format!("cat {}", m.q(&format!("{key}/transcript/latest"))))
+            .stdout
+            .windows(23)
+            .any(|w| w == b"prompt after the resume")
+    });
+    let root = sh_ok(&format!("ls {}", m.q("")));
+    assert!(!root.contains(new_id), "{root}");
+}

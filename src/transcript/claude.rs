@@ -9,10 +9,14 @@
 //! (older versions) or in files of their own; only the rows of the file's own
 //! side are shown (see [`Row`] and the index's sidechain mode).
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::model::{Block, Message, ParseOptions, Role, ToolCall, ToolResult};
-use super::scan::{unescape, Skim};
+use super::scan::{scalars_give, unescape, Field, Key, Skim, Valid, ValidVisitor};
 
 /// What the cheap look at a line's first keys concluded.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -29,19 +33,72 @@ pub(crate) enum Pre {
     Parse,
 }
 
+/// A run of keys [`prefilter`] found it had no use for, as bytes: rows of
+/// one store repeat most of their first keys (`userType`, `cwd`, `sessionId`,
+/// `version`, `gitBranch`) byte for byte, and a run met again is stepped over
+/// with one comparison. Walking the same bytes would end where the step
+/// does, with nothing learnt.
+#[derive(Debug, Default)]
+pub(crate) struct SeenRun {
+    bytes: Vec<u8>,
+    /// `want_cwd` when it was recorded (`cwd` is of no use only when false).
+    want_cwd: bool,
+}
+
+/// Shorter runs are not worth a comparison.
+const MIN_RUN: usize = 32;
+
 /// Decides from the first keys of a line whether it could start a turn or
 /// carry a title. Only says `Reject` where [`classify`] would never return a
 /// prompt or a title for the same line, so the index and the pages agree.
-pub(crate) fn prefilter(line: &[u8], mode: Option<bool>) -> Pre {
+/// `want_cwd`: whether to decode `cwd` (only until the index has one).
+pub(crate) fn prefilter(
+    line: &[u8],
+    mode: Option<bool>,
+    want_cwd: bool,
+    seen: &mut SeenRun,
+) -> Pre {
     let mut s = Skim::new(line);
     let mut info = SkimInfo::default();
     if s.begin_object().is_none() {
         return Pre::Parse;
     }
+    // Where the current run of keys of no use started, and whether `seen`
+    // was stepped over in this line.
+    let mut run: Option<usize> = None;
+    let mut stepped = false;
     loop {
+        let at = s.pos();
+        if run.is_none()
+            && !stepped
+            && seen.want_cwd == want_cwd
+            && !seen.bytes.is_empty()
+            && line[at..].starts_with(&seen.bytes)
+        {
+            s.set_pos(at + seen.bytes.len());
+            stepped = true;
+            run = Some(at);
+            continue;
+        }
         let Some(Some(key)) = s.next_key() else {
             return Pre::Parse;
         };
+        let of_use = match key {
+            b"type" | b"isSidechain" | b"message" => true,
+            b"cwd" => want_cwd,
+            _ => false,
+        };
+        if of_use {
+            if let Some(start) = run.take() {
+                if !stepped && at - start >= MIN_RUN {
+                    seen.bytes.clear();
+                    seen.bytes.extend_from_slice(&line[start..at]);
+                    seen.want_cwd = want_cwd;
+                }
+            }
+        } else if run.is_none() {
+            run = Some(at);
+        }
         match key {
             b"type" => {
                 let Some(t) = s.string() else {
@@ -67,7 +124,9 @@ pub(crate) fn prefilter(line: &[u8], mode: Option<bool>) -> Pre {
                 let Some(raw) = s.string() else {
                     return Pre::Parse;
                 };
-                info.cwd = unescape(raw);
+                if want_cwd {
+                    info.cwd = unescape(raw);
+                }
             }
             b"message" => return prefilter_message(&mut s, info),
             _ => {
@@ -124,6 +183,354 @@ fn prefilter_message(s: &mut Skim<'_>, info: SkimInfo) -> Pre {
             }
         }
     }
+}
+
+/// What the index needs from a row the prefilter let through, read without
+/// building a `Value`: [`RowFacts::read`] succeeds exactly on the lines
+/// `parse_line` reads without error, and [`RowFacts::outcome`] agrees with
+/// [`classify`] on whether the row is a prompt or a title.
+#[derive(Debug, Default)]
+pub(crate) struct RowFacts<'a> {
+    ty: Option<Field<'a>>,
+    sidechain: Option<Field<'a>>,
+    is_meta: Option<Field<'a>>,
+    is_compact_summary: Option<Field<'a>>,
+    cwd: Option<Field<'a>>,
+    subtype: Option<Field<'a>>,
+    content: Option<Field<'a>>,
+    summary: Option<Field<'a>>,
+    custom_title: Option<Field<'a>>,
+    ai_title: Option<Field<'a>>,
+    message: Option<MessageFacts<'a>>,
+}
+
+/// What the index does with a row.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Outcome {
+    Prompt,
+    Title(TitleKind, String),
+    Other,
+}
+
+fn field_str<'b>(f: &'b Option<Field<'_>>) -> Option<&'b str> {
+    f.as_ref().and_then(Field::as_str)
+}
+
+fn field_bool(f: &Option<Field<'_>>) -> Option<bool> {
+    f.as_ref().and_then(Field::as_bool)
+}
+
+impl<'a> RowFacts<'a> {
+    /// Reads one line; `None` when `parse_line` would not read it as is
+    /// (not JSON, or bytes that are not UTF-8).
+    pub fn read(line: &'a [u8]) -> Option<Self> {
+        // One check of the whole line instead of one per string.
+        let text = std::str::from_utf8(line).ok()?;
+        serde_json::from_str(text).ok()
+    }
+
+    /// The row's `isSidechain`, if a boolean.
+    pub fn sidechain(&self) -> Option<bool> {
+        field_bool(&self.sidechain)
+    }
+
+    /// The row's `cwd`, if a string.
+    pub fn cwd(&self) -> Option<&str> {
+        field_str(&self.cwd)
+    }
+
+    /// As [`classify`] with `sidechain_mode`, cut down to what the index keeps.
+    pub fn outcome(&self, sidechain_mode: bool) -> Outcome {
+        let ty = field_str(&self.ty).unwrap_or("");
+        let title = |f: &Option<Field<'_>>, kind| match field_str(f).map(str::trim) {
+            Some(t) if !t.is_empty() => Outcome::Title(kind, t.to_string()),
+            _ => Outcome::Other,
+        };
+        match ty {
+            "summary" => return title(&self.summary, TitleKind::Summary),
+            "custom-title" => return title(&self.custom_title, TitleKind::Custom),
+            "ai-title" => return title(&self.ai_title, TitleKind::Ai),
+            "user" | "system" => {}
+            _ => return Outcome::Other,
+        }
+        if self.sidechain().is_some_and(|side| side != sidechain_mode) {
+            return Outcome::Other;
+        }
+        let prompt = if ty == "user" {
+            self.user_is_prompt()
+        } else {
+            // A local command is typed when it is wrapped (see `system_row`).
+            field_str(&self.subtype) == Some("local_command")
+                && field_str(&self.content).is_some_and(|text| {
+                    text_kind(text).is_prompt() && text.trim_start().starts_with('<')
+                })
+        };
+        if prompt {
+            Outcome::Prompt
+        } else {
+            Outcome::Other
+        }
+    }
+
+    /// As [`user_row`]: whether it returns a prompt.
+    fn user_is_prompt(&self) -> bool {
+        if field_bool(&self.is_compact_summary) == Some(true)
+            || field_bool(&self.is_meta) == Some(true)
+        {
+            return false;
+        }
+        let Some(MessageFacts::Object { role, content }) = &self.message else {
+            return false;
+        };
+        if field_str(role).is_some_and(|r| r != "user") {
+            return false;
+        }
+        match content {
+            Some(Content::Str(s)) => text_kind(s).is_prompt(),
+            Some(Content::Blocks(b)) => {
+                if b.first_is_result {
+                    return false;
+                }
+                // As `user_blocks`: one text block reads like a string.
+                match (b.kept, &b.first_kept) {
+                    (0, _) => false,
+                    (1, Some(Kept::Text(t))) => text_kind(t).is_prompt(),
+                    _ => true,
+                }
+            }
+            Some(Content::Other) | None => false,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RowFacts<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(RowVisitor)
+    }
+}
+
+struct RowVisitor;
+
+impl<'de> Visitor<'de> for RowVisitor {
+    type Value = RowFacts<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RowFacts<'de>, A::Error> {
+        let mut r = RowFacts::default();
+        // A repeated key: the last one counts, as in a `Value`.
+        while let Some(Key(k)) = a.next_key()? {
+            let slot = match &*k {
+                "type" => &mut r.ty,
+                "isSidechain" => &mut r.sidechain,
+                "isMeta" => &mut r.is_meta,
+                "isCompactSummary" => &mut r.is_compact_summary,
+                "cwd" => &mut r.cwd,
+                "subtype" => &mut r.subtype,
+                "content" => &mut r.content,
+                "summary" => &mut r.summary,
+                "customTitle" => &mut r.custom_title,
+                "aiTitle" => &mut r.ai_title,
+                "message" => {
+                    r.message = Some(a.next_value()?);
+                    continue;
+                }
+                _ => {
+                    a.next_value::<Valid>()?;
+                    continue;
+                }
+            };
+            *slot = Some(a.next_value()?);
+        }
+        Ok(r)
+    }
+
+    // Not an object: valid, and nothing in it matters.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RowFacts<'de>, A::Error> {
+        while a.next_element::<Valid>()?.is_some() {}
+        Ok(RowFacts::default())
+    }
+    scalars_give!(RowFacts<'de>, RowFacts::default());
+}
+
+/// A row's `message`.
+#[derive(Debug)]
+enum MessageFacts<'a> {
+    Object {
+        role: Option<Field<'a>>,
+        content: Option<Content<'a>>,
+    },
+    NotObject,
+}
+
+impl<'de> Deserialize<'de> for MessageFacts<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MessageVisitor)
+    }
+}
+
+struct MessageVisitor;
+
+impl<'de> Visitor<'de> for MessageVisitor {
+    type Value = MessageFacts<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<MessageFacts<'de>, A::Error> {
+        let (mut role, mut content) = (None, None);
+        while let Some(Key(k)) = a.next_key()? {
+            match &*k {
+                "role" => role = Some(a.next_value()?),
+                "content" => content = Some(a.next_value()?),
+                _ => {
+                    a.next_value::<Valid>()?;
+                }
+            }
+        }
+        Ok(MessageFacts::Object { role, content })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<MessageFacts<'de>, A::Error> {
+        while a.next_element::<Valid>()?.is_some() {}
+        Ok(MessageFacts::NotObject)
+    }
+    scalars_give!(MessageFacts<'de>, MessageFacts::NotObject);
+}
+
+/// A user message's `content`.
+#[derive(Debug)]
+enum Content<'a> {
+    Str(Cow<'a, str>),
+    Blocks(BlockSummary<'a>),
+    Other,
+}
+
+/// What `user_row` and `user_blocks` look at in a list of blocks.
+#[derive(Debug, Default)]
+struct BlockSummary<'a> {
+    first_is_result: bool,
+    /// Blocks `user_blocks` keeps, and the first of them.
+    kept: usize,
+    first_kept: Option<Kept<'a>>,
+}
+
+#[derive(Debug)]
+enum Kept<'a> {
+    Text(Cow<'a, str>),
+    Image,
+}
+
+impl<'de> Deserialize<'de> for Content<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Content<'de>, E> {
+        Ok(Content::Str(Cow::Borrowed(s)))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Content<'de>, E> {
+        Ok(Content::Str(Cow::Owned(s.to_string())))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Content<'de>, A::Error> {
+        let mut sum = BlockSummary::default();
+        let mut first = true;
+        while let Some(b) = a.next_element::<BlockFacts>()? {
+            let ty = field_str(&b.ty);
+            if first {
+                sum.first_is_result = ty == Some("tool_result");
+                first = false;
+            }
+            let kept = match ty {
+                Some("text") => {
+                    let text = field_str(&b.text).unwrap_or("");
+                    if is_injected(text) || text.trim().is_empty() {
+                        continue;
+                    }
+                    match b.text {
+                        Some(Field::Str(t)) => Kept::Text(t),
+                        _ => Kept::Text(Cow::Borrowed("")),
+                    }
+                }
+                Some("image") => Kept::Image,
+                _ => continue,
+            };
+            sum.kept += 1;
+            if sum.first_kept.is_none() {
+                sum.first_kept = Some(kept);
+            }
+        }
+        Ok(Content::Blocks(sum))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Content<'de>, A::Error> {
+        ValidVisitor.visit_map(a).map(|_| Content::Other)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Content<'de>, E> {
+        Ok(Content::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Content<'de>, E> {
+        Ok(Content::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Content<'de>, E> {
+        Ok(Content::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Content<'de>, E> {
+        Ok(Content::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Content<'de>, E> {
+        Ok(Content::Other)
+    }
+}
+
+/// One block of a user message: its `type` and `text`.
+#[derive(Debug, Default)]
+struct BlockFacts<'a> {
+    ty: Option<Field<'a>>,
+    text: Option<Field<'a>>,
+}
+
+impl<'de> Deserialize<'de> for BlockFacts<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(BlockVisitor)
+    }
+}
+
+struct BlockVisitor;
+
+impl<'de> Visitor<'de> for BlockVisitor {
+    type Value = BlockFacts<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<BlockFacts<'de>, A::Error> {
+        let mut b = BlockFacts::default();
+        while let Some(Key(k)) = a.next_key()? {
+            match &*k {
+                "type" => b.ty = Some(a.next_value()?),
+                "text" => b.text = Some(a.next_value()?),
+                _ => {
+                    a.next_value::<Valid>()?;
+                }
+            }
+        }
+        Ok(b)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<BlockFacts<'de>, A::Error> {
+        while a.next_element::<Valid>()?.is_some() {}
+        Ok(BlockFacts::default())
+    }
+    scalars_give!(BlockFacts<'de>, BlockFacts::default());
 }
 
 /// Which title row.
@@ -227,12 +634,10 @@ fn user_row(v: &Value, opts: &ParseOptions) -> Row {
     }
 }
 
-/// Text between `<tag>` and `</tag>`, if the tag is there.
-fn tag<'a>(s: &'a str, name: &str) -> Option<&'a str> {
-    let open = format!("<{name}>");
-    let close = format!("</{name}>");
-    let start = s.find(&open)? + open.len();
-    let end = s[start..].find(&close).map_or(s.len(), |e| start + e);
+/// Text between `open` and `close` (a tag's two ends), if `open` is there.
+fn tag<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = s.find(open)? + open.len();
+    let end = s[start..].find(close).map_or(s.len(), |e| start + e);
     Some(&s[start..end])
 }
 
@@ -271,59 +676,116 @@ fn join_out_err(out: &str, err: &str) -> String {
     }
 }
 
-/// A user message given as one string: a prompt, or one of the wrappers the
-/// agent writes around slash commands and local output.
-fn user_text(s: &str, opts: &ParseOptions) -> Row {
+/// What a string user message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextKind {
+    /// A wrapped slash command: typed.
+    Command,
+    LocalOutput,
+    /// A `!` shell command: typed.
+    Bash,
+    BashOutput,
+    Injected,
+    Interrupted,
+    Blank,
+    /// Plain text: typed.
+    Typed,
+}
+
+impl TextKind {
+    fn is_prompt(self) -> bool {
+        matches!(self, TextKind::Command | TextKind::Bash | TextKind::Typed)
+    }
+}
+
+/// Sorts a string user message by its first bytes (and, for a wrapped
+/// command, its tags), without building anything.
+fn text_kind(s: &str) -> TextKind {
     let t = s.trim_start();
     let wrapped = ["<command-name>", "<command-message>", "<command-args>"]
         .iter()
         .any(|p| t.starts_with(p));
-    if let Some(name) = tag(t, "command-name").filter(|_| wrapped) {
-        let name = name.trim();
-        let mut shown = if name.starts_with('/') {
-            name.to_string()
-        } else {
-            format!("/{name}")
-        };
-        if let Some(args) = tag(t, "command-args").map(str::trim) {
-            if !args.is_empty() {
-                shown.push(' ');
-                shown.push_str(args);
-            }
-        }
-        return Row::Prompt(Message::new(Role::User, vec![Block::Text(shown)]));
+    if wrapped && tag(t, "<command-name>", "</command-name>").is_some() {
+        return TextKind::Command;
     }
     if t.starts_with("<local-command-stdout>") || t.starts_with("<local-command-stderr>") {
-        let out = tag(t, "local-command-stdout").unwrap_or("").trim_end();
-        let err = tag(t, "local-command-stderr").unwrap_or("").trim_end();
-        return local_output(join_out_err(out, err), !err.is_empty(), opts);
+        return TextKind::LocalOutput;
     }
     if t.starts_with("<bash-input>") {
-        let cmd = tag(t, "bash-input").unwrap_or("").trim();
-        return Row::Prompt(Message::new(
-            Role::User,
-            vec![Block::Text(format!("! {cmd}"))],
-        ));
+        return TextKind::Bash;
     }
     if t.starts_with("<bash-stdout>") || t.starts_with("<bash-stderr>") {
-        let out = tag(t, "bash-stdout").unwrap_or("").trim_end();
-        let err = tag(t, "bash-stderr").unwrap_or("").trim_end();
-        return local_output(join_out_err(out, err), !err.is_empty(), opts);
+        return TextKind::BashOutput;
     }
     if is_injected(t) {
-        return Row::Skip;
+        return TextKind::Injected;
     }
     if t.starts_with("[Request interrupted by user") {
-        let inner = t.trim().trim_start_matches('[').trim_end_matches(']');
-        return Row::Notice(inner.replace("Request interrupted", "Interrupted"));
+        return TextKind::Interrupted;
     }
-    if t.trim().is_empty() {
-        return Row::Skip;
+    if t.trim_end().is_empty() {
+        return TextKind::Blank;
     }
-    Row::Prompt(Message::new(
-        Role::User,
-        vec![Block::Text(s.trim().to_string())],
-    ))
+    TextKind::Typed
+}
+
+/// A user message given as one string: a prompt, or one of the wrappers the
+/// agent writes around slash commands and local output.
+fn user_text(s: &str, opts: &ParseOptions) -> Row {
+    let t = s.trim_start();
+    match text_kind(s) {
+        TextKind::Command => {
+            let name = tag(t, "<command-name>", "</command-name>")
+                .unwrap_or("")
+                .trim();
+            let mut shown = if name.starts_with('/') {
+                name.to_string()
+            } else {
+                format!("/{name}")
+            };
+            if let Some(args) = tag(t, "<command-args>", "</command-args>").map(str::trim) {
+                if !args.is_empty() {
+                    shown.push(' ');
+                    shown.push_str(args);
+                }
+            }
+            Row::Prompt(Message::new(Role::User, vec![Block::Text(shown)]))
+        }
+        TextKind::LocalOutput => {
+            let out = tag(t, "<local-command-stdout>", "</local-command-stdout>")
+                .unwrap_or("")
+                .trim_end();
+            let err = tag(t, "<local-command-stderr>", "</local-command-stderr>")
+                .unwrap_or("")
+                .trim_end();
+            local_output(join_out_err(out, err), !err.is_empty(), opts)
+        }
+        TextKind::Bash => {
+            let cmd = tag(t, "<bash-input>", "</bash-input>").unwrap_or("").trim();
+            Row::Prompt(Message::new(
+                Role::User,
+                vec![Block::Text(format!("! {cmd}"))],
+            ))
+        }
+        TextKind::BashOutput => {
+            let out = tag(t, "<bash-stdout>", "</bash-stdout>")
+                .unwrap_or("")
+                .trim_end();
+            let err = tag(t, "<bash-stderr>", "</bash-stderr>")
+                .unwrap_or("")
+                .trim_end();
+            local_output(join_out_err(out, err), !err.is_empty(), opts)
+        }
+        TextKind::Injected | TextKind::Blank => Row::Skip,
+        TextKind::Interrupted => {
+            let inner = t.trim().trim_start_matches('[').trim_end_matches(']');
+            Row::Notice(inner.replace("Request interrupted", "Interrupted"))
+        }
+        TextKind::Typed => Row::Prompt(Message::new(
+            Role::User,
+            vec![Block::Text(s.trim().to_string())],
+        )),
+    }
 }
 
 /// A user message given as blocks (text, images) but no tool results.
@@ -527,23 +989,32 @@ mod tests {
             );
             let keeps = matches!(c, Row::Prompt(_) | Row::Title(..));
             if keeps {
-                assert_eq!(prefilter(l.as_bytes(), Some(false)), Pre::Parse, "{l}");
+                assert_eq!(
+                    prefilter(l.as_bytes(), Some(false), true, &mut SeenRun::default()),
+                    Pre::Parse,
+                    "{l}"
+                );
             }
         }
         assert!(matches!(
-            prefilter(lines[1].as_bytes(), None),
+            prefilter(lines[1].as_bytes(), None, true, &mut SeenRun::default()),
             Pre::Reject(_)
         ));
         assert!(matches!(
-            prefilter(lines[2].as_bytes(), None),
+            prefilter(lines[2].as_bytes(), None, true, &mut SeenRun::default()),
             Pre::Reject(_)
         ));
         assert!(matches!(
-            prefilter(lines[3].as_bytes(), None),
+            prefilter(lines[3].as_bytes(), None, true, &mut SeenRun::default()),
             Pre::Reject(_)
         ));
         assert!(matches!(
-            prefilter(lines[6].as_bytes(), Some(false)),
+            prefilter(
+                lines[6].as_bytes(),
+                Some(false),
+                true,
+                &mut SeenRun::default()
+            ),
             Pre::Reject(_)
         ));
     }

@@ -6,7 +6,7 @@
 //! or a title. A line without its newline yet is left for the next refresh.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
@@ -19,6 +19,11 @@ use super::scan::{find_newline, is_blank, last_timestamp, parse_line, title_from
 use super::store::{self, StoreKind};
 
 const CHUNK: usize = 1 << 20;
+/// From this many new bytes on, a scan is split over two threads.
+const SPLIT_MIN: u64 = 8 << 20;
+/// How far a Claude scan reads on one thread to learn the file's side
+/// before splitting.
+const SIDE_PROBE: u64 = 1 << 20;
 /// A partial line this long is classified from its start, and if it cannot
 /// matter, skipped to its end without being kept in memory.
 const PREFIX: usize = 64 << 10;
@@ -192,7 +197,13 @@ impl TurnIndex {
     /// or everything again if the file was replaced (other inode), truncated
     /// (shorter than scanned) or rewritten (remembered bytes differ).
     pub fn refresh(&mut self, path: &Path) -> io::Result<Refresh> {
-        let mut f = store::open_plain(path)?;
+        self.refresh_with(path, SPLIT_MIN)
+    }
+
+    /// [`refresh`](Self::refresh), splitting the scan over two threads when
+    /// at least `split_min` bytes are new.
+    pub(crate) fn refresh_with(&mut self, path: &Path, split_min: u64) -> io::Result<Refresh> {
+        let f = store::open_plain(path)?;
         let meta = f.metadata()?;
         let id = FileId {
             dev: meta.dev(),
@@ -221,8 +232,7 @@ impl TurnIndex {
         }
         let turns_before = self.starts.len();
         let scanned_before = self.scanned_to;
-        f.seek(SeekFrom::Start(self.scanned_to))?;
-        if let Err(e) = self.scan(&mut f, path) {
+        if let Err(e) = self.scan(&f, len, path, split_min) {
             // Turns may have been recorded past `scanned_to`: start over next time.
             self.reset();
             return Err(e);
@@ -257,9 +267,111 @@ impl TurnIndex {
         Ok(head == self.head && tail == self.tail)
     }
 
-    /// Reads from the current position to EOF, consuming complete lines.
-    fn scan(&mut self, r: &mut dyn Read, path: &Path) -> io::Result<()> {
-        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + PREFIX);
+    /// Scans from `scanned_to` to the end of the file (`len` bytes when the
+    /// scan starts), on two threads when `split_min` bytes or more are new.
+    fn scan(&mut self, f: &File, len: u64, path: &Path, split_min: u64) -> io::Result<()> {
+        let mut ctx = Ctx::new(path);
+        if len.saturating_sub(self.scanned_to) >= split_min
+            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+        {
+            if self.kind == StoreKind::Claude && self.sidechain_mode.is_none() {
+                // The second half is read as of the file's side: learn it first.
+                self.scan_range(f, Some(self.scanned_to + SIDE_PROBE), &mut ctx)?;
+            }
+            if self.kind == StoreKind::Codex || self.sidechain_mode.is_some() {
+                let mid = self.scanned_to + len.saturating_sub(self.scanned_to) / 2;
+                if let Some(split) = line_boundary(f, mid, len)? {
+                    if self.scan_split(f, split, &mut ctx)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.scan_range(f, None, &mut ctx)
+    }
+
+    /// Scans up to `split` (a line boundary) here and from it to the end on
+    /// another thread, then joins the two. False if that could not be done
+    /// (no thread, or the file changed under the scan): what is left is then
+    /// still to scan, from `scanned_to`.
+    fn scan_split(&mut self, f: &File, split: u64, ctx: &mut Ctx<'_>) -> io::Result<bool> {
+        // The second part starts with what the first cannot change for it:
+        // the side, and the cwd if already known.
+        let mut part = TurnIndex {
+            scanned_to: split,
+            sidechain_mode: self.sidechain_mode,
+            info: SessionInfo {
+                cwd: self.info.cwd.clone(),
+                ..SessionInfo::default()
+            },
+            ..TurnIndex::new(self.kind)
+        };
+        let path = ctx.path;
+        let (mine, theirs) = std::thread::scope(|s| {
+            let part = &mut part;
+            let worker = std::thread::Builder::new().spawn_scoped(s, move || {
+                let mut ctx = Ctx::new(path);
+                // Line numbers are known only once the first part is counted.
+                ctx.deferred = Some(Vec::new());
+                let r = part.scan_range(f, None, &mut ctx);
+                (r, ctx.deferred.unwrap_or_default())
+            });
+            let Ok(worker) = worker else {
+                return (Ok(()), None);
+            };
+            let mine = self.scan_range(f, Some(split), ctx);
+            let theirs = worker
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (mine, Some(theirs))
+        });
+        mine?;
+        let Some((theirs, warnings)) = theirs else {
+            return Ok(false);
+        };
+        theirs?;
+        if self.scanned_to != split {
+            return Ok(false);
+        }
+        let before = self.lines_scanned;
+        for (line, e) in warnings {
+            log::warn!(
+                "{}:{}: unreadable line skipped: {e}",
+                path.display(),
+                before + line
+            );
+        }
+        self.starts.extend_from_slice(&part.starts);
+        self.start_lines
+            .extend(part.start_lines.iter().map(|l| before + l));
+        self.lines_scanned += part.lines_scanned;
+        self.scanned_to = part.scanned_to;
+        if self.sidechain_mode.is_none() {
+            self.sidechain_mode = part.sidechain_mode;
+        }
+        // As if scanned in one go: the first value found, or the last one.
+        let (a, b) = (&mut self.info, part.info);
+        a.session_id = a.session_id.take().or(b.session_id);
+        a.cwd = a.cwd.take().or(b.cwd);
+        a.first_prompt = a.first_prompt.take().or(b.first_prompt);
+        a.custom_title = b.custom_title.or(a.custom_title.take());
+        a.ai_title = b.ai_title.or(a.ai_title.take());
+        a.summary = b.summary.or(a.summary.take());
+        Ok(true)
+    }
+
+    /// Consumes the complete lines from `scanned_to` up to `end` (else to
+    /// the end of the file); a line that goes past it is left for later.
+    fn scan_range(&mut self, f: &File, end: Option<u64>, ctx: &mut Ctx<'_>) -> io::Result<()> {
+        let mut r = RangeReader {
+            f,
+            pos: self.scanned_to,
+            end,
+        };
+        // buf[..filled] is data; the rest stays initialised between reads, so
+        // no read pays for zeroing its space.
+        let mut buf: Vec<u8> = vec![0; CHUNK + PREFIX];
+        let mut filled = 0usize;
         // File offset of buf[0].
         let mut buf_off = self.scanned_to;
         let mut line_start = self.scanned_to;
@@ -269,12 +381,12 @@ impl TurnIndex {
         let mut skipping = false;
         let mut prefix_checked = false;
         loop {
-            while let Some(rel) = find_newline(&buf[search_from..]) {
+            while let Some(rel) = find_newline(&buf[search_from..filled]) {
                 let nl = search_from + rel;
                 self.lines_scanned += 1;
                 if !skipping {
                     let ls = (line_start - buf_off) as usize;
-                    self.line(&buf[ls..nl], line_start, path);
+                    self.line(&buf[ls..nl], line_start, ctx);
                 }
                 line_start = buf_off + nl as u64 + 1;
                 search_from = nl + 1;
@@ -283,46 +395,55 @@ impl TurnIndex {
             }
             if !skipping {
                 let ls = (line_start - buf_off) as usize;
-                buf.drain(..ls);
+                buf.copy_within(ls..filled, 0);
+                filled -= ls;
                 buf_off = line_start;
-                if !prefix_checked && buf.len() >= PREFIX {
+                if !prefix_checked && filled >= PREFIX {
                     prefix_checked = true;
-                    skipping = self.reject_prefix(&buf);
+                    skipping = self.reject_prefix(&buf[..filled], ctx);
                 }
             }
             if skipping {
-                buf_off += buf.len() as u64;
-                buf.clear();
+                buf_off += filled as u64;
+                filled = 0;
             }
-            search_from = buf.len();
-            let old = buf.len();
-            buf.resize(old + CHUNK, 0);
+            search_from = filled;
+            if buf.len() < filled + CHUNK {
+                buf.resize(filled + CHUNK, 0);
+            }
             let n = loop {
-                match r.read(&mut buf[old..]) {
+                match r.read(&mut buf[filled..filled + CHUNK]) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
             };
-            buf.truncate(old + n);
             if n == 0 {
                 break;
             }
+            filled += n;
         }
         self.scanned_to = line_start;
         Ok(())
     }
 
     /// Judges a long line from its first bytes; true if it cannot matter.
-    fn reject_prefix(&mut self, prefix: &[u8]) -> bool {
+    fn reject_prefix(&mut self, prefix: &[u8], ctx: &mut Ctx<'_>) -> bool {
         match self.kind {
-            StoreKind::Claude => match claude::prefilter(prefix, self.sidechain_mode) {
-                claude::Pre::Reject(info) => {
-                    self.apply_claude_skim(info);
-                    true
+            StoreKind::Claude => {
+                match claude::prefilter(
+                    prefix,
+                    self.sidechain_mode,
+                    self.info.cwd.is_none(),
+                    &mut ctx.seen,
+                ) {
+                    claude::Pre::Reject(info) => {
+                        self.apply_claude_skim(info);
+                        true
+                    }
+                    claude::Pre::Parse => false,
                 }
-                claude::Pre::Parse => false,
-            },
+            }
             StoreKind::Codex => match codex::prefilter(prefix) {
                 codex::Pre::Reject => true,
                 codex::Pre::Parse => false,
@@ -340,72 +461,114 @@ impl TurnIndex {
     }
 
     /// One complete line (without its newline) starting at `offset`.
-    fn line(&mut self, line: &[u8], offset: u64, path: &Path) {
+    fn line(&mut self, line: &[u8], offset: u64, ctx: &mut Ctx<'_>) {
         if is_blank(line) {
             return;
         }
-        let rejected = match self.kind {
-            StoreKind::Claude => match claude::prefilter(line, self.sidechain_mode) {
-                claude::Pre::Reject(info) => {
-                    self.apply_claude_skim(info);
-                    true
-                }
-                claude::Pre::Parse => false,
-            },
-            StoreKind::Codex => match codex::prefilter(line) {
-                codex::Pre::Reject => true,
-                codex::Pre::Parse => false,
-            },
-        };
-        if rejected {
-            return;
-        }
-        let v = match parse_line(line) {
-            Ok(v) => v,
-            Err(e) => {
-                log::warn!(
-                    "{}:{}: unreadable line skipped: {e}",
-                    path.display(),
-                    self.lines_scanned
-                );
-                return;
-            }
-        };
-        let opts = ParseOptions::default();
         match self.kind {
-            StoreKind::Claude => {
-                if self.sidechain_mode.is_none() {
-                    self.sidechain_mode = v.get("isSidechain").and_then(Value::as_bool);
+            StoreKind::Claude => self.claude_line(line, offset, ctx),
+            StoreKind::Codex => {
+                if codex::prefilter(line) == codex::Pre::Reject {
+                    return;
                 }
-                if self.info.cwd.is_none() {
-                    self.info.cwd = v.get("cwd").and_then(Value::as_str).map(str::to_string);
-                }
-                match claude::classify(&v, self.sidechain_mode.unwrap_or(false), &opts) {
-                    claude::Row::Prompt(m) => self.push_turn(offset, &m),
-                    claude::Row::Title(kind, t) => {
-                        let slot = match kind {
-                            claude::TitleKind::Custom => &mut self.info.custom_title,
-                            claude::TitleKind::Ai => &mut self.info.ai_title,
-                            claude::TitleKind::Summary => &mut self.info.summary,
-                        };
-                        *slot = Some(t);
+                let Some(v) = self.parse(line, ctx) else {
+                    return;
+                };
+                match codex::classify(&v, &ParseOptions::default()) {
+                    codex::Row::Prompt(m) => self.push_turn(offset, &m),
+                    codex::Row::Meta { id, cwd } => {
+                        if self.info.session_id.is_none() {
+                            self.info.session_id = id;
+                        }
+                        if self.info.cwd.is_none() {
+                            self.info.cwd = cwd;
+                        }
                     }
                     _ => {}
                 }
             }
-            StoreKind::Codex => match codex::classify(&v, &opts) {
-                codex::Row::Prompt(m) => self.push_turn(offset, &m),
-                codex::Row::Meta { id, cwd } => {
-                    if self.info.session_id.is_none() {
-                        self.info.session_id = id;
-                    }
-                    if self.info.cwd.is_none() {
-                        self.info.cwd = cwd;
-                    }
-                }
-                _ => {}
-            },
         }
+    }
+
+    fn claude_line(&mut self, line: &[u8], offset: u64, ctx: &mut Ctx<'_>) {
+        let want_cwd = self.info.cwd.is_none();
+        if let claude::Pre::Reject(info) =
+            claude::prefilter(line, self.sidechain_mode, want_cwd, &mut ctx.seen)
+        {
+            self.apply_claude_skim(info);
+            return;
+        }
+        // Most rows that get here are prompts and their wrappers: read only
+        // the fields that decide, without building a `Value`.
+        let Some(row) = claude::RowFacts::read(line) else {
+            // Not UTF-8 or not JSON: the full parser decides (and says why).
+            if let Some(v) = self.parse(line, ctx) {
+                self.claude_value(&v, offset);
+            }
+            return;
+        };
+        if self.sidechain_mode.is_none() {
+            self.sidechain_mode = row.sidechain();
+        }
+        if want_cwd {
+            self.info.cwd = row.cwd().map(str::to_string);
+        }
+        match row.outcome(self.sidechain_mode.unwrap_or(false)) {
+            claude::Outcome::Prompt if self.info.first_prompt.is_none() => {
+                // The first prompt's text is the fallback title.
+                if let Ok(v) = parse_line(line) {
+                    self.claude_value(&v, offset);
+                }
+            }
+            claude::Outcome::Prompt => {
+                self.starts.push(offset);
+                self.start_lines.push(self.lines_scanned);
+            }
+            claude::Outcome::Title(kind, t) => self.set_title(kind, t),
+            claude::Outcome::Other => {}
+        }
+    }
+
+    /// A line `parse_line` reads, else `None` with a warning.
+    fn parse(&self, line: &[u8], ctx: &mut Ctx<'_>) -> Option<Value> {
+        match parse_line(line) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                match &mut ctx.deferred {
+                    Some(w) => w.push((self.lines_scanned, e.to_string())),
+                    None => log::warn!(
+                        "{}:{}: unreadable line skipped: {e}",
+                        ctx.path.display(),
+                        self.lines_scanned
+                    ),
+                }
+                None
+            }
+        }
+    }
+
+    fn claude_value(&mut self, v: &Value, offset: u64) {
+        if self.sidechain_mode.is_none() {
+            self.sidechain_mode = v.get("isSidechain").and_then(Value::as_bool);
+        }
+        if self.info.cwd.is_none() {
+            self.info.cwd = v.get("cwd").and_then(Value::as_str).map(str::to_string);
+        }
+        let opts = ParseOptions::default();
+        match claude::classify(v, self.sidechain_mode.unwrap_or(false), &opts) {
+            claude::Row::Prompt(m) => self.push_turn(offset, &m),
+            claude::Row::Title(kind, t) => self.set_title(kind, t),
+            _ => {}
+        }
+    }
+
+    fn set_title(&mut self, kind: claude::TitleKind, t: String) {
+        let slot = match kind {
+            claude::TitleKind::Custom => &mut self.info.custom_title,
+            claude::TitleKind::Ai => &mut self.info.ai_title,
+            claude::TitleKind::Summary => &mut self.info.summary,
+        };
+        *slot = Some(t);
     }
 
     fn push_turn(&mut self, offset: u64, prompt: &Message) {
@@ -416,6 +579,73 @@ impl TurnIndex {
                 title_from_text(&prompt.text()).or_else(|| Some("[image]".to_string()));
         }
     }
+}
+
+/// What one scan carries from line to line besides the index itself.
+struct Ctx<'p> {
+    path: &'p Path,
+    seen: claude::SeenRun,
+    /// Warnings held back with their line numbers (counted from the start
+    /// of a part scanned on another thread), else logged at once.
+    deferred: Option<Vec<(u64, String)>>,
+}
+
+impl<'p> Ctx<'p> {
+    fn new(path: &'p Path) -> Self {
+        Ctx {
+            path,
+            seen: claude::SeenRun::default(),
+            deferred: None,
+        }
+    }
+}
+
+/// Reads a file from `pos`, up to `end` if set, else to its end; by offset,
+/// so that two threads read one file.
+struct RangeReader<'f> {
+    f: &'f File,
+    pos: u64,
+    end: Option<u64>,
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let room = self.end.map_or(buf.len(), |end| {
+            usize::try_from(end.saturating_sub(self.pos)).map_or(buf.len(), |r| r.min(buf.len()))
+        });
+        if room == 0 {
+            return Ok(0);
+        }
+        let n = self.f.read_at(&mut buf[..room], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// The start of the first line that begins at or after `at`, if it begins
+/// before `len`.
+fn line_boundary(f: &File, at: u64, len: u64) -> io::Result<Option<u64>> {
+    let mut buf = vec![0u8; 64 << 10];
+    // A line begins at `at` if the byte before it ends one.
+    let mut pos = at.saturating_sub(1);
+    while pos < len {
+        let n = loop {
+            match f.read_at(&mut buf, pos) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if let Some(i) = find_newline(&buf[..n]) {
+            let start = pos + i as u64 + 1;
+            return Ok((start < len).then_some(start));
+        }
+        pos += n as u64;
+    }
+    Ok(None)
 }
 
 /// Up to `len` bytes at `at`; fewer if the file ends first.

@@ -2,6 +2,10 @@
 //! search, a forgiving JSON line parser, and a skimmer that reads only the
 //! first keys of a JSON object so most lines are classified without parsing.
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 const LO: u64 = 0x0101_0101_0101_0101;
@@ -20,29 +24,24 @@ fn zero_mask(w: u64) -> u64 {
     w.wrapping_sub(LO) & !w & HI
 }
 
-/// Position of the first `\n` in `hay`. Eight bytes at a time: the index
-/// scan spends nearly all its time here, on lines it never parses.
+/// Position of the first `\n` in `hay`: the index scan runs over every byte
+/// of the store here. Blocks of 64 bytes are tested with a fold the compiler
+/// turns into vector compares; the block that has one is searched a word at
+/// a time.
 pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
     let n = hay.len();
     let mut i = 0;
-    while i + 32 <= n {
-        let a = zero_mask(word(hay, i) ^ NL);
-        let b = zero_mask(word(hay, i + 8) ^ NL);
-        let c = zero_mask(word(hay, i + 16) ^ NL);
-        let d = zero_mask(word(hay, i + 24) ^ NL);
-        if (a | b | c | d) != 0 {
-            for (k, m) in [a, b, c, d].into_iter().enumerate() {
-                if m != 0 {
-                    // The lowest flagged byte is exact: borrows only run upwards.
-                    return Some(i + 8 * k + (m.trailing_zeros() / 8) as usize);
-                }
-            }
+    while i + 64 <= n {
+        let block: &[u8; 64] = hay[i..i + 64].try_into().ok()?;
+        if block.iter().fold(false, |any, &b| any | (b == b'\n')) {
+            break;
         }
-        i += 32;
+        i += 64;
     }
     while i + 8 <= n {
         let m = zero_mask(word(hay, i) ^ NL);
         if m != 0 {
+            // The lowest flagged byte is exact: borrows only run upwards.
             return Some(i + (m.trailing_zeros() / 8) as usize);
         }
         i += 8;
@@ -52,37 +51,6 @@ pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
 
 const QUOTE: u64 = LO * b'"' as u64;
 const BACKSLASH: u64 = LO * b'\\' as u64;
-
-/// Position of the first `"` or `\\` in `hay`, eight bytes at a time: how a
-/// long string value is skipped.
-pub(crate) fn find_quote_or_backslash(hay: &[u8]) -> Option<usize> {
-    let n = hay.len();
-    let mut i = 0;
-    while i + 8 <= n {
-        let w = word(hay, i);
-        let m = zero_mask(w ^ QUOTE) | zero_mask(w ^ BACKSLASH);
-        if m != 0 {
-            return Some(i + (m.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    hay[i..]
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\')
-        .map(|p| i + p)
-}
-
-/// Index just past the string whose opening quote is at `b[start - 1]`.
-fn string_end(b: &[u8], start: usize) -> Option<usize> {
-    let mut j = start;
-    loop {
-        j += find_quote_or_backslash(b.get(j..)?)?;
-        if b[j] == b'"' {
-            return Some(j + 1);
-        }
-        j += 2;
-    }
-}
 
 /// Parses one store line. Bytes that are not UTF-8 are replaced rather than
 /// failing the line.
@@ -98,6 +66,163 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Value, serde_json::Error> {
     }
 }
 
+/// Visitor methods for the scalars (booleans, numbers, strings, null), all
+/// giving `$v`: for values whose kind alone settles what they are.
+macro_rules! scalars_give {
+    ($t:ty, $v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_unit<E>(self) -> Result<$t, E> {
+            Ok($v)
+        }
+    };
+}
+pub(crate) use scalars_give;
+
+/// Any JSON value, read as far as [`parse_line`] would read it (strings
+/// decoded and checked, numbers converted) but kept nowhere: a line that
+/// parses with it in place of the fields nobody needs parses as a `Value`.
+/// (`serde::de::IgnoredAny` checks less, so it could accept a line that
+/// `parse_line` refuses.)
+pub(crate) struct Valid;
+
+impl<'de> Deserialize<'de> for Valid {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ValidVisitor)
+    }
+}
+
+pub(crate) struct ValidVisitor;
+
+impl<'de> Visitor<'de> for ValidVisitor {
+    type Value = Valid;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_unit<E>(self) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Valid, A::Error> {
+        while a.next_element::<Valid>()?.is_some() {}
+        Ok(Valid)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Valid, A::Error> {
+        while a.next_key::<Valid>()?.is_some() {
+            a.next_value::<Valid>()?;
+        }
+        Ok(Valid)
+    }
+}
+
+/// A value whose kind matters: a string (borrowed from the line unless it
+/// had escapes), a boolean, or anything else (checked like [`Valid`]).
+#[derive(Debug)]
+pub(crate) enum Field<'a> {
+    Str(Cow<'a, str>),
+    Bool(bool),
+    Other,
+}
+
+impl Field<'_> {
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Field::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Field::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Field<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FieldVisitor)
+    }
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Field<'de>, E> {
+        Ok(Field::Bool(b))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Field<'de>, E> {
+        Ok(Field::Str(Cow::Borrowed(s)))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Field<'de>, E> {
+        Ok(Field::Str(Cow::Owned(s.to_string())))
+    }
+    fn visit_unit<E>(self) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Field<'de>, A::Error> {
+        ValidVisitor.visit_seq(a).map(|_| Field::Other)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Field<'de>, A::Error> {
+        ValidVisitor.visit_map(a).map(|_| Field::Other)
+    }
+}
+
+/// An object key, decoded the way `Value` decodes it; borrowed unless it
+/// had escapes.
+pub(crate) struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Field::deserialize(d)? {
+            Field::Str(s) => Ok(Key(s)),
+            _ => Err(de::Error::custom("object key is not a string")),
+        }
+    }
+}
+
 /// True for a line with nothing but whitespace.
 pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(|b| b.is_ascii_whitespace())
@@ -109,17 +234,128 @@ pub(crate) fn is_blank(line: &[u8]) -> bool {
 pub(crate) struct Skim<'a> {
     b: &'a [u8],
     i: usize,
+    /// Start of the 64-byte block `specials` describes (`usize::MAX`: none).
+    block: usize,
+    /// Bit k set where `b[block + k]` is `"` or `\\`: string ends are found
+    /// from it with bit operations instead of a branch per word.
+    specials: u64,
+}
+
+const LOW7: u64 = LO * 0x7f;
+
+/// Bit k set where byte k of `w` is `"` or `\\` (exact for every byte, unlike
+/// `zero_mask`).
+#[inline]
+fn special_bits(w: u64) -> u64 {
+    let q = w ^ QUOTE;
+    let s = w ^ BACKSLASH;
+    let zq = !((q & LOW7).wrapping_add(LOW7) | q);
+    let zs = !((s & LOW7).wrapping_add(LOW7) | s);
+    // Bits at 8k + 7 down to bit k.
+    let mut x = ((zq | zs) & HI) >> 7;
+    x |= x >> 7;
+    x |= x >> 14;
+    x |= x >> 28;
+    x & 0xff
+}
+
+/// Whether `block` has a `"` or `\\`; a fold the compiler vectorises (kept
+/// out of line: inlined, it is not).
+#[inline(never)]
+fn has_special(block: &[u8; 64]) -> bool {
+    block
+        .iter()
+        .fold(false, |any, &c| any | (c == b'"') | (c == b'\\'))
+}
+
+/// [`special_bits`] of the 64 bytes from `at` (past the end count as none).
+#[inline(never)]
+fn block_specials(b: &[u8], at: usize) -> u64 {
+    let mut pad = [0u8; 64];
+    let block: &[u8] = match b.get(at..at + 64) {
+        Some(full) => full,
+        None => {
+            let rest = &b[at..];
+            pad[..rest.len()].copy_from_slice(rest);
+            &pad
+        }
+    };
+    let mut m = 0;
+    for k in 0..8 {
+        m |= special_bits(word(block, 8 * k)) << (8 * k);
+    }
+    m
 }
 
 impl<'a> Skim<'a> {
     pub fn new(b: &'a [u8]) -> Self {
-        Skim { b, i: 0 }
+        Skim {
+            b,
+            i: 0,
+            block: usize::MAX,
+            specials: 0,
+        }
     }
 
+    /// Position of the first `"` or `\\` at or after `j`.
+    #[inline(always)]
+    fn next_special(&mut self, mut j: usize) -> Option<usize> {
+        while j < self.b.len() {
+            let block = j & !63;
+            if block != self.block {
+                // Long runs without any (a long string) are passed over with
+                // a check the compiler vectorises.
+                let mut at = block;
+                while let Some(full) = self.b.get(at..at + 64) {
+                    if has_special(full.try_into().ok()?) {
+                        break;
+                    }
+                    at += 64;
+                }
+                if at != block {
+                    j = at;
+                    continue;
+                }
+                self.block = block;
+                self.specials = block_specials(self.b, block);
+            }
+            let m = self.specials & (u64::MAX << (j & 63));
+            if m != 0 {
+                return Some(block + m.trailing_zeros() as usize);
+            }
+            j = block + 64;
+        }
+        None
+    }
+
+    /// Index just past the string whose opening quote is at `start - 1`.
+    #[inline(always)]
+    fn string_end(&mut self, start: usize) -> Option<usize> {
+        let mut j = start;
+        loop {
+            j = self.next_special(j)?;
+            if self.b[j] == b'"' {
+                return Some(j + 1);
+            }
+            j += 2;
+        }
+    }
+
+    #[inline]
     fn ws(&mut self) {
         while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\r' | b'\n') {
             self.i += 1;
         }
+    }
+
+    /// Where the walk is.
+    pub fn pos(&self) -> usize {
+        self.i
+    }
+
+    /// Moves the walk to `i`, just after a value the caller knows about.
+    pub fn set_pos(&mut self, i: usize) {
+        self.i = i;
     }
 
     /// The next significant byte, not consumed.
@@ -165,7 +401,7 @@ impl<'a> Skim<'a> {
     pub fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.i;
-        let end = string_end(self.b, start)?;
+        let end = self.string_end(start)?;
         self.i = end;
         Some(&self.b[start..end - 1])
     }
@@ -195,7 +431,7 @@ impl<'a> Skim<'a> {
                 let mut j = self.i;
                 while j < b.len() {
                     match b[j] {
-                        b'"' => j = string_end(b, j + 1)? - 1,
+                        b'"' => j = self.string_end(j + 1)? - 1,
                         b'{' | b'[' => depth += 1,
                         b'}' | b']' => {
                             depth -= 1;
