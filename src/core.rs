@@ -7,6 +7,7 @@ use crate::catalog::{self, Catalog, StoreFile};
 use crate::config::Config;
 use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
+use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
 use crate::runtime::dtach::{self, Client};
 use crate::runtime::launch::{live_record, terminate};
@@ -15,6 +16,7 @@ use crate::runtime::{OpenRequest, Outcome, RuntimePaths};
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
 use crate::sidecar::{SessionMeta, Sidecar};
+use crate::slots::SlotStore;
 use crate::timefmt::rfc3339_ms;
 use crate::transcript::{self as transcript, Limits, StoreKind, TurnIndex};
 use serde_json::{json, Value};
@@ -22,6 +24,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, UNIX_EPOCH};
+
+/// The engine of runs the host records itself.
+pub const HOSTED: &str = "hosted";
 
 /// How long `stop` waits after TERM before KILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -110,6 +115,8 @@ pub struct Core {
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Catalog,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
+    slots: SlotStore,
+    hosted: Mutex<HashMap<String, EntryIndex>>,
     wrapper: PathBuf,
     dtach: PathBuf,
     mountpoint: PathBuf,
@@ -169,6 +176,8 @@ impl Core {
             sidecar: Sidecar::open(&config.state_dir),
             catalog: Catalog::new(&config.engines),
             transcripts: Mutex::new(HashMap::new()),
+            slots: SlotStore::open(&config.state_dir),
+            hosted: Mutex::new(HashMap::new()),
             paths,
             config,
             sessions: Mutex::new(HashMap::new()),
@@ -233,6 +242,13 @@ impl Core {
                 keys.push(key.clone());
             }
         }
+        for id in self.slots.transcripts() {
+            if let Ok(key) = SessionKey::new(HOSTED, &id) {
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
         // A conversation bound to a session shows as that session only.
         let mut claimed: HashMap<String, HashSet<String>> = HashMap::new();
         for key in self.catalog.all(false).into_keys() {
@@ -255,6 +271,9 @@ impl Core {
     }
 
     pub fn exists(&self, key: &SessionKey) -> bool {
+        if key.engine() == HOSTED {
+            return self.slots.transcript_path(key.id()).is_file();
+        }
         self.sidecar.get(&key.to_string()).is_some()
             || lock(&self.sessions)
                 .get(key)
@@ -392,6 +411,15 @@ impl Core {
         let mut last = meta.created_ms;
         if let Some(file) = self.store_file(key) {
             last = last.max(file.mtime_ms);
+        }
+        if key.engine() == HOSTED {
+            let path = self.slots.transcript_path(key.id());
+            if let Ok(t) = std::fs::metadata(path).and_then(|m| m.modified()) {
+                let ms = t
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                last = last.max(ms);
+            }
         }
         if let Some(rt) = lock(&self.sessions).get(key) {
             let output = rt
@@ -745,7 +773,7 @@ impl Core {
             "state_dir": self.config.state_dir,
             "runtime_dir": self.config.runtime_dir,
             "lock_dir": self.config.lock_dir,
-            "agent": {"run": Value::Null},
+            "agent": {"run": self.slots.agent_run()},
         }))
     }
 
@@ -812,7 +840,23 @@ impl Core {
     /// Whether the session's engine keeps a conversation store (and so the
     /// session has a `transcript/` directory).
     pub fn has_transcript(&self, key: &SessionKey) -> bool {
-        self.catalog.kind_of(key.engine()).is_some()
+        key.engine() == HOSTED || self.catalog.kind_of(key.engine()).is_some()
+    }
+
+    /// The slot records and hosted-run transcripts (SPEC §9).
+    pub fn slots(&self) -> &SlotStore {
+        &self.slots
+    }
+
+    /// A hosted run's entry index, refreshed.
+    fn hosted_index(&self, key: &SessionKey) -> Result<(PathBuf, EntryIndex)> {
+        let path = self.slots.transcript_path(key.id());
+        let mut all = lock(&self.hosted);
+        let index = all.entry(key.id().to_string()).or_default();
+        index
+            .refresh(&path)
+            .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?;
+        Ok((path, index.clone()))
     }
 
     /// The session's turn index, refreshed against its store file; `None`
@@ -854,6 +898,10 @@ impl Core {
     /// How many transcript pages there are (at least one: `page-0`).
     pub fn transcript_pages(&self, key: &SessionKey) -> Result<usize> {
         self.require(key)?;
+        if key.engine() == HOSTED {
+            let (_, index) = self.hosted_index(key)?;
+            return Ok(index.pages(self.limits().page_turns));
+        }
         Ok(match self.transcript(key)? {
             Some(cache) => transcript::page_count(&lock(&cache).index, self.limits().page_turns),
             None => 1,
@@ -864,6 +912,14 @@ impl Core {
     /// `transcript/page-N`, rendered.
     pub fn transcript_page(&self, key: &SessionKey, page: usize) -> Result<Arc<Vec<u8>>> {
         self.require(key)?;
+        if key.engine() == HOSTED {
+            let (path, index) = self.hosted_index(key)?;
+            return index
+                .render_page(&path, page, self.limits().page_turns)
+                .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?
+                .map(Arc::new)
+                .ok_or_else(|| Error::not_found(format!("{key} has no page {page}")));
+        }
         let Some(cache) = self.transcript(key)? else {
             return if page == 0 {
                 Ok(Arc::new(Vec::new()))

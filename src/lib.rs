@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod engine;
 pub mod error;
 pub mod fs;
+pub mod hosted;
 pub mod key;
 pub mod listing;
 pub mod metaedit;

@@ -15,7 +15,7 @@ const PAGES_PER_SESSION: u64 = 1 << 24;
 const PER_SESSION: u64 = 16;
 
 /// The files of the root directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RootFile {
     Readme,
     Status,
@@ -43,7 +43,7 @@ impl RootFile {
 }
 
 /// A session directory or one of its files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionFile {
     Dir,
     Scrollback,
@@ -103,20 +103,41 @@ impl SessionFile {
 }
 
 /// What an inode number stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Node {
     Root,
     RootFile(RootFile),
     Session(SessionKey, SessionFile),
     /// `transcript/page-N`.
     Page(SessionKey, u64),
+    /// `slots/`.
+    SlotsDir,
+    /// `slots/WORLD_GUID/` (lowercase GUID).
+    World(String),
+    /// `slots/WORLD_GUID/SLOT`.
+    Slot(String, u32),
+    /// `agent-transcripts/`.
+    TranscriptsDir,
+    /// `agent-transcripts/SESSION_ID.jsonl`.
+    HostedFile(String),
+    /// `agent-transcripts/run`.
+    RunFile,
 }
 
 #[derive(Debug, Default)]
 struct Table {
     keys: Vec<SessionKey>,
     index: HashMap<SessionKey, u64>,
+    /// Nodes named by strings other than session keys (worlds, slots,
+    /// hosted transcripts), numbered on first sight.
+    named: Vec<Node>,
+    named_index: HashMap<Node, u64>,
 }
+
+const SLOTS_DIR: u64 = 5;
+const TRANSCRIPTS_DIR: u64 = 6;
+const RUN_FILE: u64 = 7;
+const FIRST_NAMED: u64 = 1 << 50;
 
 #[derive(Debug, Default)]
 pub struct InodeTable {
@@ -150,6 +171,18 @@ impl InodeTable {
             Node::Session(key, file) => {
                 FIRST_SESSION + self.index_of(key) * PER_SESSION + file.offset()
             }
+            Node::SlotsDir => SLOTS_DIR,
+            Node::TranscriptsDir => TRANSCRIPTS_DIR,
+            Node::RunFile => RUN_FILE,
+            Node::World(_) | Node::Slot(..) | Node::HostedFile(_) => {
+                let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+                let next = t.named.len() as u64;
+                let idx = *t.named_index.entry(node.clone()).or_insert(next);
+                if idx == next {
+                    t.named.push(node.clone());
+                }
+                FIRST_NAMED + idx
+            }
             Node::Page(key, n) => {
                 FIRST_PAGE
                     + self.index_of(key) * PAGES_PER_SESSION
@@ -164,6 +197,16 @@ impl InodeTable {
         }
         if let Some(f) = RootFile::ALL.into_iter().find(|f| f.ino() == ino) {
             return Some(Node::RootFile(f));
+        }
+        match ino {
+            SLOTS_DIR => return Some(Node::SlotsDir),
+            TRANSCRIPTS_DIR => return Some(Node::TranscriptsDir),
+            RUN_FILE => return Some(Node::RunFile),
+            _ => {}
+        }
+        if let Some(rel) = ino.checked_sub(FIRST_NAMED) {
+            let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            return t.named.get(rel as usize).cloned();
         }
         if let Some(rel) = ino.checked_sub(FIRST_PAGE) {
             let key = self.key_at(rel / PAGES_PER_SESSION)?;
@@ -198,6 +241,11 @@ mod tests {
         );
         assert_eq!(t.node(ROOT), Some(Node::Root));
         assert_eq!(t.node(999), None);
+        let slot = Node::Slot("w".into(), 3);
+        let slot_ino = t.ino(&slot);
+        assert_eq!(t.ino(&Node::World("w".into())), slot_ino + 1);
+        assert_eq!(t.node(slot_ino), Some(slot));
+        assert_eq!(t.node(t.ino(&Node::RunFile)), Some(Node::RunFile));
         let page = Node::Page(b.clone(), 7);
         assert_eq!(t.node(t.ino(&page)), Some(page));
     }

@@ -2,6 +2,9 @@
 //! its results into replies. No session logic lives here.
 
 pub mod inode;
+mod records;
+
+use records::RecordWrite;
 
 use crate::core::Core;
 use crate::error::Error;
@@ -37,6 +40,10 @@ enum Handle {
     Input(SessionKey),
     SessionCtl(SessionKey),
     RootCtl,
+    /// A slot record or transcript entries being written.
+    Record(RecordWrite),
+    /// A hosted transcript being read.
+    Hosted(String),
 }
 
 pub struct SessionFs {
@@ -158,6 +165,15 @@ impl SessionFs {
             Node::RootFile(RootFile::Ctl) => {
                 self.attr(ino, FileType::RegularFile, 0o200, 0, self.started)
             }
+            Node::SlotsDir
+            | Node::TranscriptsDir
+            | Node::World(_)
+            | Node::Slot(..)
+            | Node::HostedFile(_)
+            | Node::RunFile => {
+                let (kind, perm, size) = self.records_attr(node)?;
+                self.attr(ino, kind, perm, size, now)
+            }
             Node::Page(key, n) => self.attr(
                 ino,
                 FileType::RegularFile,
@@ -212,9 +228,17 @@ impl SessionFs {
             .to_str()
             .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
         match self.node(parent)? {
+            parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
+                self.records_lookup(&parent, name)
+            }
             Node::Root => {
                 if let Some(f) = RootFile::from_name(name) {
                     return Ok(Node::RootFile(f));
+                }
+                match name {
+                    "slots" => return Ok(Node::SlotsDir),
+                    "agent-transcripts" => return Ok(Node::TranscriptsDir),
+                    _ => {}
                 }
                 let key =
                     SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
@@ -256,6 +280,23 @@ impl SessionFs {
 
     fn open_node(&self, node: &Node, flags: OpenFlags, pid: u32) -> Result<u64, Error> {
         let mode = flags.acc_mode();
+        if matches!(
+            node,
+            Node::SlotsDir
+                | Node::TranscriptsDir
+                | Node::World(_)
+                | Node::Slot(..)
+                | Node::HostedFile(_)
+                | Node::RunFile
+        ) {
+            let handle = self.records_open(
+                node,
+                mode != OpenAccMode::O_WRONLY,
+                mode != OpenAccMode::O_RDONLY,
+                flags.0 & libc::O_TRUNC != 0,
+            )?;
+            return Ok(self.add_handle(handle));
+        }
         let writes = mode != OpenAccMode::O_RDONLY;
         let reads = mode != OpenAccMode::O_WRONLY;
         let read_only = |what: &str| -> Result<(), Error> {
@@ -281,6 +322,12 @@ impl SessionFs {
             Node::Session(_, SessionFile::Latest) => {
                 return Err(Error::new(libc::ELOOP, "a symlink"))
             }
+            Node::SlotsDir
+            | Node::TranscriptsDir
+            | Node::World(_)
+            | Node::Slot(..)
+            | Node::HostedFile(_)
+            | Node::RunFile => unreachable!("records nodes are opened above"),
             Node::Page(key, n) => {
                 read_only("a transcript page")?;
                 Handle::Snapshot(self.core.transcript_page(key, *n as usize)?.to_vec())
@@ -353,12 +400,42 @@ impl SessionFs {
                 let rt = self.core.session_runtime(key)?;
                 Ok(rt.scrollback().read(view, offset, size as usize))
             }
+            Some(Handle::Hosted(id)) => {
+                self.core.slots().read_transcript(id, offset, size as usize)
+            }
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
         }
     }
 
+    /// Runs `work` on a record handle's buffer outside the handle table's
+    /// lock (it does file I/O), then puts the buffer back.
+    fn with_record(
+        &self,
+        fh: u64,
+        work: impl FnOnce(&mut RecordWrite) -> Result<(), Error>,
+    ) -> Option<Result<(), Error>> {
+        // Bound first: a guard in the match's scrutinee would live through the arms.
+        let taken = self.handles().remove(&fh);
+        let mut record = match taken {
+            Some(Handle::Record(r)) => r,
+            Some(other) => {
+                self.handles().insert(fh, other);
+                return None;
+            }
+            None => return None,
+        };
+        let result = work(&mut record);
+        self.handles().insert(fh, Handle::Record(record));
+        Some(result)
+    }
+
     fn write_handle(&self, fh: u64, data: &[u8]) -> Result<usize, Error> {
+        if let Some(result) = self.with_record(fh, |r| r.write(&self.core, data)) {
+            return result
+                .map(|()| data.len())
+                .inspect_err(|e| log::warn!("{}", e.message));
+        }
         let target = match self.handles().get(&fh) {
             Some(Handle::Input(key)) => Some((key.clone(), false)),
             Some(Handle::SessionCtl(key)) => Some((key.clone(), true)),
@@ -394,6 +471,16 @@ impl SessionFs {
                 for f in RootFile::ALL {
                     entries.push((f.ino(), FileType::RegularFile, f.name().to_string()));
                 }
+                for (node, name) in [
+                    (Node::SlotsDir, "slots"),
+                    (Node::TranscriptsDir, "agent-transcripts"),
+                ] {
+                    entries.push((
+                        self.inodes.ino(&node),
+                        FileType::Directory,
+                        name.to_string(),
+                    ));
+                }
                 for key in self.core.keys() {
                     if self.core.is_archived(&key) {
                         continue;
@@ -428,6 +515,14 @@ impl SessionFs {
                     .inodes
                     .ino(&Node::Session(key.clone(), SessionFile::Latest));
                 entries.push((ino, FileType::Symlink, "latest".to_string()));
+            }
+            parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
+                if let Node::World(_) = parent {
+                    entries[1].0 = self.inodes.ino(&Node::SlotsDir);
+                }
+                for (node, kind, name) in self.records_entries(&parent)? {
+                    entries.push((self.inodes.ino(&node), kind, name));
+                }
             }
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         }
@@ -509,7 +604,14 @@ impl Filesystem for SessionFs {
                 Node::RootFile(RootFile::Ctl)
                     | Node::Session(_, SessionFile::Input)
                     | Node::Session(_, SessionFile::Ctl)
+                    | Node::Slot(..)
+                    | Node::RunFile
             );
+            if let (Node::HostedFile(id), Some(size)) = (&node, size) {
+                if size != self.core.slots().transcript_len(id) {
+                    return Err(Error::perm("transcripts are append-only: use >>"));
+                }
+            }
             if mode.is_some() || uid.is_some() || gid.is_some() {
                 return Err(Error::perm("modes and owners here are fixed"));
             }
@@ -534,6 +636,19 @@ impl Filesystem for SessionFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        if let Ok(Node::SlotsDir) = self.node(parent.0) {
+            // `mkdir -p slots/GUID`: a world exists for any well-formed GUID.
+            let result = name
+                .to_str()
+                .ok_or_else(|| Error::invalid("a world is a GUID"))
+                .and_then(crate::slots::parse_world)
+                .inspect_err(|e| log::warn!("mkdir slots/{name:?}: {}", e.message))
+                .and_then(|w| self.getattr_node(&Node::World(w), None, req.pid()));
+            return match result {
+                Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         if parent.0 != ROOT {
             return reply.error(Errno::EPERM);
         }
@@ -551,6 +666,12 @@ impl Filesystem for SessionFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let (Ok(parent @ Node::SlotsDir), Some(name)) = (self.node(parent.0), name.to_str()) {
+            return match self.records_rmdir(&parent, name) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         let err = match self.lookup_node(parent.0, name) {
             Ok(Node::Session(key, SessionFile::Dir)) => {
                 log::warn!("rmdir {key}: refused; archive a session to put it away");
@@ -563,6 +684,17 @@ impl Filesystem for SessionFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let (Ok(parent @ (Node::World(_) | Node::TranscriptsDir)), Some(name)) =
+            (self.node(parent.0), name.to_str())
+        {
+            return match self.records_unlink(&parent, name) {
+                Ok(()) => reply.ok(),
+                Err(e) => {
+                    log::warn!("rm {name}: {}", e.message);
+                    reply.error(errno(&e))
+                }
+            };
+        }
         match self.lookup_node(parent.0, name) {
             Ok(_) => reply.error(Errno::EPERM),
             Err(e) => reply.error(errno(&e)),
@@ -620,11 +752,55 @@ impl Filesystem for SessionFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // Errors here reach close(): what is still buffered must stand alone.
+        match self.with_record(fh.0, |r| r.finish(&self.core)) {
+            Some(Err(e)) => {
+                log::warn!("{}", e.message);
+                reply.error(errno(&e))
+            }
+            _ => reply.ok(),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: fuser::ReplyCreate,
+    ) {
+        let result = self.node(parent.0).and_then(|parent| {
+            let name = name
+                .to_str()
+                .ok_or_else(|| Error::invalid("names here are UTF-8"))?;
+            let (node, handle) = self
+                .records_create(&parent, name)
+                .inspect_err(|e| log::warn!("create {name:?}: {}", e.message))?;
+            let ino = self.inodes.ino(&node);
+            let attr = match self.records_attr(&node) {
+                Ok((kind, perm, size)) => self.attr(ino, kind, perm, size, SystemTime::now()),
+                // Not written yet: an empty file until its first record arrives.
+                Err(_) => self.attr(ino, FileType::RegularFile, 0o600, 0, SystemTime::now()),
+            };
+            Ok((attr, self.add_handle(handle)))
+        });
+        match result {
+            Ok((attr, fh)) => reply.created(
+                &TTL,
+                &attr,
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::FOPEN_DIRECT_IO,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn fsync(
@@ -668,7 +844,10 @@ impl Filesystem for SessionFs {
             Ok(
                 Node::Root
                 | Node::Session(_, SessionFile::Dir)
-                | Node::Session(_, SessionFile::TranscriptDir),
+                | Node::Session(_, SessionFile::TranscriptDir)
+                | Node::SlotsDir
+                | Node::World(_)
+                | Node::TranscriptsDir,
             ) => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(&e)),

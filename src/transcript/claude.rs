@@ -970,6 +970,82 @@ mod tests {
         assert!(matches!(row(said), Row::Message(m) if m.role == Role::Local));
     }
 
+    /// What the index keeps of `classify`.
+    fn kept(r: Row) -> Outcome {
+        match r {
+            Row::Prompt(_) => Outcome::Prompt,
+            Row::Title(k, t) => Outcome::Title(k, t),
+            _ => Outcome::Other,
+        }
+    }
+
+    #[test]
+    fn row_facts_agree_with_classify() {
+        let mut lines: Vec<String> = [
+            r#"{"type":"user","message":{"role":"user","content":"hello"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"  \n "}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<command-message>m</command-message>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<command-args>a</command-args><command-name>x</command-name>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<bash-stdout>o</bash-stdout>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<system-reminder>r</system-reminder>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"[Request interrupted by user]"}}"#,
+            r#"{"type":"user","message":{"role":"assistant","content":"hi"}}"#,
+            r#"{"type":"user","message":{"role":5,"content":"hi"}}"#,
+            r#"{"type":"user","message":"hi"}"#,
+            r#"{"type":"user","message":{"role":"user","content":[]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"image"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":" "},{"type":"text","text":"<command-name>x</command-name>"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"a"},{"type":"image"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":5},"x",1]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result"},{"type":"text","text":"a"}]}}"#,
+            r#"{"type":"user","isMeta":"yes","message":{"role":"user","content":"hi"}}"#,
+            r#"{"type":"user","isSidechain":true,"message":{"role":"user","content":"hi"},"isSidechain":false}"#,
+            r#"{"type":"user","message":{"role":"user","content":"hi"},"type":"assistant"}"#,
+            r#"{"ty\u0070e":"user","message":{"role":"user","content":"hi"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"a\"b\u00e9"}}"#,
+            r#"{"type":"system","subtype":"local_command","content":"Set model"}"#,
+            r#"{"type":"system","subtype":"local_command","content":" <bash-input>ls</bash-input>"}"#,
+            r#"{"type":"summary","summary":"  S  "}"#,
+            r#"{"type":"summary","summary":"  "}"#,
+            r#"{"type":"ai-title","aiTitle":"A","customTitle":"C"}"#,
+            r#"{"type":"custom-title","customTitle":7}"#,
+            r#"["type","user"]"#,
+            r#""user""#,
+        ]
+        .map(String::from)
+        .to_vec();
+        let store =
+            crate::transcript::testgen::claude(&crate::transcript::testgen::Shape::new(40, 3));
+        lines.extend(String::from_utf8_lossy(&store).lines().map(String::from));
+        for l in &lines {
+            let facts = RowFacts::read(l.as_bytes());
+            let Ok(v) = parse_line(l.as_bytes()) else {
+                assert!(facts.is_none(), "{l}");
+                continue;
+            };
+            let facts = facts.unwrap_or_else(|| panic!("not read: {l}"));
+            assert_eq!(
+                facts.sidechain(),
+                v.get("isSidechain").and_then(Value::as_bool)
+            );
+            assert_eq!(facts.cwd(), v.get("cwd").and_then(Value::as_str));
+            for mode in [false, true] {
+                let want = kept(classify(&v, mode, &ParseOptions::default()));
+                assert_eq!(facts.outcome(mode), want, "{l} (sidechain mode {mode})");
+            }
+        }
+        // Not JSON as `Value` reads it: refused, never read otherwise.
+        for bad in [
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":1e999}"#,
+            r#"{"a":1}x"#,
+            "{\"a\":\"\u{1}\"}",
+        ] {
+            assert!(parse_line(bad.as_bytes()).is_err(), "{bad}");
+            assert!(RowFacts::read(bad.as_bytes()).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn prefilter_never_rejects_what_classify_keeps() {
         let lines = [

@@ -590,6 +590,54 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn index_scanned_in_two_parts_equals_one(
+        seed in any::<u64>(),
+        turns in 0usize..40,
+        codex in any::<bool>(),
+        half in any::<bool>(),
+        sorted in any::<bool>(),
+        huge in any::<bool>(),
+        split_min in 1u64..8192,
+        cut in 0.0f64..1.0,
+    ) {
+        let kind = if codex { StoreKind::Codex } else { StoreKind::Claude };
+        let mut shape = Shape::new(turns, seed);
+        shape.half_line = half;
+        if huge {
+            shape.huge_line = Some(100_000);
+        }
+        let mut data = gen(kind, &shape);
+        if sorted {
+            data = testgen::sort_keys(&data);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "s.jsonl", &data);
+        let mut one = TurnIndex::new(kind);
+        one.refresh_with(&p, u64::MAX).unwrap();
+        let mut two = TurnIndex::new(kind);
+        two.refresh_with(&p, split_min).unwrap();
+        prop_assert_eq!(&two, &one);
+        // Grown in two steps, each split.
+        let dir2 = tempfile::tempdir().unwrap();
+        let cut = (data.len() as f64 * cut) as usize;
+        let q = write(dir2.path(), "s.jsonl", &data[..cut]);
+        let mut grown = TurnIndex::new(kind);
+        grown.refresh_with(&q, split_min).unwrap();
+        append(&q, &data[cut..]);
+        grown.refresh_with(&q, split_min).unwrap();
+        prop_assert_eq!(grown.turn_offsets(), one.turn_offsets());
+        prop_assert_eq!(grown.scanned_to(), one.scanned_to());
+        prop_assert_eq!(grown.info(), one.info());
+        prop_assert_eq!(grown.sidechain_mode(), one.sidechain_mode());
+        for t in 0..one.turn_count() {
+            prop_assert_eq!(grown.turn_range(t, 1), one.turn_range(t, 1));
+        }
+    }
+}
+
 /// Index throughput on a 256 MiB store: `cargo test --release --lib
 /// transcript::tests::index_speed -- --ignored --nocapture`.
 #[test]

@@ -1,0 +1,301 @@
+//! The adapter for `slots/` and `agent-transcripts/` (SPEC §9): names,
+//! listings, and the write buffering that turns a stream of `write` calls
+//! into whole records and whole entries.
+
+use super::inode::Node;
+use super::{Handle, SessionFs};
+use crate::error::{Error, Result};
+use crate::slots::{parse_session_id, parse_slot, parse_world};
+use fuser::FileType;
+
+/// What an open record file collects before it becomes a record or entries.
+#[derive(Debug)]
+pub(super) enum RecordWrite {
+    /// `slots/W/N`: one JSON document, put as soon as it is complete.
+    Slot {
+        world: String,
+        slot: u32,
+        buf: Vec<u8>,
+        committed: bool,
+    },
+    /// `agent-transcripts/ID.jsonl` or `run`: complete lines are entries.
+    Append {
+        session: Option<String>,
+        pending: Vec<u8>,
+    },
+}
+
+fn transcript_name(name: &str) -> Result<String> {
+    let id = name.strip_suffix(".jsonl").ok_or_else(|| {
+        Error::invalid(format!("{name:?}: transcripts are named SESSION_ID.jsonl"))
+    })?;
+    Ok(parse_session_id(id)?.to_string())
+}
+
+impl SessionFs {
+    pub(super) fn records_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
+        let store = self.core.slots();
+        match parent {
+            Node::SlotsDir => parse_world(name)
+                .map(Node::World)
+                .map_err(|_| Error::not_found(format!("{name:?} is not a world GUID"))),
+            Node::World(world) => {
+                let slot =
+                    parse_slot(name).map_err(|_| Error::not_found(format!("no slot {name:?}")))?;
+                match store.get(world, slot)? {
+                    Some(_) => Ok(Node::Slot(world.clone(), slot)),
+                    None => Err(Error::not_found(format!("no record for slot {slot}"))),
+                }
+            }
+            Node::TranscriptsDir if name == "run" => Ok(Node::RunFile),
+            Node::TranscriptsDir => {
+                let id = transcript_name(name).map_err(|e| Error::not_found(e.message))?;
+                if store.transcript_path(&id).is_file() {
+                    Ok(Node::HostedFile(id))
+                } else {
+                    Err(Error::not_found(format!("no transcript {name}")))
+                }
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    /// (kind, mode, size) of a records node.
+    pub(super) fn records_attr(&self, node: &Node) -> Result<(FileType, u16, u64)> {
+        let store = self.core.slots();
+        Ok(match node {
+            Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => {
+                (FileType::Directory, 0o755, 0)
+            }
+            Node::Slot(world, slot) => match store.get(world, *slot)? {
+                Some(record) => (
+                    FileType::RegularFile,
+                    0o600,
+                    record.to_json_line().len() as u64,
+                ),
+                // Created and open for its first write: an empty file until then.
+                None if self.slot_being_written(world, *slot) => (FileType::RegularFile, 0o600, 0),
+                None => return Err(Error::not_found(format!("no record for slot {slot}"))),
+            },
+            Node::HostedFile(id) => (FileType::RegularFile, 0o600, store.transcript_len(id)),
+            Node::RunFile => (FileType::RegularFile, 0o200, 0),
+            _ => return Err(Error::not_found("not a records node")),
+        })
+    }
+
+    fn slot_being_written(&self, world: &str, slot: u32) -> bool {
+        self.handles().values().any(|h| {
+            matches!(h, Handle::Record(RecordWrite::Slot { world: w, slot: n, .. }) if w == world && *n == slot)
+        })
+    }
+
+    pub(super) fn records_entries(&self, node: &Node) -> Result<Vec<(Node, FileType, String)>> {
+        let store = self.core.slots();
+        Ok(match node {
+            Node::SlotsDir => store
+                .worlds()
+                .into_iter()
+                .map(|w| (Node::World(w.clone()), FileType::Directory, w))
+                .collect(),
+            Node::World(world) => store
+                .slots(world)
+                .into_iter()
+                .map(|n| {
+                    (
+                        Node::Slot(world.clone(), n),
+                        FileType::RegularFile,
+                        n.to_string(),
+                    )
+                })
+                .collect(),
+            Node::TranscriptsDir => {
+                std::iter::once((Node::RunFile, FileType::RegularFile, "run".to_string()))
+                    .chain(store.transcripts().into_iter().map(|id| {
+                        let name = format!("{id}.jsonl");
+                        (Node::HostedFile(id), FileType::RegularFile, name)
+                    }))
+                    .collect()
+            }
+            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
+        })
+    }
+
+    /// Opens an existing records file.
+    pub(super) fn records_open(
+        &self,
+        node: &Node,
+        reads: bool,
+        writes: bool,
+        truncates: bool,
+    ) -> Result<Handle> {
+        let store = self.core.slots();
+        match node {
+            Node::Slot(world, slot) if writes => {
+                if reads {
+                    return Err(Error::invalid(
+                        "a slot record is read or replaced whole, not both",
+                    ));
+                }
+                Ok(Handle::Record(RecordWrite::Slot {
+                    world: world.clone(),
+                    slot: *slot,
+                    buf: Vec::new(),
+                    committed: false,
+                }))
+            }
+            Node::Slot(world, slot) => {
+                let record = store
+                    .get(world, *slot)?
+                    .ok_or_else(|| Error::not_found(format!("no record for slot {slot}")))?;
+                Ok(Handle::Snapshot(record.to_json_line()))
+            }
+            Node::HostedFile(_) | Node::RunFile if truncates => {
+                Err(Error::perm("transcripts are append-only: use >>"))
+            }
+            Node::HostedFile(id) if writes => {
+                if reads {
+                    return Err(Error::invalid(
+                        "a transcript is read or appended to, not both",
+                    ));
+                }
+                Ok(Handle::Record(RecordWrite::Append {
+                    session: Some(id.clone()),
+                    pending: Vec::new(),
+                }))
+            }
+            Node::HostedFile(id) => Ok(Handle::Hosted(id.clone())),
+            Node::RunFile if reads => Err(Error::access("run is write-only")),
+            Node::RunFile => Ok(Handle::Record(RecordWrite::Append {
+                session: None,
+                pending: Vec::new(),
+            })),
+            _ => Err(Error::new(libc::EISDIR, "a directory")),
+        }
+    }
+
+    /// `create` in `slots/W/` or `agent-transcripts/`.
+    pub(super) fn records_create(&self, parent: &Node, name: &str) -> Result<(Node, Handle)> {
+        match parent {
+            Node::World(world) => {
+                let slot = parse_slot(name)?;
+                Ok((
+                    Node::Slot(world.clone(), slot),
+                    Handle::Record(RecordWrite::Slot {
+                        world: world.clone(),
+                        slot,
+                        buf: Vec::new(),
+                        committed: false,
+                    }),
+                ))
+            }
+            Node::TranscriptsDir => {
+                let id = transcript_name(name)?;
+                Ok((
+                    Node::HostedFile(id.clone()),
+                    Handle::Record(RecordWrite::Append {
+                        session: Some(id),
+                        pending: Vec::new(),
+                    }),
+                ))
+            }
+            Node::SlotsDir => Err(Error::invalid(
+                "slots/ holds world directories: mkdir slots/GUID",
+            )),
+            _ => Err(Error::access("no files can be created here")),
+        }
+    }
+
+    pub(super) fn records_unlink(&self, parent: &Node, name: &str) -> Result<()> {
+        match self.records_lookup(parent, name)? {
+            Node::Slot(world, slot) => self.core.slots().forget(&world, slot).map(drop),
+            Node::HostedFile(_) | Node::RunFile => {
+                Err(Error::perm("transcripts are kept; they cannot be removed"))
+            }
+            _ => Err(Error::perm("not removable")),
+        }
+    }
+
+    pub(super) fn records_rmdir(&self, parent: &Node, name: &str) -> Result<()> {
+        match self.records_lookup(parent, name)? {
+            Node::World(world) if self.core.slots().slots(&world).is_empty() => Ok(()),
+            Node::World(_) => Err(Error::new(
+                libc::ENOTEMPTY,
+                "the world still holds slot records",
+            )),
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+}
+
+impl RecordWrite {
+    /// Takes one `write` call's bytes: a slot record is put once it parses
+    /// whole; transcript lines are appended one entry each, and a partial
+    /// line waits for the rest.
+    pub(super) fn write(&mut self, core: &crate::core::Core, data: &[u8]) -> Result<()> {
+        match self {
+            RecordWrite::Slot {
+                world,
+                slot,
+                buf,
+                committed,
+            } => {
+                if *committed && data.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(());
+                }
+                buf.extend_from_slice(data);
+                match serde_json::from_slice::<serde_json::Value>(buf) {
+                    Ok(_) => {
+                        let put = core.slots().put(world, *slot, buf);
+                        buf.clear();
+                        *committed = put.is_ok();
+                        put.map(drop)
+                    }
+                    Err(e) if e.is_eof() => Ok(()),
+                    Err(e) => {
+                        buf.clear();
+                        Err(Error::invalid(format!("slot record is not JSON: {e}")))
+                    }
+                }
+            }
+            RecordWrite::Append { session, pending } => {
+                pending.extend_from_slice(data);
+                while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=nl).collect();
+                    let line = &line[..line.len() - 1];
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    if let Err(e) = core.slots().append_entry(session.as_deref(), line) {
+                        pending.clear();
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// At close: what is still buffered must stand on its own.
+    pub(super) fn finish(&mut self, core: &crate::core::Core) -> Result<()> {
+        match self {
+            RecordWrite::Slot { buf, committed, .. } => {
+                if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(());
+                }
+                let partial = std::mem::take(buf);
+                *committed = false;
+                Err(Error::invalid(format!(
+                    "slot record is incomplete JSON ({} bytes)",
+                    partial.len()
+                )))
+            }
+            RecordWrite::Append { session, pending } => {
+                let line = std::mem::take(pending);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(());
+                }
+                core.slots().append_entry(session.as_deref(), &line)
+            }
+        }
+    }
+}
