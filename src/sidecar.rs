@@ -110,6 +110,13 @@ impl Sidecar {
         cache
     }
 
+    /// When the metadata last changed on disk (by any daemon).
+    pub fn modified(&self) -> std::time::SystemTime {
+        std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH)
+    }
+
     pub fn get(&self, key: &str) -> Option<SessionMeta> {
         self.refresh().sessions.get(key).cloned()
     }

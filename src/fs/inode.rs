@@ -2,6 +2,7 @@
 //! session, handed out on first sight and kept for the daemon's life, so a
 //! file keeps its number (editors check it) while the daemon runs.
 
+use crate::core::MetaField;
 use crate::key::SessionKey;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -56,16 +57,22 @@ pub enum SessionFile {
     TranscriptDir,
     /// `transcript/latest`, a symlink to the newest page.
     Latest,
+    /// `title`, `project`, `favourite`, `archive`: one-line metadata files.
+    Field(MetaField),
 }
 
 impl SessionFile {
-    pub const FILES: [SessionFile; 6] = [
+    pub const FILES: [SessionFile; 10] = [
         SessionFile::Scrollback,
         SessionFile::Screen,
         SessionFile::Input,
         SessionFile::Status,
         SessionFile::Ctl,
         SessionFile::Meta,
+        SessionFile::Field(MetaField::Title),
+        SessionFile::Field(MetaField::Project),
+        SessionFile::Field(MetaField::Favourite),
+        SessionFile::Field(MetaField::Archive),
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,6 +86,7 @@ impl SessionFile {
             SessionFile::Meta => "meta.json",
             SessionFile::TranscriptDir => "transcript",
             SessionFile::Latest => "latest",
+            SessionFile::Field(f) => f.name(),
         }
     }
 
@@ -87,7 +95,21 @@ impl SessionFile {
     }
 
     fn offset(self) -> u64 {
-        self as u64
+        match self {
+            SessionFile::Dir => 0,
+            SessionFile::Scrollback => 1,
+            SessionFile::Screen => 2,
+            SessionFile::Input => 3,
+            SessionFile::Status => 4,
+            SessionFile::Ctl => 5,
+            SessionFile::Meta => 6,
+            SessionFile::TranscriptDir => 7,
+            SessionFile::Latest => 8,
+            SessionFile::Field(MetaField::Title) => 9,
+            SessionFile::Field(MetaField::Project) => 10,
+            SessionFile::Field(MetaField::Favourite) => 11,
+            SessionFile::Field(MetaField::Archive) => 12,
+        }
     }
 
     fn from_offset(n: u64) -> Option<Self> {
@@ -122,6 +144,47 @@ pub enum Node {
     HostedFile(String),
     /// `agent-transcripts/run`.
     RunFile,
+    /// `sessions.json`.
+    SessionsJson,
+    /// `archived/`, `favourites/`, `projects/`, `engines/`.
+    View(ViewDir),
+    /// `projects/NAME/` or `engines/ENGINE/`.
+    Facet(ViewDir, String),
+    /// A symlink to a session directory inside a view.
+    ViewLink(ViewDir, Option<String>, SessionKey),
+    /// A file an editor made in a session directory, kept in memory.
+    Scratch(SessionKey, String),
+}
+
+/// The directories that show sessions another way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ViewDir {
+    Archived,
+    Favourites,
+    Projects,
+    Engines,
+}
+
+impl ViewDir {
+    pub const ALL: [ViewDir; 4] = [
+        ViewDir::Archived,
+        ViewDir::Favourites,
+        ViewDir::Projects,
+        ViewDir::Engines,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ViewDir::Archived => "archived",
+            ViewDir::Favourites => "favourites",
+            ViewDir::Projects => "projects",
+            ViewDir::Engines => "engines",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -137,6 +200,8 @@ struct Table {
 const SLOTS_DIR: u64 = 5;
 const TRANSCRIPTS_DIR: u64 = 6;
 const RUN_FILE: u64 = 7;
+const SESSIONS_JSON: u64 = 8;
+const FIRST_VIEW: u64 = 9;
 const FIRST_NAMED: u64 = 1 << 50;
 
 #[derive(Debug, Default)]
@@ -174,7 +239,14 @@ impl InodeTable {
             Node::SlotsDir => SLOTS_DIR,
             Node::TranscriptsDir => TRANSCRIPTS_DIR,
             Node::RunFile => RUN_FILE,
-            Node::World(_) | Node::Slot(..) | Node::HostedFile(_) => {
+            Node::SessionsJson => SESSIONS_JSON,
+            Node::View(v) => FIRST_VIEW + *v as u64,
+            Node::World(_)
+            | Node::Slot(..)
+            | Node::HostedFile(_)
+            | Node::Facet(..)
+            | Node::ViewLink(..)
+            | Node::Scratch(..) => {
                 let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
                 let next = t.named.len() as u64;
                 let idx = *t.named_index.entry(node.clone()).or_insert(next);
@@ -202,6 +274,10 @@ impl InodeTable {
             SLOTS_DIR => return Some(Node::SlotsDir),
             TRANSCRIPTS_DIR => return Some(Node::TranscriptsDir),
             RUN_FILE => return Some(Node::RunFile),
+            SESSIONS_JSON => return Some(Node::SessionsJson),
+            n if (FIRST_VIEW..FIRST_VIEW + 4).contains(&n) => {
+                return Some(Node::View(ViewDir::ALL[(n - FIRST_VIEW) as usize]))
+            }
             _ => {}
         }
         if let Some(rel) = ino.checked_sub(FIRST_NAMED) {

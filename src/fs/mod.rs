@@ -2,8 +2,10 @@
 //! its results into replies. No session logic lives here.
 
 pub mod inode;
+mod organize;
 mod records;
 
+use organize::{MetaWrite, ScratchFile};
 use records::RecordWrite;
 
 use crate::core::Core;
@@ -44,12 +46,17 @@ enum Handle {
     Record(RecordWrite),
     /// A hosted transcript being read.
     Hosted(String),
+    /// `meta.json` or a one-line metadata file being written.
+    Meta(MetaWrite),
+    /// An editor's scratch file in a session directory.
+    Scratch(SessionKey, String),
 }
 
 pub struct SessionFs {
     core: Arc<Core>,
     inodes: InodeTable,
     handles: Mutex<HashMap<u64, Handle>>,
+    scratch: Mutex<HashMap<(SessionKey, String), ScratchFile>>,
     next_fh: AtomicU64,
     uid: u32,
     gid: u32,
@@ -66,6 +73,7 @@ impl SessionFs {
             core,
             inodes: InodeTable::default(),
             handles: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
@@ -147,6 +155,14 @@ impl SessionFs {
         let ino = self.inodes.ino(node);
         let now = SystemTime::now();
         Ok(match node {
+            Node::SessionsJson
+            | Node::View(_)
+            | Node::Facet(..)
+            | Node::ViewLink(..)
+            | Node::Scratch(..) => {
+                let (kind, perm, size) = self.views_attr(node)?;
+                self.attr(ino, kind, perm, size, now)
+            }
             Node::Root => self.attr(ino, FileType::Directory, 0o755, 0, self.started),
             Node::RootFile(RootFile::Readme) => self.attr(
                 ino,
@@ -212,9 +228,16 @@ impl SessionFs {
                 SessionFile::Meta => self.attr(
                     ino,
                     FileType::RegularFile,
-                    0o400,
+                    0o600,
                     self.core.meta_json(key)?.len() as u64,
-                    now,
+                    self.core.meta_modified(),
+                ),
+                SessionFile::Field(f) => self.attr(
+                    ino,
+                    FileType::RegularFile,
+                    0o600,
+                    self.core.field_text(key, *f)?.len() as u64,
+                    self.core.meta_modified(),
                 ),
                 SessionFile::Input | SessionFile::Ctl => {
                     self.attr(ino, FileType::RegularFile, 0o200, 0, now)
@@ -231,6 +254,7 @@ impl SessionFs {
             parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
                 self.records_lookup(&parent, name)
             }
+            parent @ (Node::View(_) | Node::Facet(..)) => self.views_lookup(&parent, name),
             Node::Root => {
                 if let Some(f) = RootFile::from_name(name) {
                     return Ok(Node::RootFile(f));
@@ -238,11 +262,16 @@ impl SessionFs {
                 match name {
                     "slots" => return Ok(Node::SlotsDir),
                     "agent-transcripts" => return Ok(Node::TranscriptsDir),
+                    "sessions.json" => return Ok(Node::SessionsJson),
                     _ => {}
+                }
+                if let Some(view) = inode::ViewDir::from_name(name) {
+                    return Ok(Node::View(view));
                 }
                 let key =
                     SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
-                if self.core.exists(&key) {
+                // Archived sessions live under archived/ only.
+                if self.core.exists(&key) && !self.core.is_archived(&key) {
                     Ok(Node::Session(key, SessionFile::Dir))
                 } else {
                     Err(Error::not_found(format!("no session {key}")))
@@ -252,9 +281,13 @@ impl SessionFs {
                 if name == "transcript" && self.core.has_transcript(&key) {
                     return Ok(Node::Session(key, SessionFile::TranscriptDir));
                 }
-                SessionFile::from_name(name)
-                    .map(|f| Node::Session(key, f))
-                    .ok_or_else(|| Error::not_found(format!("no {name} in a session")))
+                if let Some(f) = SessionFile::from_name(name) {
+                    return Ok(Node::Session(key, f));
+                }
+                if self.scratch_get(&key, name).is_some() {
+                    return Ok(Node::Scratch(key, name.to_string()));
+                }
+                Err(Error::not_found(format!("no {name} in {key}")))
             }
             Node::Session(key, SessionFile::TranscriptDir) => {
                 if name == "latest" {
@@ -319,8 +352,25 @@ impl SessionFs {
             | Node::Session(_, SessionFile::TranscriptDir) => {
                 return Err(Error::new(libc::EISDIR, "a directory"))
             }
-            Node::Session(_, SessionFile::Latest) => {
+            Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) => {
                 return Err(Error::new(libc::ELOOP, "a symlink"))
+            }
+            Node::View(_) | Node::Facet(..) => return Err(Error::new(libc::EISDIR, "a directory")),
+            Node::SessionsJson => {
+                read_only("sessions.json")?;
+                Handle::Snapshot(self.sessions_json())
+            }
+            Node::Scratch(key, name) => {
+                let file = self
+                    .scratch_get(key, name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
+                if file.symlink.is_some() {
+                    return Err(Error::new(libc::ELOOP, "a symlink"));
+                }
+                if writes && flags.0 & libc::O_TRUNC != 0 {
+                    self.scratch_update(key, name, |f| f.data.clear())?;
+                }
+                Handle::Scratch(key.clone(), name.clone())
             }
             Node::SlotsDir
             | Node::TranscriptsDir
@@ -370,10 +420,17 @@ impl SessionFs {
                         read_only("status").map_err(refuse)?;
                         Handle::Snapshot(self.core.status(key)?)
                     }
-                    SessionFile::Meta => {
-                        read_only("meta.json").map_err(refuse)?;
-                        Handle::Snapshot(self.core.meta_json(key)?)
+                    SessionFile::Meta | SessionFile::Field(_) if writes => {
+                        if reads {
+                            return Err(refuse(Error::invalid(format!(
+                                "{} is read or replaced whole: open it for reading or for writing",
+                                file.name()
+                            ))));
+                        }
+                        Handle::Meta(MetaWrite::new(&self.core, key, *file)?)
                     }
+                    SessionFile::Meta => Handle::Snapshot(self.core.meta_json(key)?),
+                    SessionFile::Field(f) => Handle::Snapshot(self.core.field_text(key, *f)?),
                     SessionFile::Input => {
                         write_only("input").map_err(refuse)?;
                         Handle::Input(key.clone())
@@ -403,38 +460,64 @@ impl SessionFs {
             Some(Handle::Hosted(id)) => {
                 self.core.slots().read_transcript(id, offset, size as usize)
             }
+            Some(Handle::Scratch(key, name)) => {
+                let data = self
+                    .scratch_get(key, name)
+                    .map(|f| f.data)
+                    .unwrap_or_default();
+                let start = (offset as usize).min(data.len());
+                let end = start.saturating_add(size as usize).min(data.len());
+                Ok(data[start..end].to_vec())
+            }
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
         }
     }
 
-    /// Runs `work` on a record handle's buffer outside the handle table's
-    /// lock (it does file I/O), then puts the buffer back.
-    fn with_record(
-        &self,
-        fh: u64,
-        work: impl FnOnce(&mut RecordWrite) -> Result<(), Error>,
-    ) -> Option<Result<(), Error>> {
-        // Bound first: a guard in the match's scrutinee would live through the arms.
+    /// Runs `work` on a handle taken out of the table, so the table's lock
+    /// is not held during the file I/O or metadata commits it may do.
+    fn with_handle<T>(&self, fh: u64, work: impl FnOnce(&mut Handle) -> T) -> Option<T> {
+        // Bound first: a guard in a match's scrutinee would live through its arms.
         let taken = self.handles().remove(&fh);
-        let mut record = match taken {
-            Some(Handle::Record(r)) => r,
-            Some(other) => {
-                self.handles().insert(fh, other);
-                return None;
-            }
-            None => return None,
-        };
-        let result = work(&mut record);
-        self.handles().insert(fh, Handle::Record(record));
+        let mut handle = taken?;
+        let result = work(&mut handle);
+        self.handles().insert(fh, handle);
         Some(result)
     }
 
-    fn write_handle(&self, fh: u64, data: &[u8]) -> Result<usize, Error> {
-        if let Some(result) = self.with_record(fh, |r| r.write(&self.core, data)) {
+    /// Commits what a buffered handle still holds (at `flush` and `fsync`).
+    fn finish_handle(&self, fh: u64) -> Result<(), Error> {
+        self.with_handle(fh, |h| match h {
+            Handle::Record(r) => r.finish(&self.core),
+            Handle::Meta(m) => m.finish(&self.core),
+            _ => Ok(()),
+        })
+        .unwrap_or(Ok(()))
+        .inspect_err(|e| log::warn!("{}", e.message))
+    }
+
+    fn write_handle(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize, Error> {
+        let buffered = self
+            .with_handle(fh, |h| match h {
+                Handle::Record(r) => Some(r.write(&self.core, data)),
+                Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
+                _ => None,
+            })
+            .flatten();
+        if let Some(result) = buffered {
             return result
                 .map(|()| data.len())
                 .inspect_err(|e| log::warn!("{}", e.message));
+        }
+        let scratch = match self.handles().get(&fh) {
+            Some(Handle::Scratch(key, name)) => Some((key.clone(), name.clone())),
+            _ => None,
+        };
+        if let Some((key, name)) = scratch {
+            self.scratch_update(&key, &name, |f| {
+                organize::write_at(&mut f.data, offset, data)
+            })?;
+            return Ok(data.len());
         }
         let target = match self.handles().get(&fh) {
             Some(Handle::Input(key)) => Some((key.clone(), false)),
@@ -471,6 +554,18 @@ impl SessionFs {
                 for f in RootFile::ALL {
                     entries.push((f.ino(), FileType::RegularFile, f.name().to_string()));
                 }
+                entries.push((
+                    self.inodes.ino(&Node::SessionsJson),
+                    FileType::RegularFile,
+                    "sessions.json".to_string(),
+                ));
+                for view in inode::ViewDir::ALL {
+                    entries.push((
+                        self.inodes.ino(&Node::View(view)),
+                        FileType::Directory,
+                        view.name().to_string(),
+                    ));
+                }
                 for (node, name) in [
                     (Node::SlotsDir, "slots"),
                     (Node::TranscriptsDir, "agent-transcripts"),
@@ -501,6 +596,20 @@ impl SessionFs {
                         .inodes
                         .ino(&Node::Session(key.clone(), SessionFile::TranscriptDir));
                     entries.push((ino, FileType::Directory, "transcript".to_string()));
+                }
+                for (name, link) in self.scratch_names(&key) {
+                    let ino = self.inodes.ino(&Node::Scratch(key.clone(), name.clone()));
+                    let kind = if link {
+                        FileType::Symlink
+                    } else {
+                        FileType::RegularFile
+                    };
+                    entries.push((ino, kind, name));
+                }
+            }
+            parent @ (Node::View(_) | Node::Facet(..)) => {
+                for (node, kind, name) in self.views_entries(&parent)? {
+                    entries.push((self.inodes.ino(&node), kind, name));
                 }
             }
             Node::Session(key, SessionFile::TranscriptDir) => {
@@ -599,21 +708,38 @@ impl Filesystem for SessionFs {
         reply: ReplyAttr,
     ) {
         let result = self.node(ino.0).and_then(|node| {
-            let writable = matches!(
+            let editable = matches!(
                 node,
-                Node::RootFile(RootFile::Ctl)
-                    | Node::Session(_, SessionFile::Input)
-                    | Node::Session(_, SessionFile::Ctl)
-                    | Node::Slot(..)
-                    | Node::RunFile
+                Node::Session(_, SessionFile::Meta | SessionFile::Field(_)) | Node::Scratch(..)
             );
+            let writable = editable
+                || matches!(
+                    node,
+                    Node::RootFile(RootFile::Ctl)
+                        | Node::Session(_, SessionFile::Input)
+                        | Node::Session(_, SessionFile::Ctl)
+                        | Node::Slot(..)
+                        | Node::RunFile
+                );
             if let (Node::HostedFile(id), Some(size)) = (&node, size) {
                 if size != self.core.slots().transcript_len(id) {
                     return Err(Error::perm("transcripts are append-only: use >>"));
                 }
             }
-            if mode.is_some() || uid.is_some() || gid.is_some() {
+            // Editors fchmod what they save; the mode of these files is fixed
+            // and the call succeeds without changing it.
+            if (mode.is_some() || uid.is_some() || gid.is_some()) && !editable {
                 return Err(Error::perm("modes and owners here are fixed"));
+            }
+            if let (Some(size), Some(fh)) = (size, fh) {
+                self.with_handle(fh.0, |h| {
+                    if let Handle::Meta(m) = h {
+                        m.truncate(size)
+                    }
+                });
+            }
+            if let (Node::Scratch(key, name), Some(size)) = (&node, size) {
+                self.scratch_update(key, name, |f| f.data.resize(size as usize, 0))?;
             }
             // `echo x > input` truncates before it writes: a stream has nothing to cut.
             if size.is_some() && !writable {
@@ -696,6 +822,10 @@ impl Filesystem for SessionFs {
             };
         }
         match self.lookup_node(parent.0, name) {
+            Ok(Node::Scratch(key, name)) => {
+                self.scratch_remove(&key, &name);
+                reply.ok()
+            }
             Ok(_) => reply.error(Errno::EPERM),
             Err(e) => reply.error(errno(&e)),
         }
@@ -735,14 +865,14 @@ impl Filesystem for SessionFs {
         _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
-        _offset: u64,
+        offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.write_handle(fh.0, data) {
+        match self.write_handle(fh.0, offset, data) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }
@@ -757,12 +887,9 @@ impl Filesystem for SessionFs {
         reply: ReplyEmpty,
     ) {
         // Errors here reach close(): what is still buffered must stand alone.
-        match self.with_record(fh.0, |r| r.finish(&self.core)) {
-            Some(Err(e)) => {
-                log::warn!("{}", e.message);
-                reply.error(errno(&e))
-            }
-            _ => reply.ok(),
+        match self.finish_handle(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -780,6 +907,21 @@ impl Filesystem for SessionFs {
             let name = name
                 .to_str()
                 .ok_or_else(|| Error::invalid("names here are UTF-8"))?;
+            if let Node::Session(key, SessionFile::Dir) = &parent {
+                if !Self::is_scratch_name(name) {
+                    return Err(Error::new(libc::EEXIST, format!("{name} exists")));
+                }
+                // An editor's swap, probe or temporary file: held in memory.
+                if self.scratch_get(key, name).is_some() {
+                    return Err(Error::new(libc::EEXIST, format!("{name} exists")));
+                }
+                self.scratch_put(key, name, ScratchFile::default());
+                let node = Node::Scratch(key.clone(), name.to_string());
+                let ino = self.inodes.ino(&node);
+                let attr = self.attr(ino, FileType::RegularFile, 0o600, 0, SystemTime::now());
+                let fh = self.add_handle(Handle::Scratch(key.clone(), name.to_string()));
+                return Ok((attr, fh));
+            }
             let (node, handle) = self
                 .records_create(&parent, name)
                 .inspect_err(|e| log::warn!("create {name:?}: {}", e.message))?;
@@ -807,11 +949,91 @@ impl Filesystem for SessionFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // An editor's in-place save commits here at the latest.
+        match self.finish_handle(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        // Editors' lock links (emacs's `.#meta.json`) live with the scratch files.
+        let result = self
+            .node(parent.0)
+            .and_then(|parent| match (parent, link_name.to_str()) {
+                (Node::Session(key, SessionFile::Dir), Some(name))
+                    if Self::is_scratch_name(name) =>
+                {
+                    if self.scratch_get(&key, name).is_some() {
+                        return Err(Error::new(libc::EEXIST, format!("{name} exists")));
+                    }
+                    self.scratch_put(
+                        &key,
+                        name,
+                        ScratchFile {
+                            data: Vec::new(),
+                            symlink: Some(target.to_string_lossy().into_owned()),
+                        },
+                    );
+                    self.getattr_node(&Node::Scratch(key, name.to_string()), None, req.pid())
+                }
+                _ => Err(Error::perm(
+                    "symlinks can only be made in session directories",
+                )),
+            });
+        match result {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        _flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let result = (|| {
+            let (Some(name), Some(newname)) = (name.to_str(), newname.to_str()) else {
+                return Err(Error::invalid("names here are UTF-8"));
+            };
+            match (self.node(parent.0)?, self.node(newparent.0)?) {
+                (Node::Session(a, SessionFile::Dir), Node::Session(b, SessionFile::Dir))
+                    if a == b =>
+                {
+                    self.rename_in_session(&a, name, newname)
+                }
+                (from @ (Node::Root | Node::View(_)), to @ (Node::Root | Node::View(_))) => {
+                    self.rename_session(&from, name, &to, newname)
+                }
+                _ => Err(Error::new(
+                    libc::EXDEV,
+                    "cannot move between these directories",
+                )),
+            }
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                log::warn!("rename {name:?} -> {newname:?}: {}", e.message);
+                reply.error(errno(&e))
+            }
+        }
     }
 
     fn release(
@@ -834,6 +1056,13 @@ impl Filesystem for SessionFs {
                 Ok(pages) => reply.data(latest_target(pages).as_bytes()),
                 Err(e) => reply.error(errno(&e)),
             },
+            Ok(node @ Node::ViewLink(..)) => reply.data(organize::link_target(&node).as_bytes()),
+            Ok(Node::Scratch(key, name)) => {
+                match self.scratch_get(&key, &name).and_then(|f| f.symlink) {
+                    Some(target) => reply.data(target.as_bytes()),
+                    None => reply.error(Errno::EINVAL),
+                }
+            }
             Ok(_) => reply.error(Errno::EINVAL),
             Err(e) => reply.error(errno(&e)),
         }
@@ -847,7 +1076,9 @@ impl Filesystem for SessionFs {
                 | Node::Session(_, SessionFile::TranscriptDir)
                 | Node::SlotsDir
                 | Node::World(_)
-                | Node::TranscriptsDir,
+                | Node::TranscriptsDir
+                | Node::View(_)
+                | Node::Facet(..),
             ) => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(&e)),
@@ -907,6 +1138,20 @@ impl Filesystem for SessionFs {
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
         reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
     }
 
     fn fsyncdir(

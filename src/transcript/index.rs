@@ -1,9 +1,11 @@
 //! The turn index of one store file: the byte offset where each turn starts,
 //! built by one scan and extended as the file grows.
 //!
-//! The scan finds line ends eight bytes at a time and looks only at the first
-//! keys of each line; a line is parsed only when it could be a typed prompt
-//! or a title. A line without its newline yet is left for the next refresh.
+//! The scan finds line ends 64 bytes at a time and looks only at the first
+//! keys of each line; a line that could be a typed prompt or a title has
+//! only the fields that decide read (see `claude::RowFacts`). A line without
+//! its newline yet is left for the next refresh. A long stretch of new bytes
+//! is scanned in two halves on two threads and the halves joined.
 
 use std::fs::File;
 use std::io::{self, Read};

@@ -1,6 +1,8 @@
 //! Byte-level helpers shared by the parsers and the index: a fast newline
-//! search, a forgiving JSON line parser, and a skimmer that reads only the
-//! first keys of a JSON object so most lines are classified without parsing.
+//! search, a forgiving JSON line parser, a skimmer that reads only the
+//! first keys of a JSON object so most lines are classified without parsing,
+//! and pieces for reading a few fields of a line without building a `Value`
+//! (yet refusing exactly the lines a `Value` parse refuses).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -31,8 +33,7 @@ fn zero_mask(w: u64) -> u64 {
 pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
     let n = hay.len();
     let mut i = 0;
-    while i + 64 <= n {
-        let block: &[u8; 64] = hay[i..i + 64].try_into().ok()?;
+    for block in hay.chunks_exact(64) {
         if block.iter().fold(false, |any, &b| any | (b == b'\n')) {
             break;
         }
@@ -51,6 +52,37 @@ pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
 
 const QUOTE: u64 = LO * b'"' as u64;
 const BACKSLASH: u64 = LO * b'\\' as u64;
+
+/// Position of the first `"` or `\\` in `hay`, eight bytes at a time: how a
+/// long string value is skipped.
+fn find_quote_or_backslash(hay: &[u8]) -> Option<usize> {
+    let n = hay.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        let w = word(hay, i);
+        let m = zero_mask(w ^ QUOTE) | zero_mask(w ^ BACKSLASH);
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .map(|p| i + p)
+}
+
+/// Index just past the string whose opening quote is at `b[start - 1]`.
+fn string_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut j = start;
+    loop {
+        j += find_quote_or_backslash(b.get(j..)?)?;
+        if b[j] == b'"' {
+            return Some(j + 1);
+        }
+        j += 2;
+    }
+}
 
 /// Parses one store line. Bytes that are not UTF-8 are replaced rather than
 /// failing the line.
@@ -113,24 +145,7 @@ impl<'de> Visitor<'de> for ValidVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-    fn visit_unit<E>(self) -> Result<Valid, E> {
-        Ok(Valid)
-    }
+    scalars_give!(Valid, Valid);
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Valid, A::Error> {
         while a.next_element::<Valid>()?.is_some() {}
         Ok(Valid)
@@ -234,111 +249,11 @@ pub(crate) fn is_blank(line: &[u8]) -> bool {
 pub(crate) struct Skim<'a> {
     b: &'a [u8],
     i: usize,
-    /// Start of the 64-byte block `specials` describes (`usize::MAX`: none).
-    block: usize,
-    /// Bit k set where `b[block + k]` is `"` or `\\`: string ends are found
-    /// from it with bit operations instead of a branch per word.
-    specials: u64,
-}
-
-const LOW7: u64 = LO * 0x7f;
-
-/// Bit k set where byte k of `w` is `"` or `\\` (exact for every byte, unlike
-/// `zero_mask`).
-#[inline]
-fn special_bits(w: u64) -> u64 {
-    let q = w ^ QUOTE;
-    let s = w ^ BACKSLASH;
-    let zq = !((q & LOW7).wrapping_add(LOW7) | q);
-    let zs = !((s & LOW7).wrapping_add(LOW7) | s);
-    // Bits at 8k + 7 down to bit k.
-    let mut x = ((zq | zs) & HI) >> 7;
-    x |= x >> 7;
-    x |= x >> 14;
-    x |= x >> 28;
-    x & 0xff
-}
-
-/// Whether `block` has a `"` or `\\`; a fold the compiler vectorises (kept
-/// out of line: inlined, it is not).
-#[inline(never)]
-fn has_special(block: &[u8; 64]) -> bool {
-    block
-        .iter()
-        .fold(false, |any, &c| any | (c == b'"') | (c == b'\\'))
-}
-
-/// [`special_bits`] of the 64 bytes from `at` (past the end count as none).
-#[inline(never)]
-fn block_specials(b: &[u8], at: usize) -> u64 {
-    let mut pad = [0u8; 64];
-    let block: &[u8] = match b.get(at..at + 64) {
-        Some(full) => full,
-        None => {
-            let rest = &b[at..];
-            pad[..rest.len()].copy_from_slice(rest);
-            &pad
-        }
-    };
-    let mut m = 0;
-    for k in 0..8 {
-        m |= special_bits(word(block, 8 * k)) << (8 * k);
-    }
-    m
 }
 
 impl<'a> Skim<'a> {
     pub fn new(b: &'a [u8]) -> Self {
-        Skim {
-            b,
-            i: 0,
-            block: usize::MAX,
-            specials: 0,
-        }
-    }
-
-    /// Position of the first `"` or `\\` at or after `j`.
-    #[inline(always)]
-    fn next_special(&mut self, mut j: usize) -> Option<usize> {
-        while j < self.b.len() {
-            let block = j & !63;
-            if block != self.block {
-                // Long runs without any (a long string) are passed over with
-                // a check the compiler vectorises.
-                let mut at = block;
-                while let Some(full) = self.b.get(at..at + 64) {
-                    if has_special(full.try_into().ok()?) {
-                        break;
-                    }
-                    at += 64;
-                }
-                if at != block {
-                    j = at;
-                    continue;
-                }
-                self.block = block;
-                self.specials = block_specials(self.b, block);
-            }
-            let m = self.specials & (u64::MAX << (j & 63));
-            if m != 0 {
-                return Some(block + m.trailing_zeros() as usize);
-            }
-            j = block + 64;
-        }
-        None
-    }
-
-    /// Index just past the string whose opening quote is at `start - 1`.
-    #[inline(always)]
-    fn string_end(&mut self, start: usize) -> Option<usize> {
-        let mut j = start;
-        loop {
-            j = self.next_special(j)?;
-            if self.b[j] == b'"' {
-                return Some(j + 1);
-            }
-            j += 2;
-        }
+        Skim { b, i: 0 }
     }
 
     #[inline]
@@ -401,7 +316,7 @@ impl<'a> Skim<'a> {
     pub fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.i;
-        let end = self.string_end(start)?;
+        let end = string_end(self.b, start)?;
         self.i = end;
         Some(&self.b[start..end - 1])
     }
@@ -431,7 +346,7 @@ impl<'a> Skim<'a> {
                 let mut j = self.i;
                 while j < b.len() {
                     match b[j] {
-                        b'"' => j = self.string_end(j + 1)? - 1,
+                        b'"' => j = string_end(b, j + 1)? - 1,
                         b'{' | b'[' => depth += 1,
                         b'}' | b']' => {
                             depth -= 1;

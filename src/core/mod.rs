@@ -2,6 +2,10 @@
 //! returning `Result<_, Error>`. The FUSE adapter only translates; tests can
 //! drive this without a mount.
 
+mod organize;
+
+pub use organize::MetaField;
+
 use crate::binding;
 use crate::catalog::{self, Catalog, StoreFile};
 use crate::config::Config;
@@ -229,6 +233,17 @@ impl Core {
         err
     }
 
+    /// When metadata last changed: the mtime of `meta.json` and its kin,
+    /// steady while nothing is edited (editors compare it before saving).
+    pub fn meta_modified(&self) -> std::time::SystemTime {
+        self.sidecar.modified()
+    }
+
+    /// Records a refusal made outside the core (the adapter's parsing).
+    pub fn record_refusal(&self, key: &SessionKey, err: Error) -> Error {
+        self.refuse(key, err)
+    }
+
     /// Every session this daemon knows: the sidecar's and the live ones.
     pub fn keys(&self) -> Vec<SessionKey> {
         let mut keys: Vec<SessionKey> = self
@@ -295,6 +310,7 @@ impl Core {
         let found = self.catalog.find(&conversation);
         self.bind_conversation(key, &conversation, found.as_ref())
             .or(found)
+            .or_else(|| self.archived_store(key))
     }
 
     /// Conversation ids already taken by a session record of `engine`.
@@ -490,6 +506,9 @@ impl Core {
             let s = lock(&rt.state);
             (s.cols, s.rows)
         };
+        if let Err(e) = self.restore_archived_store(key) {
+            log::warn!("{key}: {}", e.message);
+        }
         let resume = self.conversation_exists(key, &engine);
         let request = OpenRequest {
             paths: &self.paths,
@@ -720,8 +739,8 @@ impl Core {
         })))
     }
 
-    /// The session's `meta.json`.
-    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
+    /// The session's `meta.json` as a value.
+    pub fn meta_value(&self, key: &SessionKey) -> Result<Value> {
         self.require(key)?;
         let meta = self.meta(key);
         let rt = self.runtime(key);
@@ -732,7 +751,7 @@ impl Core {
                 .as_ref()
                 .and(state.record.as_ref().map(|r| r.agent_pid))
         };
-        Ok(to_json_text(&json!({
+        Ok(json!({
             "key": key.to_string(),
             "engine": key.engine(),
             "id": key.id(),
@@ -745,7 +764,12 @@ impl Core {
             "last_activity": rfc3339_ms(self.last_activity_ms(key)),
             "state": self.state_name(key),
             "pid": pid,
-        })))
+        }))
+    }
+
+    /// The session's `meta.json`.
+    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        Ok(to_json_text(&self.meta_value(key)?))
     }
 
     /// The session's `screen`: the VT mirror's text.
@@ -819,6 +843,16 @@ impl Core {
                     Ok(())
                 })?;
                 Ok(())
+            }
+            Some("archive-older") => {
+                let cutoff = words
+                    .next()
+                    .ok_or_else(|| Error::invalid("archive-older takes CUTOFF (RFC 3339, or 30d, 12h)"))?;
+                if words.next().is_some() {
+                    return Err(Error::invalid("archive-older takes one CUTOFF"));
+                }
+                let cutoff_ms = organize::parse_cutoff(cutoff, now_ms())?;
+                self.archive_older(cutoff_ms).map(drop)
             }
             Some(other) => Err(Error::invalid(format!(
                 "unknown command {other:?}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`"

@@ -1,0 +1,339 @@
+//! Keeping a long list of sessions in order (SPEC §4, §6, §8, §10): the
+//! metadata files, archive and unarchive, and the listing.
+
+use super::{lock, Core, HOSTED};
+use crate::catalog::StoreFile;
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::listing::{self, Entry, Listing, Query};
+use crate::metaedit::{self, MetaChange};
+use crate::runtime::launch::terminate;
+use crate::sidecar::SessionMeta;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long archive waits for a session's processes after TERM.
+const ARCHIVE_GRACE: Duration = Duration::from_secs(3);
+
+/// The one-line metadata files of a session directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaField {
+    Title,
+    Project,
+    Favourite,
+    Archive,
+}
+
+impl MetaField {
+    pub const ALL: [MetaField; 4] = [
+        MetaField::Title,
+        MetaField::Project,
+        MetaField::Favourite,
+        MetaField::Archive,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MetaField::Title => "title",
+            MetaField::Project => "project",
+            MetaField::Favourite => "favourite",
+            MetaField::Archive => "archive",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// `archive-older` cutoffs: an RFC 3339 time, or an age such as `30d`, `12h`.
+pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
+    if let Some(ms) = crate::timefmt::parse_rfc3339_ms(text) {
+        return Ok(ms);
+    }
+    let unit_ms = match text.chars().last() {
+        Some('d') => 86_400_000,
+        Some('h') => 3_600_000,
+        Some('m') => 60_000,
+        _ => 0,
+    };
+    let count: Option<u64> = text[..text.len().saturating_sub(1)].parse().ok();
+    match (unit_ms, count) {
+        (u, Some(n)) if u > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(u))),
+        _ => Err(Error::invalid(format!(
+            "{text:?} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h"
+        ))),
+    }
+}
+
+impl Core {
+    /// Where sessionfs keeps its own copy of a conversation at archive time.
+    fn archived_copy(&self, key: &SessionKey) -> PathBuf {
+        self.config
+            .state_dir
+            .join("archived-transcripts")
+            .join(key.engine())
+            .join(key.id())
+    }
+
+    /// The kept copy, when the engine's own file is gone.
+    pub(super) fn archived_store(&self, key: &SessionKey) -> Option<StoreFile> {
+        let dir = self.archived_copy(key);
+        let origin = std::fs::read_to_string(dir.join("origin")).ok()?;
+        let name = Path::new(origin.trim()).file_name()?;
+        let path = dir.join(name);
+        let meta = std::fs::metadata(&path).ok()?;
+        Some(StoreFile {
+            kind: self.catalog.kind_of(key.engine())?,
+            mtime_ms: meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as u64),
+            path,
+        })
+    }
+
+    /// Puts the engine's own bytes back where it keeps them, so it can
+    /// resume a conversation it deleted after the archive.
+    pub(super) fn restore_archived_store(&self, key: &SessionKey) -> Result<()> {
+        let Some(copy) = self.archived_store(key) else {
+            return Ok(());
+        };
+        let origin = std::fs::read_to_string(self.archived_copy(key).join("origin"))
+            .map_err(|e| Error::io("cannot read the archived copy's origin", &e))?;
+        let origin = PathBuf::from(origin.trim());
+        if origin.exists() {
+            return Ok(());
+        }
+        if let Some(dir) = origin.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), &e))?;
+        }
+        std::fs::copy(&copy.path, &origin)
+            .map_err(|e| Error::io(&format!("cannot restore {}", origin.display()), &e))?;
+        log::info!(
+            "{key}: restored {} from its archived copy",
+            origin.display()
+        );
+        self.catalog.all(true);
+        Ok(())
+    }
+
+    fn keep_copy(&self, key: &SessionKey) -> Result<()> {
+        let Some(file) = self.store_file(key) else {
+            return Ok(());
+        };
+        let dir = self.archived_copy(key);
+        if file.path.starts_with(&dir) {
+            return Ok(());
+        }
+        crate::config::make_private_dir(&dir)?;
+        let name = file.path.file_name().unwrap_or_default();
+        let tmp = dir.join(".copy.tmp");
+        std::fs::copy(&file.path, &tmp)
+            .and_then(|_| std::fs::rename(&tmp, dir.join(name)))
+            .and_then(|()| {
+                std::fs::write(dir.join("origin"), file.path.to_string_lossy().as_bytes())
+            })
+            .map_err(|e| {
+                Error::io(
+                    &format!("cannot keep a copy of {}", file.path.display()),
+                    &e,
+                )
+            })
+    }
+
+    /// Archives in the order the contract gives: reap the runtime first
+    /// (best-effort, never blocking the archive), then record it.
+    pub fn archive(&self, key: &SessionKey) -> Result<()> {
+        self.require(key)?;
+        if key.engine() != HOSTED {
+            let rt = self.runtime(key);
+            let _opening = lock(&rt.opening);
+            terminate(&self.paths, key, ARCHIVE_GRACE);
+            let client = {
+                let mut state = lock(&rt.state);
+                state.generation += 1;
+                state.outcome = None;
+                state.record = None;
+                state.client.take()
+            };
+            if let Some(client) = client {
+                let _ = client.detach();
+            }
+            rt.scrollback.clear();
+            lock(&rt.screen).clear();
+            if let Err(e) = self.keep_copy(key) {
+                log::warn!("{key}: {}", e.message);
+            }
+        }
+        self.set_meta(key, |m| m.archived = true)?;
+        log::info!("{key}: archived");
+        Ok(())
+    }
+
+    pub fn unarchive(&self, key: &SessionKey) -> Result<()> {
+        self.require(key)?;
+        self.set_meta(key, |m| m.archived = false)?;
+        log::info!("{key}: unarchived");
+        Ok(())
+    }
+
+    /// Archives every active session whose last activity is before the cutoff.
+    pub fn archive_older(&self, cutoff_ms: u64) -> Result<usize> {
+        let old: Vec<SessionKey> = self
+            .keys()
+            .into_iter()
+            .filter(|k| !self.is_archived(k) && self.last_activity_ms(k) < cutoff_ms)
+            .collect();
+        for key in &old {
+            self.archive(key)?;
+        }
+        log::info!("archive-older: {} sessions archived", old.len());
+        Ok(old.len())
+    }
+
+    /// Changes the sidecar record, creating it for a discovered session.
+    fn set_meta(&self, key: &SessionKey, change: impl FnOnce(&mut SessionMeta)) -> Result<()> {
+        let created = self.last_activity_ms(key);
+        self.sidecar.update(|all| {
+            let meta = all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                created_ms: created,
+                ..Default::default()
+            });
+            change(meta);
+            Ok(())
+        })
+    }
+
+    /// Whether the session has ever run (its workspace is then fixed).
+    fn launched(&self, key: &SessionKey) -> bool {
+        let rt = self.runtime(key);
+        let state = lock(&rt.state);
+        state.client.is_some()
+            || state.launched.is_some()
+            || self.paths.record(key).exists()
+            || self.store_file(key).is_some()
+    }
+
+    /// Applies a validated change: fields first, then archive or unarchive.
+    pub fn apply_meta(&self, key: &SessionKey, change: MetaChange) -> Result<()> {
+        if change.workspace.is_some() && self.launched(key) {
+            return Err(Error::invalid(
+                "`workspace` is fixed once the session has run",
+            ));
+        }
+        let MetaChange {
+            title,
+            project,
+            favourite,
+            archived,
+            workspace,
+        } = change;
+        if title.is_some() || project.is_some() || favourite.is_some() || workspace.is_some() {
+            self.set_meta(key, |m| {
+                if let Some(t) = title {
+                    m.title = t;
+                }
+                if let Some(p) = project {
+                    m.project = p;
+                }
+                if let Some(f) = favourite {
+                    m.favourite = f;
+                }
+                if let Some(w) = workspace {
+                    m.workspace = w;
+                }
+            })?;
+        }
+        match archived {
+            Some(true) if !self.is_archived(key) => self.archive(key),
+            Some(false) if self.is_archived(key) => self.unarchive(key),
+            _ => Ok(()),
+        }
+    }
+
+    /// A whole new `meta.json` from an editor that read `seen`.
+    pub fn edit_meta(&self, key: &SessionKey, seen: &Value, bytes: &[u8]) -> Result<()> {
+        let result = (|| {
+            let current = self.meta_value(key)?;
+            let change = metaedit::parse_meta_edit(seen, &current, bytes, self.launched(key))?;
+            self.apply_meta(key, change)
+        })();
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// What `title`, `project`, `favourite`, `archive` read as.
+    pub fn field_text(&self, key: &SessionKey, field: MetaField) -> Result<Vec<u8>> {
+        let meta = self.meta_value(key)?;
+        let text = match field {
+            MetaField::Title => meta["title"].as_str().unwrap_or("").to_string(),
+            MetaField::Project => meta["project"].as_str().unwrap_or("").to_string(),
+            MetaField::Favourite => u8::from(meta["favourite"] == true).to_string(),
+            MetaField::Archive => u8::from(meta["archived"] == true).to_string(),
+        };
+        Ok(format!("{text}\n").into_bytes())
+    }
+
+    /// `echo ... > title` and its kin.
+    pub fn write_field(&self, key: &SessionKey, field: MetaField, bytes: &[u8]) -> Result<()> {
+        let result = (|| {
+            let mut change = MetaChange::default();
+            match field {
+                MetaField::Title => {
+                    change.title = Some(metaedit::validate_title(&metaedit::parse_line_file(
+                        bytes,
+                    )?)?)
+                }
+                MetaField::Project => {
+                    change.project = Some(metaedit::validate_project(&metaedit::parse_line_file(
+                        bytes,
+                    )?)?)
+                }
+                MetaField::Favourite => change.favourite = Some(metaedit::parse_flag(bytes)?),
+                MetaField::Archive => change.archived = Some(metaedit::parse_flag(bytes)?),
+            }
+            self.apply_meta(key, change)
+        })();
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// Every session's `meta.json`, as the listing wants them.
+    pub fn entries(&self) -> Vec<Entry> {
+        self.keys()
+            .into_iter()
+            .filter_map(|k| self.meta_value(&k).ok())
+            .filter_map(|m| Entry::from_meta(m).ok())
+            .collect()
+    }
+
+    /// `sessions.json` and `sessionfs ls`.
+    pub fn listing(&self, query: &Query) -> Listing {
+        listing::list(self.entries(), query)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cutoffs_are_times_or_ages() {
+        let now = 10 * 86_400_000;
+        assert_eq!(parse_cutoff("2d", now).unwrap(), 8 * 86_400_000);
+        assert_eq!(parse_cutoff("12h", now).unwrap(), now - 12 * 3_600_000);
+        assert_eq!(
+            parse_cutoff("1970-01-02T00:00:00Z", now).unwrap(),
+            86_400_000
+        );
+        for bad in ["", "d", "x3d", "3w", "yesterday"] {
+            assert_eq!(
+                parse_cutoff(bad, now).unwrap_err().errno,
+                libc::EINVAL,
+                "{bad}"
+            );
+        }
+    }
+}

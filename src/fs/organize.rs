@@ -1,0 +1,381 @@
+//! The adapter for organising sessions: the one-line metadata files,
+//! `meta.json` written by editors (scratch files held in memory, rename as
+//! the commit), the views (`archived/`, `favourites/`, `projects/`,
+//! `engines/`) and `sessions.json`.
+
+use super::inode::{Node, SessionFile, ViewDir};
+use super::SessionFs;
+use crate::core::MetaField;
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::listing::Query;
+use fuser::FileType;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// A file an editor made next to `meta.json` (swap file, backup, lock link).
+#[derive(Debug, Clone, Default)]
+pub(super) struct ScratchFile {
+    pub data: Vec<u8>,
+    pub symlink: Option<String>,
+}
+
+/// What an open metadata file collects before it becomes a change.
+#[derive(Debug)]
+pub(super) enum MetaWrite {
+    /// `meta.json`, with the document the writer could have read.
+    Document {
+        key: SessionKey,
+        seen: Value,
+        buf: Vec<u8>,
+        committed: bool,
+    },
+    /// `title`, `project`, `favourite`, `archive`.
+    Field {
+        key: SessionKey,
+        field: MetaField,
+        buf: Vec<u8>,
+    },
+}
+
+/// Places `data` at `offset`, as a write to a regular file would.
+pub(super) fn write_at(buf: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let offset = offset as usize;
+    if buf.len() < offset + data.len() {
+        buf.resize(offset + data.len(), 0);
+    }
+    buf[offset..offset + data.len()].copy_from_slice(data);
+}
+
+impl MetaWrite {
+    pub(super) fn new(
+        core: &crate::core::Core,
+        key: &SessionKey,
+        file: SessionFile,
+    ) -> Result<Self> {
+        Ok(match file {
+            SessionFile::Field(field) => MetaWrite::Field {
+                key: key.clone(),
+                field,
+                buf: Vec::new(),
+            },
+            _ => MetaWrite::Document {
+                key: key.clone(),
+                seen: core.meta_value(key)?,
+                buf: Vec::new(),
+                committed: false,
+            },
+        })
+    }
+
+    /// A whole document commits as soon as it arrives, so its refusal
+    /// reaches the writer's `write`; a partial one waits for the rest.
+    pub(super) fn write(
+        &mut self,
+        core: &crate::core::Core,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        match self {
+            MetaWrite::Field { key, field, buf } => {
+                write_at(buf, offset, data);
+                core.write_field(key, *field, buf)
+            }
+            MetaWrite::Document {
+                key,
+                seen,
+                buf,
+                committed,
+            } => {
+                write_at(buf, offset, data);
+                match serde_json::from_slice::<Value>(buf) {
+                    Ok(_) => {
+                        *committed = false;
+                        core.edit_meta(key, seen, buf)?;
+                        *committed = true;
+                        Ok(())
+                    }
+                    Err(e) if e.is_eof() => Ok(()),
+                    Err(e) => Err(core_refusal(
+                        core,
+                        key,
+                        format!("meta.json is not valid JSON: {e}"),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// At `fsync` or `close`: a document still incomplete is refused. An
+    /// empty one (truncated, nothing written yet) is never a commit.
+    pub(super) fn finish(&mut self, core: &crate::core::Core) -> Result<()> {
+        match self {
+            MetaWrite::Document {
+                key,
+                seen,
+                buf,
+                committed,
+            } if !*committed && !buf.iter().all(u8::is_ascii_whitespace) => {
+                core.edit_meta(key, seen, buf)?;
+                *committed = true;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn truncate(&mut self, size: u64) {
+        let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
+        buf.truncate(size as usize);
+        if let MetaWrite::Document { committed, .. } = self {
+            *committed = false;
+        }
+    }
+}
+
+fn core_refusal(core: &crate::core::Core, key: &SessionKey, message: String) -> Error {
+    core.record_refusal(key, Error::invalid(message))
+}
+
+impl SessionFs {
+    fn scratch(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(SessionKey, String), ScratchFile>>
+    {
+        self.scratch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn scratch_get(&self, key: &SessionKey, name: &str) -> Option<ScratchFile> {
+        self.scratch()
+            .get(&(key.clone(), name.to_string()))
+            .cloned()
+    }
+
+    pub(super) fn scratch_names(&self, key: &SessionKey) -> Vec<(String, bool)> {
+        self.scratch()
+            .iter()
+            .filter(|((k, _), _)| k == key)
+            .map(|((_, n), f)| (n.clone(), f.symlink.is_some()))
+            .collect()
+    }
+
+    pub(super) fn scratch_put(&self, key: &SessionKey, name: &str, file: ScratchFile) {
+        self.scratch().insert((key.clone(), name.to_string()), file);
+    }
+
+    pub(super) fn scratch_update(
+        &self,
+        key: &SessionKey,
+        name: &str,
+        change: impl FnOnce(&mut ScratchFile),
+    ) -> Result<()> {
+        match self.scratch().get_mut(&(key.clone(), name.to_string())) {
+            Some(f) => {
+                change(f);
+                Ok(())
+            }
+            None => Err(Error::not_found(format!("no {name} in {key}"))),
+        }
+    }
+
+    pub(super) fn scratch_remove(&self, key: &SessionKey, name: &str) -> Option<ScratchFile> {
+        self.scratch().remove(&(key.clone(), name.to_string()))
+    }
+
+    /// A name in a session directory that is not one of its own files.
+    pub(super) fn is_scratch_name(name: &str) -> bool {
+        SessionFile::from_name(name).is_none() && name != "transcript" && !name.is_empty()
+    }
+
+    /// The text of a session's file that an editor may copy away.
+    fn current_text(&self, key: &SessionKey, file: SessionFile) -> Result<Vec<u8>> {
+        match file {
+            SessionFile::Meta => self.core.meta_json(key),
+            SessionFile::Field(f) => self.core.field_text(key, f),
+            _ => Err(Error::perm("only metadata files can be renamed")),
+        }
+    }
+
+    /// `rename` inside one session directory. Onto `meta.json` or a field
+    /// file it is the commit of an editor's save; away from one it leaves a
+    /// copy under the new name (a backup), since the file itself stays.
+    pub(super) fn rename_in_session(&self, key: &SessionKey, from: &str, to: &str) -> Result<()> {
+        let target = SessionFile::from_name(to);
+        match (SessionFile::from_name(from), target) {
+            (None, Some(file @ (SessionFile::Meta | SessionFile::Field(_)))) => {
+                let scratch = self
+                    .scratch_get(key, from)
+                    .ok_or_else(|| Error::not_found(format!("no {from} in {key}")))?;
+                match file {
+                    SessionFile::Field(f) => self.core.write_field(key, f, &scratch.data)?,
+                    _ => {
+                        let seen = self.core.meta_value(key)?;
+                        self.core.edit_meta(key, &seen, &scratch.data)?;
+                    }
+                }
+                self.scratch_remove(key, from);
+                Ok(())
+            }
+            (None, None) => {
+                let scratch = self
+                    .scratch_remove(key, from)
+                    .ok_or_else(|| Error::not_found(format!("no {from} in {key}")))?;
+                self.scratch_put(key, to, scratch);
+                Ok(())
+            }
+            (Some(file @ (SessionFile::Meta | SessionFile::Field(_))), None) => {
+                let data = self.current_text(key, file)?;
+                self.scratch_put(
+                    key,
+                    to,
+                    ScratchFile {
+                        data,
+                        symlink: None,
+                    },
+                );
+                Ok(())
+            }
+            _ => Err(Error::perm(format!("{from} cannot be renamed to {to}"))),
+        }
+    }
+
+    pub(super) fn views_attr(&self, node: &Node) -> Result<(FileType, u16, u64)> {
+        Ok(match node {
+            Node::SessionsJson => (
+                FileType::RegularFile,
+                0o444,
+                self.sessions_json().len() as u64,
+            ),
+            Node::View(_) | Node::Facet(..) => (FileType::Directory, 0o755, 0),
+            Node::ViewLink(..) => (FileType::Symlink, 0o777, link_target(node).len() as u64),
+            Node::Scratch(key, name) => {
+                let f = self
+                    .scratch_get(key, name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
+                match f.symlink {
+                    Some(t) => (FileType::Symlink, 0o777, t.len() as u64),
+                    None => (FileType::RegularFile, 0o600, f.data.len() as u64),
+                }
+            }
+            _ => return Err(Error::not_found("not a view")),
+        })
+    }
+
+    pub(super) fn sessions_json(&self) -> Vec<u8> {
+        let mut text = serde_json::to_vec_pretty(&self.core.listing(&Query::default()))
+            .expect("listing serialises");
+        text.push(b'\n');
+        text
+    }
+
+    /// Active sessions with what the views group them by.
+    fn active(&self) -> Vec<(SessionKey, bool, Option<String>)> {
+        self.core
+            .entries()
+            .into_iter()
+            .filter(|e| !e.archived)
+            .map(|e| (e.key, e.favourite, e.project))
+            .collect()
+    }
+
+    pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, FileType, String)>> {
+        let link = |view, facet: Option<&String>, key: SessionKey| {
+            let name = key.to_string();
+            (
+                Node::ViewLink(view, facet.cloned(), key),
+                FileType::Symlink,
+                name,
+            )
+        };
+        Ok(match node {
+            Node::View(ViewDir::Archived) => self
+                .core
+                .keys()
+                .into_iter()
+                .filter(|k| self.core.is_archived(k))
+                .map(|k| {
+                    let name = k.to_string();
+                    (
+                        Node::Session(k, SessionFile::Dir),
+                        FileType::Directory,
+                        name,
+                    )
+                })
+                .collect(),
+            Node::View(ViewDir::Favourites) => self
+                .active()
+                .into_iter()
+                .filter(|(_, fav, _)| *fav)
+                .map(|(k, _, _)| link(ViewDir::Favourites, None, k))
+                .collect(),
+            Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) => {
+                let names: BTreeSet<String> = self
+                    .active()
+                    .into_iter()
+                    .filter_map(|(k, _, p)| match view {
+                        ViewDir::Projects => p,
+                        _ => Some(k.engine().to_string()),
+                    })
+                    .collect();
+                names
+                    .into_iter()
+                    .map(|n| (Node::Facet(*view, n.clone()), FileType::Directory, n))
+                    .collect()
+            }
+            Node::Facet(view, name) => self
+                .active()
+                .into_iter()
+                .filter(|(k, _, p)| match view {
+                    ViewDir::Projects => p.as_ref() == Some(name),
+                    _ => k.engine() == name,
+                })
+                .map(|(k, _, _)| link(*view, Some(name), k))
+                .collect(),
+            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
+        })
+    }
+
+    pub(super) fn views_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
+        self.views_entries(parent)?
+            .into_iter()
+            .find(|(_, _, n)| n == name)
+            .map(|(node, _, _)| node)
+            .ok_or_else(|| Error::not_found(format!("no {name} here")))
+    }
+
+    /// `mv KEY archived/` archives; `mv archived/KEY .` unarchives.
+    pub(super) fn rename_session(
+        &self,
+        from_parent: &Node,
+        name: &str,
+        to_parent: &Node,
+        new_name: &str,
+    ) -> Result<()> {
+        let key = SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+        if new_name != name {
+            return Err(Error::perm("sessions keep their key; set a title instead"));
+        }
+        match (from_parent, to_parent) {
+            (Node::Root, Node::View(ViewDir::Archived)) if !self.core.is_archived(&key) => {
+                self.core.archive(&key)
+            }
+            (Node::View(ViewDir::Archived), Node::Root) if self.core.is_archived(&key) => {
+                self.core.unarchive(&key)
+            }
+            _ => Err(Error::new(
+                libc::EXDEV,
+                "sessions move only into and out of archived/",
+            )),
+        }
+    }
+}
+
+/// Where a view's symlink points, relative to the link.
+pub(super) fn link_target(node: &Node) -> String {
+    match node {
+        Node::ViewLink(_, None, key) => format!("../{key}"),
+        Node::ViewLink(_, Some(_), key) => format!("../../{key}"),
+        Node::Scratch(..) => String::new(),
+        _ => String::new(),
+    }
+}
