@@ -214,7 +214,11 @@ impl Catalog {
     /// The store file of one conversation, rescanning once if it is unknown.
     pub fn find(&self, key: &SessionKey) -> Option<StoreFile> {
         if let Some(f) = self.all(false).remove(key) {
-            return Some(f);
+            if f.path.exists() {
+                return Some(f);
+            }
+            // Deleted since the last scan.
+            return self.all(true).remove(key);
         }
         let stale_ok = {
             let scan = self.scan.lock().unwrap_or_else(|e| e.into_inner());

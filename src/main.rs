@@ -31,6 +31,29 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Lists sessions from the same state, mounted or not.
+    Ls {
+        /// Text to find in the key, title or project.
+        #[arg(long)]
+        q: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        engine: Option<String>,
+        /// List archived sessions instead of active ones.
+        #[arg(long)]
+        archived: bool,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// One JSON object, as sessions.json.
+        #[arg(long)]
+        json: bool,
+        /// JSON file with more engines and program overrides.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Writes a generated conversation store to stdout (tests and benchmarks).
     #[command(hide = true)]
     GenStore {
@@ -139,6 +162,47 @@ fn detach(config: &Config, mountpoint: &Path) -> Result<(), String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Ls {
+            q,
+            project,
+            engine,
+            archived,
+            limit,
+            offset,
+            json,
+            config,
+        } => {
+            env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+                .init();
+            let query = sessionfs::listing::Query {
+                q,
+                project,
+                engine,
+                archived,
+                limit,
+                offset,
+            };
+            let listing = Config::from_env(config.as_deref())
+                .and_then(sessionfs::core::Core::for_listing)
+                .map(|core| core.listing(&query));
+            match listing {
+                Ok(listing) => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&listing).expect("listing serialises")
+                        );
+                    } else {
+                        print!("{}", sessionfs::listing::render_table(&listing));
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sessionfs: {}", e.message);
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::GenStore {
             kind,
             turns,

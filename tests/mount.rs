@@ -200,7 +200,7 @@ fn two_daemons_racing_to_open_one_session_start_exactly_one_master() {
     assert_eq!(master_a, master_b);
     for i in 0..10 {
         let mount = if i % 2 == 0 { &a } else { &b };
-        mount.wait_output("shell:race", &format!("\rw{i}\r"));
+        mount.wait_output_line("shell:race", &format!("w{i}"));
     }
 }
 
@@ -224,9 +224,9 @@ fn concurrent_writes_through_one_mount_arrive_whole() {
         w.join().unwrap();
     }
     for i in 0..8 {
-        m.wait_output(
+        m.wait_output_line(
             "shell:many",
-            &format!("\ra-much-longer-line-from-writer-{i}-that-spans-packets\r"),
+            &format!("a-much-longer-line-from-writer-{i}-that-spans-packets"),
         );
     }
 }
@@ -308,12 +308,15 @@ fn bad_input_gets_a_clear_errno_and_a_reason_and_changes_nothing() {
         "the log names the reason"
     );
     let before = sh_ok(&format!("ls {}", m.q("")));
-    assert_eq!(before.lines().count(), 3, "{before}");
+    assert!(
+        !before.contains(':'),
+        "a refused mkdir left a session: {before}"
+    );
 
     sh_ok(&format!("mkdir {}", m.q("shell:ok")));
     let out = sh(&format!("mkdir {}", m.q("shell:ok")));
     assert!(String::from_utf8_lossy(&out.stderr).contains("File exists"));
-    for ro in ["status", "screen", "scrollback", "meta.json"] {
+    for ro in ["status", "screen", "scrollback"] {
         let out = sh(&format!("echo x > {}", m.q(&format!("shell:ok/{ro}"))));
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("Permission denied"),

@@ -166,6 +166,17 @@ fn find_dtach() -> Result<PathBuf> {
 impl Core {
     /// Prepares directories and finds the programs the runtime needs.
     pub fn new(config: Config, mountpoint: &Path) -> Result<Arc<Core>> {
+        let dtach = find_dtach()?;
+        Self::build(config, mountpoint, dtach)
+    }
+
+    /// The same state for reading only (`sessionfs ls`): starts nothing, so
+    /// it needs no dtach.
+    pub fn for_listing(config: Config) -> Result<Arc<Core>> {
+        Self::build(config, Path::new(""), PathBuf::from("dtach"))
+    }
+
+    fn build(config: Config, mountpoint: &Path, dtach: PathBuf) -> Result<Arc<Core>> {
         config.prepare_dirs()?;
         let paths = RuntimePaths::new(&config.runtime_dir, &config.lock_dir);
         if !paths.socket_dir_usable() {
@@ -186,7 +197,7 @@ impl Core {
             config,
             sessions: Mutex::new(HashMap::new()),
             wrapper,
-            dtach: find_dtach()?,
+            dtach,
             mountpoint: mountpoint.to_path_buf(),
             started_ms: now_ms(),
         }))
@@ -698,6 +709,9 @@ impl Core {
         let rt = self.runtime(key);
         let state = lock(&rt.state);
         if state.client.is_some() {
+            "live"
+        } else if std::os::unix::net::UnixStream::connect(self.paths.socket(key)).is_ok() {
+            // Served by a master this daemon has not joined (another daemon's).
             "live"
         } else if state.outcome == Some(Outcome::Busy) {
             "busy"

@@ -255,14 +255,25 @@ impl Core {
         }
     }
 
-    /// A whole new `meta.json` from an editor that read `seen`.
-    pub fn edit_meta(&self, key: &SessionKey, seen: &Value, bytes: &[u8]) -> Result<()> {
-        let result = (|| {
-            let current = self.meta_value(key)?;
-            let change = metaedit::parse_meta_edit(seen, &current, bytes, self.launched(key))?;
-            self.apply_meta(key, change)
-        })();
+    /// Checks a whole new `meta.json` from an editor that read `seen`,
+    /// without applying it.
+    pub fn check_meta_edit(
+        &self,
+        key: &SessionKey,
+        seen: &Value,
+        bytes: &[u8],
+    ) -> Result<MetaChange> {
+        let result = self.meta_value(key).and_then(|current| {
+            metaedit::parse_meta_edit(seen, &current, bytes, self.launched(key))
+        });
         result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// Checks and applies a whole new `meta.json`.
+    pub fn edit_meta(&self, key: &SessionKey, seen: &Value, bytes: &[u8]) -> Result<()> {
+        let change = self.check_meta_edit(key, seen, bytes)?;
+        self.apply_meta(key, change)
+            .map_err(|e| self.refuse(key, e))
     }
 
     /// What `title`, `project`, `favourite`, `archive` read as.
@@ -277,8 +288,13 @@ impl Core {
         Ok(format!("{text}\n").into_bytes())
     }
 
-    /// `echo ... > title` and its kin.
-    pub fn write_field(&self, key: &SessionKey, field: MetaField, bytes: &[u8]) -> Result<()> {
+    /// Checks what was written to `title` and its kin, without applying it.
+    pub fn check_field(
+        &self,
+        key: &SessionKey,
+        field: MetaField,
+        bytes: &[u8],
+    ) -> Result<MetaChange> {
         let result = (|| {
             let mut change = MetaChange::default();
             match field {
@@ -295,9 +311,16 @@ impl Core {
                 MetaField::Favourite => change.favourite = Some(metaedit::parse_flag(bytes)?),
                 MetaField::Archive => change.archived = Some(metaedit::parse_flag(bytes)?),
             }
-            self.apply_meta(key, change)
+            Ok(change)
         })();
         result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// `echo ... > title` and its kin: checked, then applied.
+    pub fn write_field(&self, key: &SessionKey, field: MetaField, bytes: &[u8]) -> Result<()> {
+        let change = self.check_field(key, field, bytes)?;
+        self.apply_meta(key, change)
+            .map_err(|e| self.refuse(key, e))
     }
 
     /// Every session's `meta.json`, as the listing wants them.

@@ -597,7 +597,13 @@ impl SessionFs {
                         .ino(&Node::Session(key.clone(), SessionFile::TranscriptDir));
                     entries.push((ino, FileType::Directory, "transcript".to_string()));
                 }
-                for (name, link) in self.scratch_names(&key) {
+                // Backups editors make by rename (`meta.json~`) stay reachable
+                // by name but are not listed: the directory shows no litter.
+                for (name, link) in self
+                    .scratch_names(&key)
+                    .into_iter()
+                    .filter(|(n, _)| !n.ends_with('~'))
+                {
                     let ino = self.inodes.ino(&Node::Scratch(key.clone(), name.clone()));
                     let kind = if link {
                         FileType::Symlink

@@ -28,13 +28,15 @@ pub(super) enum MetaWrite {
         key: SessionKey,
         seen: Value,
         buf: Vec<u8>,
-        committed: bool,
+        /// Written to since the last commit.
+        dirty: bool,
     },
     /// `title`, `project`, `favourite`, `archive`.
     Field {
         key: SessionKey,
         field: MetaField,
         buf: Vec<u8>,
+        dirty: bool,
     },
 }
 
@@ -58,18 +60,20 @@ impl MetaWrite {
                 key: key.clone(),
                 field,
                 buf: Vec::new(),
+                dirty: false,
             },
             _ => MetaWrite::Document {
                 key: key.clone(),
                 seen: core.meta_value(key)?,
                 buf: Vec::new(),
-                committed: false,
+                dirty: false,
             },
         })
     }
 
-    /// A whole document commits as soon as it arrives, so its refusal
-    /// reaches the writer's `write`; a partial one waits for the rest.
+    /// Each `write` checks what has arrived so far, so a refusal reaches
+    /// the writer's `write`; a partial document waits for the rest. The
+    /// change itself is applied at `fsync` or `close`.
     pub(super) fn write(
         &mut self,
         core: &crate::core::Core,
@@ -77,48 +81,68 @@ impl MetaWrite {
         data: &[u8],
     ) -> Result<()> {
         match self {
-            MetaWrite::Field { key, field, buf } => {
+            MetaWrite::Field {
+                key,
+                field,
+                buf,
+                dirty,
+            } => {
                 write_at(buf, offset, data);
-                core.write_field(key, *field, buf)
+                *dirty = true;
+                let checked = core.check_field(key, *field, buf).map(drop);
+                if checked.is_err() {
+                    // The writer was told; close has nothing left to apply.
+                    *dirty = false;
+                }
+                checked
             }
             MetaWrite::Document {
                 key,
                 seen,
                 buf,
-                committed,
+                dirty,
             } => {
                 write_at(buf, offset, data);
-                match serde_json::from_slice::<Value>(buf) {
-                    Ok(_) => {
-                        *committed = false;
-                        core.edit_meta(key, seen, buf)?;
-                        *committed = true;
-                        Ok(())
-                    }
+                *dirty = true;
+                let checked = match serde_json::from_slice::<Value>(buf) {
+                    Ok(_) => core.check_meta_edit(key, seen, buf).map(drop),
                     Err(e) if e.is_eof() => Ok(()),
                     Err(e) => Err(core_refusal(
                         core,
                         key,
                         format!("meta.json is not valid JSON: {e}"),
                     )),
+                };
+                if checked.is_err() {
+                    *dirty = false;
                 }
+                checked
             }
         }
     }
 
-    /// At `fsync` or `close`: a document still incomplete is refused. An
-    /// empty one (truncated, nothing written yet) is never a commit.
+    /// At `fsync` or `close`: applies what was written since the last
+    /// commit. An empty document (truncated, nothing written yet) is never
+    /// a commit.
     pub(super) fn finish(&mut self, core: &crate::core::Core) -> Result<()> {
         match self {
+            MetaWrite::Field {
+                key,
+                field,
+                buf,
+                dirty,
+            } if *dirty => {
+                *dirty = false;
+                core.write_field(key, *field, buf)
+            }
             MetaWrite::Document {
                 key,
                 seen,
                 buf,
-                committed,
-            } if !*committed && !buf.iter().all(u8::is_ascii_whitespace) => {
-                core.edit_meta(key, seen, buf)?;
-                *committed = true;
-                Ok(())
+                dirty,
+            } if *dirty && !buf.iter().all(u8::is_ascii_whitespace) => {
+                *dirty = false;
+                core.edit_meta(key, seen, buf)
             }
             _ => Ok(()),
         }
@@ -127,9 +151,6 @@ impl MetaWrite {
     pub(super) fn truncate(&mut self, size: u64) {
         let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
         buf.truncate(size as usize);
-        if let MetaWrite::Document { committed, .. } = self {
-            *committed = false;
-        }
     }
 }
 

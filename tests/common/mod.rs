@@ -211,6 +211,18 @@ impl Mount {
         });
     }
 
+    /// Waits until `line` shows as a line of output (at the start of a
+    /// terminal line, so the echo of the command that printed it, which has
+    /// the command before it, does not count).
+    pub fn wait_output_line(&self, key: &str, line: &str) {
+        let file = self.q(&format!("{key}/scrollback"));
+        wait_for(20, &format!("output line {line:?} in {key}"), || {
+            let out = sh(&format!("cat {file}")).stdout;
+            let text = String::from_utf8_lossy(&out);
+            text.split(['\r', '\n']).any(|l| l == line)
+        });
+    }
+
     /// SIGKILL: the daemon dies without unmounting.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

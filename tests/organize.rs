@@ -1,0 +1,399 @@
+//! Organising sessions through a real mount (SPEC §4, §6, §8, §10): editors
+//! on meta.json, the one-line files, archive, views and the listing.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The session directory's names, sorted, hidden ones included.
+fn listing_of(m: &Mount, dir: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(m.path(dir))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+const SESSION_FILES: [&str; 10] = [
+    "archive",
+    "ctl",
+    "favourite",
+    "input",
+    "meta.json",
+    "project",
+    "screen",
+    "scrollback",
+    "status",
+    "title",
+];
+
+#[test]
+fn every_common_editor_changes_metadata_and_leaves_no_litter() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:ed")));
+    let dir = m.q("shell:ed");
+    let meta = m.q("shell:ed/meta.json");
+    let title = || m.json("shell:ed/meta.json")["title"].clone();
+
+    sh_ok(&format!(
+        "cd {dir} && vim -es -c '%s/\"title\": null/\"title\": \"by vim\"/' -c wq meta.json"
+    ));
+    assert_eq!(title(), "by vim");
+    sh_ok(&format!("sed -i 's/by vim/by sed/' {meta}"));
+    assert_eq!(title(), "by sed");
+    sh_ok(&format!(
+        "cd {dir} && jq '.title = \"by jq\"' meta.json > tmp && mv tmp meta.json"
+    ));
+    assert_eq!(title(), "by jq");
+    sh_ok(&format!(
+        "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); d['title']='by python'; open(sys.argv[1],'w').write(json.dumps(d))\" {meta}"
+    ));
+    assert_eq!(title(), "by python");
+    // nano and VS Code: open without truncating, truncate, write, fsync, close.
+    sh_ok(&format!(
+        "python3 -c \"
+import json,os,sys
+p=sys.argv[1]; d=json.load(open(p)); d['title']='in place'
+f=os.open(p, os.O_WRONLY); os.ftruncate(f, 0); os.write(f, json.dumps(d, indent=2).encode()); os.fsync(f); os.close(f)\" {meta}"
+    ));
+    assert_eq!(title(), "in place");
+    // emacs: lock symlink, backup by rename, write a new file, drop the lock.
+    sh_ok(&format!(
+        "python3 -c \"
+import json,os,sys
+d=sys.argv[1]; p=os.path.join(d,'meta.json'); doc=json.load(open(p)); doc['title']='by emacs'
+os.symlink('user@host.1234:1', os.path.join(d,'.#meta.json'))
+os.rename(p, p+'~')
+f=os.open(p, os.O_WRONLY|os.O_CREAT|os.O_TRUNC, 0o600); os.write(f, json.dumps(doc).encode()); os.close(f)
+assert os.readlink(os.path.join(d,'.#meta.json')) == 'user@host.1234:1'
+os.unlink(os.path.join(d,'.#meta.json'))\" {dir}"
+    ));
+    assert_eq!(title(), "by emacs");
+    assert_eq!(listing_of(&m, "shell:ed"), SESSION_FILES);
+
+    // The one-line files.
+    sh_ok(&format!("echo 'A plain title' > {}", m.q("shell:ed/title")));
+    sh_ok(&format!("echo proj > {}", m.q("shell:ed/project")));
+    sh_ok(&format!("echo 1 > {}", m.q("shell:ed/favourite")));
+    let doc = m.json("shell:ed/meta.json");
+    assert_eq!(doc["title"], "A plain title");
+    assert_eq!(doc["project"], "proj");
+    assert_eq!(doc["favourite"], true);
+    assert_eq!(m.read("shell:ed/favourite"), "1\n");
+    sh_ok(&format!("echo no > {}", m.q("shell:ed/favourite")));
+    assert_eq!(m.read("shell:ed/favourite"), "0\n");
+    assert_eq!(m.read("shell:ed/title"), "A plain title\n");
+    // The sidecar holds it, not an engine's store, and it survives a restart.
+    let sidecar: Value =
+        serde_json::from_slice(&std::fs::read(host.path("state/sessionfs/sidecar.json")).unwrap())
+            .unwrap();
+    assert_eq!(sidecar["sessions"]["shell:ed"]["title"], "A plain title");
+}
+
+#[test]
+fn bad_metadata_is_refused_with_the_reason_in_status_and_nothing_changes() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:bad")));
+    sh_ok(&format!("echo keep > {}", m.q("shell:bad/title")));
+    let before = m.json("shell:bad/meta.json");
+    let meta = m.q("shell:bad/meta.json");
+    let edit = |jq: &str| {
+        sh(&format!("jq '{jq}' {meta} > /tmp/sfs-edit-$$ && cat /tmp/sfs-edit-$$ > {meta}; r=$?; rm -f /tmp/sfs-edit-$$; exit $r"))
+    };
+    for (what, out) in [
+        ("invalid JSON", sh(&format!("echo '{{not json' > {meta}"))),
+        ("a wrong type", edit(".favourite = \"maybe\"")),
+        ("a read-only field", edit(".state = \"live\"")),
+        ("a project with a slash", edit(".project = \"a/b\"")),
+        ("a title with a newline", edit(".title = \"a\\nb\"")),
+        ("an unknown field", edit(".colour = \"red\"")),
+        (
+            "garbage to favourite",
+            sh(&format!("echo maybe > {}", m.q("shell:bad/favourite"))),
+        ),
+        (
+            "a project with a newline",
+            sh(&format!("printf 'a\\nb\\n' > {}", m.q("shell:bad/project"))),
+        ),
+    ] {
+        assert!(
+            stderr(&out).contains("Invalid argument"),
+            "{what}: {}",
+            stderr(&out)
+        );
+        let now = m.json("shell:bad/meta.json");
+        for field in ["title", "project", "favourite", "archived", "workspace"] {
+            assert_eq!(now[field], before[field], "{what} changed {field}");
+        }
+        let error = m.json("shell:bad/status")["error"].clone();
+        assert!(error.is_string(), "{what}: no reason in status");
+    }
+    let huge = host.path("huge");
+    std::fs::write(&huge, "t".repeat(10 << 20)).unwrap();
+    let out = sh(&format!(
+        "cat '{}' > {}",
+        huge.display(),
+        m.q("shell:bad/title")
+    ));
+    assert!(stderr(&out).contains("Invalid argument") || !out.status.success());
+    assert_eq!(m.json("shell:bad/meta.json")["title"], "keep");
+    assert_eq!(listing_of(&m, "shell:bad"), SESSION_FILES);
+}
+
+#[test]
+fn archive_reaps_the_runtime_keeps_metadata_and_unarchive_launches_again() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:arc")));
+    sh_ok(&format!("echo 'keep me' > {}", m.q("shell:arc/title")));
+    m.type_line("shell:arc", "sleep 300 & echo chi\"\"ld=$!");
+    m.wait_output("shell:arc", "child=");
+    let status = m.json("shell:arc/status");
+    let master = status["master_pid"].as_u64().unwrap() as u32;
+    let agent = status["agent_pid"].as_u64().unwrap() as u32;
+    let socket = status["socket"].as_str().unwrap().to_string();
+    let scroll = m.read("shell:arc/scrollback");
+    let child: u32 = scroll
+        .rsplit("child=")
+        .next()
+        .unwrap()
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    sh_ok(&format!("echo 1 > {}", m.q("shell:arc/archive")));
+    for pid in [master, agent, child] {
+        wait_for(20, &format!("pid {pid} to end"), || !alive(pid));
+    }
+    assert!(
+        !std::path::Path::new(&socket).exists(),
+        "the socket is left behind"
+    );
+    assert!(
+        !m.path("shell:arc").exists(),
+        "archived sessions leave the root"
+    );
+    assert!(m.path("archived/shell:arc").exists());
+    assert_eq!(m.read("archived/shell:arc/scrollback"), "");
+    assert_eq!(m.read("archived/shell:arc/screen"), "");
+    let meta = m.json("archived/shell:arc/meta.json");
+    assert_eq!(meta["title"], "keep me");
+    assert_eq!(meta["archived"], true);
+    assert_eq!(m.json("archived/shell:arc/status")["state"], "archived");
+    let out = sh(&format!("echo hi > {}", m.q("archived/shell:arc/input")));
+    assert!(
+        stderr(&out).contains("Operation not permitted"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(host.masters().is_empty());
+
+    // Unarchive with mv, then input: a clean LAUNCH.
+    sh_ok(&format!("mv {} {}", m.q("archived/shell:arc"), m.q("")));
+    m.type_line("shell:arc", "echo back-again");
+    m.wait_output("shell:arc", "back-again");
+    assert_eq!(m.json("shell:arc/status")["outcome"], "LAUNCH");
+    assert_eq!(m.json("shell:arc/meta.json")["title"], "keep me");
+    // And archive with mv.
+    sh_ok(&format!("mv {} {}", m.q("shell:arc"), m.q("archived/")));
+    assert!(m.path("archived/shell:arc").exists());
+    wait_for(20, "the master to end", || host.masters().is_empty());
+    let out = sh(&format!("rm -r {}", m.q("archived/shell:arc")));
+    assert!(!out.status.success());
+    assert!(m.path("archived/shell:arc/meta.json").exists());
+}
+
+#[test]
+fn an_archived_claude_conversation_survives_its_engine_deleting_it() {
+    let host = Host::new();
+    let id = "44444444-5555-6666-7777-888888888888";
+    let store = host.path(&format!("claude/projects/-p/{id}.jsonl"));
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    let shape = sessionfs::transcript::testgen::Shape::new(3, 1);
+    std::fs::write(&store, sessionfs::transcript::testgen::claude(&shape)).unwrap();
+    let agent = host.path("fake-claude");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec cat\n",
+            host.path("argv").display()
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", agent.display()));
+    let claude_root = host.path("claude");
+    let host = host
+        .with_env("CLAUDE_CONFIG_DIR", claude_root.to_str().unwrap())
+        .with_env("SESSIONFS_ENGINE_CLAUDE", agent.to_str().unwrap());
+    let m = host.mount("mnt");
+    let key = format!("claude:{id}");
+    let page_before = m.read(&format!("{key}/transcript/page-0"));
+    assert!(page_before.contains("prompt #2"));
+    sh_ok(&format!("echo 1 > {}", m.q(&format!("{key}/archive"))));
+    std::fs::remove_file(&store).unwrap();
+    // Still listed, still readable.
+    assert_eq!(
+        m.read(&format!("archived/{key}/transcript/page-0")),
+        page_before
+    );
+    sh_ok(&format!(
+        "echo 0 > {}",
+        m.q(&format!("archived/{key}/archive"))
+    ));
+    sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+    wait_for(20, "the stand-in", || host.path("argv").exists());
+    assert_eq!(
+        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        format!("--resume {id}")
+    );
+    assert!(
+        store.exists(),
+        "the conversation is back where the engine resumes it from"
+    );
+}
+
+#[test]
+fn an_edit_through_one_daemon_is_seen_through_the_other() {
+    let host = Host::new();
+    let a = host.mount("a");
+    let b = host.mount("b");
+    sh_ok(&format!("mkdir {}", a.q("shell:two")));
+    sh_ok(&format!("echo 'from a' > {}", a.q("shell:two/title")));
+    wait_for(20, "b to see a's title", || {
+        b.read("shell:two/title") == "from a\n"
+    });
+    sh_ok(&format!("echo 1 > {}", b.q("shell:two/favourite")));
+    wait_for(20, "a to see b's favourite", || {
+        a.json("shell:two/meta.json")["favourite"] == true
+    });
+    assert_eq!(a.json("shell:two/meta.json")["title"], "from a");
+}
+
+#[test]
+fn listing_views_sessions_json_and_the_command_line_agree() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for (key, project) in [
+        ("shell:one", "alpha"),
+        ("shell:two", "beta"),
+        ("shell:three", "alpha"),
+        ("shell:four", ""),
+    ] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+        if !project.is_empty() {
+            sh_ok(&format!(
+                "echo {project} > {}",
+                m.q(&format!("{key}/project"))
+            ));
+        }
+    }
+    // Newest activity first: type into one and two, two last.
+    m.type_line("shell:one", "echo one");
+    m.wait_output_line("shell:one", "one");
+    m.type_line("shell:two", "echo two");
+    m.wait_output_line("shell:two", "two");
+    sh_ok(&format!("echo 1 > {}", m.q("shell:four/favourite")));
+    sh_ok(&format!("echo 1 > {}", m.q("shell:three/archive")));
+
+    let root: Vec<String> = sh_ok(&format!("ls -U {}", m.q("")))
+        .lines()
+        .filter(|l| l.contains(':'))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(root[0], "shell:four", "favourites first: {root:?}");
+    assert_eq!(
+        &root[1..3],
+        ["shell:two", "shell:one"],
+        "then newest activity: {root:?}"
+    );
+    assert!(!root.contains(&"shell:three".to_string()));
+
+    let json = m.json("sessions.json");
+    let keys: Vec<&str> = json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, root);
+    assert_eq!(json["total"], 3);
+    assert_eq!(json["facets"]["projects"]["alpha"], 1);
+    assert_eq!(json["facets"]["engines"]["shell"], 3);
+
+    let env = format!(
+        "HOME='{}' XDG_STATE_HOME='{}' XDG_RUNTIME_DIR='{}'",
+        host.path("home").display(),
+        host.path("state").display(),
+        host.path("run").display()
+    );
+    let bin = env!("CARGO_BIN_EXE_sessionfs");
+    let cli: Value = serde_json::from_str(&sh_ok(&format!("{env} {bin} ls --json"))).unwrap();
+    assert_eq!(cli["total"], json["total"]);
+    assert_eq!(cli["facets"], json["facets"]);
+    let cli_keys: Vec<&str> = cli["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(cli_keys, keys);
+    // Filters before pagination; facets over the whole scope.
+    let page: Value = serde_json::from_str(&sh_ok(&format!(
+        "{env} {bin} ls --json --project alpha --limit 1"
+    )))
+    .unwrap();
+    assert_eq!(page["total"], 1);
+    assert_eq!(page["sessions"][0]["key"], "shell:one");
+    assert_eq!(page["facets"]["projects"]["beta"], 1);
+    let archived: Value =
+        serde_json::from_str(&sh_ok(&format!("{env} {bin} ls --json --archived"))).unwrap();
+    assert_eq!(archived["total"], 1);
+    assert_eq!(archived["sessions"][0]["key"], "shell:three");
+    let table = sh_ok(&format!("{env} {bin} ls"));
+    assert!(
+        table.contains("shell:four") && table.contains("3 of 3"),
+        "{table}"
+    );
+
+    // Views.
+    assert_eq!(
+        sh_ok(&format!("readlink {}", m.q("favourites/shell:four"))).trim(),
+        "../shell:four"
+    );
+    assert_eq!(listing_of(&m, "projects"), ["alpha", "beta"]);
+    assert_eq!(listing_of(&m, "projects/alpha"), ["shell:one"]);
+    assert_eq!(listing_of(&m, "engines/shell").len(), 3);
+    assert_eq!(
+        sh_ok(&format!("cat {}", m.q("projects/alpha/shell:one/project"))),
+        "alpha\n"
+    );
+    assert_eq!(listing_of(&m, "archived"), ["shell:three"]);
+}
+
+#[test]
+fn archive_older_archives_what_has_been_idle() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:old")));
+    let out = sh(&format!("echo 'archive-older yesterday' > {}", m.q("ctl")));
+    assert!(stderr(&out).contains("Invalid argument"));
+    sh_ok(&format!(
+        "echo 'archive-older 1970-01-02T00:00:00Z' > {}",
+        m.q("ctl")
+    ));
+    assert!(m.path("shell:old").exists(), "nothing is that old");
+    sh_ok(&format!("echo 'archive-older 0h' > {}", m.q("ctl")));
+    assert!(!m.path("shell:old").exists());
+    assert!(m.path("archived/shell:old").exists());
+}
