@@ -331,3 +331,47 @@ exec cat
     let root = sh_ok(&format!("ls {}", m.q("")));
     assert!(!root.contains(new_id), "{root}");
 }
+
+#[test]
+fn corrupt_rewritten_and_deleted_stores_never_break_a_read() {
+    let host = store_host();
+    let (claude_file, _) = write_stores(&host, 60, None);
+    // A corrupt line and a byte that is not UTF-8 in the middle.
+    let mut bytes = std::fs::read(&claude_file).unwrap();
+    bytes.extend_from_slice(
+        b"{\"type\":\"user\",\"message\":{\"content\":\"cut\n\xff\xfe not json\n",
+    );
+    std::fs::write(&claude_file, &bytes).unwrap();
+    let m = host.mount("mnt");
+    let dir = format!("claude:{CLAUDE_ID}/transcript");
+    assert_eq!(
+        prompts(&m.read(&format!("{dir}/page-1"))),
+        (50..60).collect::<Vec<_>>()
+    );
+    let log = m.log_text();
+    assert!(
+        log.contains(&claude_file.display().to_string()) && log.contains("line"),
+        "the log names the file and the line:\n{log}"
+    );
+    // Rewritten shorter while mounted: the index is rebuilt.
+    let mut shape = Shape::new(10, 3);
+    shape.half_line = false;
+    std::fs::write(&claude_file, claude(&shape)).unwrap();
+    wait_for(20, "the rewritten store to show", || {
+        sh_ok(&format!("ls {}", m.q(&dir))).lines().count() == 2
+    });
+    assert_eq!(
+        prompts(&m.read(&format!("{dir}/page-0"))),
+        (0..10).collect::<Vec<_>>()
+    );
+    let out = sh(&format!("cat {}", m.q(&format!("{dir}/page-1"))));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+    // Deleted: the session goes, reads fail cleanly.
+    std::fs::remove_file(&claude_file).unwrap();
+    wait_for(20, "the deleted store's session to go", || {
+        !m.path(&format!("claude:{CLAUDE_ID}")).exists()
+    });
+    let out = sh(&format!("timeout 10 cat {}", m.q(&format!("{dir}/page-0"))));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+}
