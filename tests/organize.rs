@@ -154,23 +154,11 @@ fn archive_reaps_the_runtime_keeps_metadata_and_unarchive_launches_again() {
     let m = host.mount("mnt");
     sh_ok(&format!("mkdir {}", m.q("shell:arc")));
     sh_ok(&format!("echo 'keep me' > {}", m.q("shell:arc/title")));
-    m.type_line("shell:arc", "sleep 300 & echo chi\"\"ld=$!");
-    m.wait_output("shell:arc", "child=");
+    let child = m.start_child("shell:arc");
     let status = m.json("shell:arc/status");
     let master = status["master_pid"].as_u64().unwrap() as u32;
     let agent = status["agent_pid"].as_u64().unwrap() as u32;
     let socket = status["socket"].as_str().unwrap().to_string();
-    let scroll = m.read("shell:arc/scrollback");
-    let child: u32 = scroll
-        .rsplit("child=")
-        .next()
-        .unwrap()
-        .trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
 
     sh_ok(&format!("echo 1 > {}", m.q("shell:arc/archive")));
     for pid in [master, agent, child] {
@@ -379,6 +367,30 @@ fn listing_views_sessions_json_and_the_command_line_agree() {
         "alpha\n"
     );
     assert_eq!(listing_of(&m, "archived"), ["shell:three"]);
+}
+
+#[test]
+fn ctl_new_creates_a_session_with_a_fresh_id() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let ws = host.path("home");
+    sh_ok(&format!(
+        "echo 'new shell workspace={} title=Build box' > {}",
+        ws.display(),
+        m.q("ctl")
+    ));
+    let root = sh_ok(&format!("ls {}", m.q("")));
+    let key = root
+        .lines()
+        .find(|l| l.starts_with("shell:"))
+        .expect("a new session")
+        .to_string();
+    let meta = m.json(&format!("{key}/meta.json"));
+    assert_eq!(meta["title"], "Build box");
+    assert_eq!(meta["workspace"], ws.to_str().unwrap());
+    assert_eq!(key.len(), "shell:".len() + 36);
+    let out = sh(&format!("echo 'new nosuch' > {}", m.q("ctl")));
+    assert!(stderr(&out).contains("Invalid argument"));
 }
 
 #[test]

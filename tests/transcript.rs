@@ -375,3 +375,19 @@ fn corrupt_rewritten_and_deleted_stores_never_break_a_read() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
 }
+
+#[test]
+fn a_compressed_codex_rollout_is_found_and_rendered() {
+    let host = store_host();
+    let (_, codex_file) = write_stores(&host, 4, None);
+    let plain = std::fs::read(&codex_file).unwrap();
+    let zst = codex_file.with_extension("jsonl.zst");
+    std::fs::write(&zst, zstd::encode_all(&plain[..], 3).unwrap()).unwrap();
+    std::fs::remove_file(&codex_file).unwrap();
+    let m = host.mount("mnt");
+    let page = m.read(&format!("codex:{CODEX_ID}/transcript/page-0"));
+    assert_eq!(prompts(&page), vec![0, 1, 2, 3]);
+    assert!(!page.contains("INJECTED"));
+    // The store is only read: the compressed file is as it was.
+    assert!(zst.exists() && !codex_file.exists());
+}

@@ -662,18 +662,27 @@ impl Core {
     /// Ends the session's processes and forgets the connection; the next
     /// open is a LAUNCH (a resume for agents).
     pub fn stop(&self, key: &SessionKey) {
-        let rt = self.runtime(key);
-        let _opening = lock(&rt.opening);
-        terminate(&self.paths, key, STOP_GRACE);
-        let client = {
-            let mut state = lock(&rt.state);
-            state.generation += 1;
-            state.client.take()
-        };
-        if let Some(client) = client {
-            let _ = client.detach();
-        }
+        self.reap(key);
         log::info!("{key}: stopped");
+    }
+
+    /// Terminates the master and the agent's processes, unlinks the socket
+    /// under the lock and drops this daemon's connection. Best-effort.
+    fn reap(&self, key: &SessionKey) -> Arc<SessionRuntime> {
+        let rt = self.runtime(key);
+        {
+            let _opening = lock(&rt.opening);
+            terminate(&self.paths, key, STOP_GRACE);
+            let client = {
+                let mut state = lock(&rt.state);
+                state.generation += 1;
+                state.client.take()
+            };
+            if let Some(client) = client {
+                let _ = client.detach();
+            }
+        }
+        rt
     }
 
     /// Joins every master that answers on a socket in the runtime directory.

@@ -7,14 +7,9 @@ use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::listing::{self, Entry, Listing, Query};
 use crate::metaedit::{self, MetaChange};
-use crate::runtime::launch::terminate;
 use crate::sidecar::SessionMeta;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// How long archive waits for a session's processes after TERM.
-const ARCHIVE_GRACE: Duration = Duration::from_secs(3);
 
 /// The one-line metadata files of a session directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,18 +145,11 @@ impl Core {
     pub fn archive(&self, key: &SessionKey) -> Result<()> {
         self.require(key)?;
         if key.engine() != HOSTED {
-            let rt = self.runtime(key);
-            let _opening = lock(&rt.opening);
-            terminate(&self.paths, key, ARCHIVE_GRACE);
-            let client = {
+            let rt = self.reap(key);
+            {
                 let mut state = lock(&rt.state);
-                state.generation += 1;
                 state.outcome = None;
                 state.record = None;
-                state.client.take()
-            };
-            if let Some(client) = client {
-                let _ = client.detach();
             }
             rt.scrollback.clear();
             lock(&rt.screen).clear();

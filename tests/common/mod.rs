@@ -223,6 +223,20 @@ impl Mount {
         });
     }
 
+    /// Starts `sleep 300` in the background of a shell session and returns
+    /// its pid, read back from the scrollback.
+    pub fn start_child(&self, key: &str) -> u32 {
+        self.type_line(key, "sleep 300 & echo chi\"\"ld=$!");
+        self.wait_output(key, "child=");
+        let scroll = self.read(&format!("{key}/scrollback"));
+        scroll
+            .rsplit("child=")
+            .next()
+            .and_then(|s| s.trim_start().split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .expect("the child's pid")
+    }
+
     /// SIGKILL: the daemon dies without unmounting.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
