@@ -397,3 +397,31 @@ fn inode_numbers_are_stable() {
         first
     );
 }
+
+#[test]
+fn the_fstab_form_mounts_in_the_background_and_unmounts_with_umount() {
+    let host = Host::new();
+    let mnt = host.path("fstab");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let out = std::process::Command::new("mount")
+        .args(["-t", "fuse"])
+        .arg(format!("{}#mount", env!("CARGO_BIN_EXE_sessionfs")))
+        .arg(&mnt)
+        .args(["-o", "nosuid,nodev,background"])
+        .env("HOME", host.path("home"))
+        .env("XDG_STATE_HOME", host.path("state"))
+        .env("XDG_RUNTIME_DIR", host.path("run"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mount failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `background` returns once the mount is ready.
+    assert!(mnt.join("status").exists());
+    assert!(is_mounted(&mnt));
+    sh_ok(&format!("umount '{}'", mnt.display()));
+    assert!(!is_mounted(&mnt));
+    assert!(host.path("state/sessionfs/sessionfs.log").exists());
+}
