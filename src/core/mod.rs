@@ -479,14 +479,19 @@ impl Core {
     /// Where the agent runs: the sidecar's workspace, else the store's `cwd`,
     /// else `$HOME`.
     fn workspace(&self, key: &SessionKey) -> PathBuf {
-        self.meta(key)
-            .workspace
+        let meta = self.meta(key);
+        self.workspace_of(&meta, || self.store_info(key))
+    }
+
+    fn workspace_of(
+        &self,
+        meta: &SessionMeta,
+        info: impl FnOnce() -> Option<transcript::SessionInfo>,
+    ) -> PathBuf {
+        meta.workspace
+            .clone()
+            .or_else(|| info().and_then(|i| i.cwd))
             .map(PathBuf::from)
-            .or_else(|| {
-                self.store_file(key)
-                    .and_then(|f| catalog::store_cwd(&f))
-                    .map(PathBuf::from)
-            })
             .unwrap_or_else(|| self.config.home.clone())
     }
 
@@ -766,6 +771,12 @@ impl Core {
     pub fn meta_value(&self, key: &SessionKey) -> Result<Value> {
         self.require(key)?;
         let meta = self.meta(key);
+        // Only when the sidecar lacks them: refreshing the index costs a stat.
+        let info = if meta.title.is_none() || meta.workspace.is_none() {
+            self.store_info(key)
+        } else {
+            None
+        };
         let rt = self.runtime(key);
         let pid = {
             let state = lock(&rt.state);
@@ -778,11 +789,11 @@ impl Core {
             "key": key.to_string(),
             "engine": key.engine(),
             "id": key.id(),
-            "title": meta.title.clone().or_else(|| self.store_title(key)),
+            "title": meta.title.clone().or_else(|| info.as_ref().and_then(|i| i.title())),
             "project": meta.project,
             "favourite": meta.favourite,
             "archived": meta.archived,
-            "workspace": self.workspace(key),
+            "workspace": self.workspace_of(&meta, || info.clone()),
             "created": rfc3339_ms(meta.created_ms),
             "last_activity": rfc3339_ms(self.last_activity_ms(key)),
             "state": self.state_name(key),
@@ -1009,10 +1020,12 @@ impl Core {
     }
 
     /// The store's own title (or its first prompt), for `meta.json`.
-    fn store_title(&self, key: &SessionKey) -> Option<String> {
+    /// What the engine's own store says of the session (title, cwd),
+    /// gathered by the turn index's scan rather than read again.
+    fn store_info(&self, key: &SessionKey) -> Option<transcript::SessionInfo> {
         let cache = self.transcript(key).ok()??;
-        let title = lock(&cache).index.title();
-        title
+        let info = lock(&cache).index.info().clone();
+        Some(info)
     }
 
     /// The root `README`.
