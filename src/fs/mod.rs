@@ -34,6 +34,8 @@ enum Handle {
     /// A per-handle view of the ring (see `scrollback`), owned by process `tgid`.
     Scrollback {
         key: SessionKey,
+        /// Held by the handle so a read touches nothing else.
+        ring: Arc<crate::scrollback::Scrollback>,
         view: View,
         tgid: u32,
     },
@@ -408,6 +410,7 @@ impl SessionFs {
                         let rt = self.core.session_runtime(key)?;
                         Handle::Scrollback {
                             key: key.clone(),
+                            ring: rt.scrollback().clone(),
                             view: rt.scrollback().open_view(),
                             tgid: tgid_of(pid),
                         }
@@ -453,9 +456,8 @@ impl SessionFs {
                 let end = start.saturating_add(size as usize).min(bytes.len());
                 Ok(bytes[start..end].to_vec())
             }
-            Some(Handle::Scrollback { key, view, .. }) => {
-                let rt = self.core.session_runtime(key)?;
-                Ok(rt.scrollback().read(view, offset, size as usize))
+            Some(Handle::Scrollback { ring, view, .. }) => {
+                Ok(ring.read(view, offset, size as usize))
             }
             Some(Handle::Hosted(id)) => {
                 self.core.slots().read_transcript(id, offset, size as usize)
