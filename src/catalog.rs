@@ -253,7 +253,7 @@ mod tests {
     use std::collections::HashMap as Map;
 
     fn fixtures() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/real")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
     }
 
     #[test]

@@ -136,7 +136,7 @@ fn caps_cut_the_rendered_page_with_a_marker_and_never_move_the_cursor() {
 
 #[test]
 fn every_real_store_is_found_and_renders() {
-    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/real");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real");
     let host = Host::new()
         .with_env("CLAUDE_CONFIG_DIR", real.join("claude").to_str().unwrap())
         .with_env("CODEX_HOME", real.join("codex").to_str().unwrap());

@@ -10,7 +10,7 @@ use super::testgen::{self, Shape};
 use super::*;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/real")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
 }
 
 fn jsonl_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -17,6 +17,16 @@ pub fn wait_for(secs: u64, what: &str, mut probe: impl FnMut() -> bool) {
     }
 }
 
+/// Whether this process is root; when not, prints why `test` is skipped.
+/// Tests that call mount(8) or act as another uid need it.
+pub fn running_as_root(test: &str, why: &str) -> bool {
+    let root = nix::unistd::Uid::effective().is_root();
+    if !root {
+        eprintln!("skipped: {test} needs root ({why})");
+    }
+    root
+}
+
 /// Runs a shell command line; returns its output whatever the status.
 pub fn sh(cmd: &str) -> Output {
     Command::new("bash")
