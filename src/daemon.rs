@@ -4,6 +4,7 @@ use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::fs::SessionFs;
+use crate::mounting;
 use fuser::{MountOption, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
 use std::path::Path;
@@ -12,6 +13,8 @@ use std::path::Path;
 #[derive(Debug, Clone, Default)]
 pub struct MountOptions {
     pub allow_other: bool,
+    /// Mount over a directory that has files in it (they are hidden).
+    pub nonempty: bool,
 }
 
 /// Mounts at `mountpoint` and serves until unmounted or signalled. Sessions
@@ -26,6 +29,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
             format!("mount point {} is not a directory", mountpoint.display()),
         ));
     }
+    crate::mounting::check_mount_point(&mountpoint, options.nonempty)?;
     // Signals go to the one thread that waits for them, never to a request thread.
     let mut signals = SigSet::empty();
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
@@ -53,8 +57,18 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     };
     // Several request threads: opening a session (a launch) must not stall reads.
     fuse_config.n_threads = Some(4);
-    let mut session = fuser::Session::new(SessionFs::new(core), &mountpoint, &fuse_config)
-        .map_err(|e| Error::io(&format!("cannot mount {}", mountpoint.display()), &e))?;
+    let as_root = nix::unistd::geteuid().is_root();
+    let fs = SessionFs::new(core);
+    let mounted =
+        |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
+    // As root fuser would mount the type as plain `fuse`; mount it ourselves.
+    let mut session = if as_root {
+        let fd = mounting::mount_as_root(&mountpoint, options.allow_other)?;
+        let acl = fuse_config.acl;
+        fuser::Session::from_fd(fs, fd, acl, fuse_config).map_err(mounted)?
+    } else {
+        fuser::Session::new(fs, &mountpoint, &fuse_config).map_err(mounted)?
+    };
     log::info!("mounted at {}", mountpoint.display());
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
@@ -63,13 +77,20 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .spawn(move || {
             let signal = signals.wait();
             log::info!("{signal:?}: unmounting {}", signal_mountpoint.display());
-            if let Err(e) = unmounter.unmount() {
-                // Still busy (a reader holds a file open): detach it lazily and go.
-                log::warn!("unmount failed ({e}); detaching lazily");
-                let _ = std::process::Command::new("fusermount3")
-                    .args(["-u", "-z"])
-                    .arg(&signal_mountpoint)
-                    .status();
+            let result = if as_root {
+                mounting::unmount_as_root(&signal_mountpoint)
+            } else {
+                unmounter
+                    .unmount()
+                    .map_err(|e| Error::io("unmount failed", &e))
+                    .or_else(|e| {
+                        // Still busy (a reader holds a file open): detach it lazily.
+                        log::info!("{}; detaching lazily", e.message);
+                        lazy_unmount(&signal_mountpoint)
+                    })
+            };
+            if let Err(e) = result {
+                log::error!("{}", e.message);
             }
             std::process::exit(0);
         })
@@ -79,4 +100,20 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .map_err(|e| Error::io("serving the mount failed", &e))?;
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
+}
+
+fn lazy_unmount(mount_point: &Path) -> Result<()> {
+    let status = std::process::Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(mount_point)
+        .status()
+        .map_err(|e| Error::io("cannot run fusermount3", &e))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            libc::EBUSY,
+            format!("fusermount3 -u -z: {status}"),
+        ))
+    }
 }

@@ -15,6 +15,7 @@ pub mod hosted;
 pub mod key;
 pub mod listing;
 pub mod metaedit;
+pub mod mounting;
 pub mod procinfo;
 pub mod runtime;
 pub mod screen;

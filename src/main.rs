@@ -22,9 +22,15 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Mount and serve in the foreground until unmounted, SIGINT or SIGTERM.
+    /// Logs go to stderr (level from RUST_LOG); with `-o background`, to
+    /// $XDG_STATE_HOME/sessionfs/sessionfs.log.
     Mount {
         mountpoint: PathBuf,
-        /// Mount options; only `allow_other` is taken.
+        /// Comma-separated: `allow_other` (let other users reach the mount),
+        /// `nonempty` (mount over a directory that has files), `background`
+        /// (return once the mount is ready, as fstab needs), and mount(8)'s
+        /// generic options (rw, nosuid, nodev, noauto, _netdev, x-*, ...),
+        /// which are taken and ignored.
         #[arg(short = 'o', value_name = "OPTIONS")]
         options: Vec<String>,
         /// JSON file with more engines and program overrides.
@@ -95,14 +101,15 @@ const GENERIC_OPTIONS: &[&str] = &[
     "nosuid", "nodev", "suid", "dev", "exec", "noexec", "relatime", "noatime", "atime",
 ];
 
-/// `-o` as `mount` passes it: `allow_other`, `background` (detach once
-/// mounted, as the fstab form needs), and the generic options.
+/// `-o` as `mount` passes it: `allow_other`, `nonempty`, `background`
+/// (detach once mounted, as the fstab form needs), and the generic options.
 fn mount_options(raw: &[String]) -> Result<(MountOptions, bool), String> {
     let mut options = MountOptions::default();
     let mut background = false;
     for opt in raw.iter().flat_map(|o| o.split(',')) {
         match opt {
             "allow_other" => options.allow_other = true,
+            "nonempty" => options.nonempty = true,
             "background" => background = true,
             o if GENERIC_OPTIONS.contains(&o) || o.starts_with("x-") => {}
             other => return Err(format!("unsupported mount option {other:?}")),
@@ -159,6 +166,19 @@ fn detach(config: &Config, mountpoint: &Path) -> Result<(), String> {
     ))
 }
 
+/// Logs to stderr at `default` unless RUST_LOG says otherwise. fuser's
+/// per-request lines and its unmount warnings are left out unless RUST_LOG
+/// names `fuser` itself.
+fn init_logging(default: &str) {
+    let mut builder = env_logger::Builder::new();
+    builder.parse_filters(default);
+    builder.filter_module("fuser", log::LevelFilter::Error);
+    if let Ok(spec) = std::env::var("RUST_LOG") {
+        builder.parse_filters(&spec);
+    }
+    builder.init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -172,8 +192,7 @@ fn main() -> ExitCode {
             json,
             config,
         } => {
-            env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-                .init();
+            init_logging("warn");
             let query = sessionfs::listing::Query {
                 q,
                 project,
@@ -250,8 +269,7 @@ fn main() -> ExitCode {
             options,
             config,
         } => {
-            env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-                .init();
+            init_logging("info");
             let result = mount_options(&options).and_then(|(opts, background)| {
                 let config = Config::from_env(config.as_deref()).map_err(|e| e.message)?;
                 if background {

@@ -431,3 +431,82 @@ fn the_fstab_form_mounts_in_the_background_and_unmounts_with_umount() {
     assert!(!is_mounted(&mnt));
     assert!(host.path("state/sessionfs/sessionfs.log").exists());
 }
+
+/// Runs `sessionfs mount ARGS` with the host's directories; returns its output.
+fn mount_command(host: &Host, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .arg("mount")
+        .args(args)
+        .env("HOME", host.path("home"))
+        .env("XDG_STATE_HOME", host.path("state"))
+        .env("XDG_RUNTIME_DIR", host.path("run"))
+        .output()
+        .unwrap()
+}
+
+fn mount_rows(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some(&*path.to_string_lossy()))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_mount_is_typed_and_refuses_to_stack_or_to_hide_files() {
+    let host = Host::new();
+    let mut m = host.mount("mnt");
+    let rows = mount_rows(&m.mnt);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let fields: Vec<&str> = rows[0].split(' ').collect();
+    assert_eq!((fields[0], fields[2]), ("sessionfs", "fuse.sessionfs"));
+    let found = sh_ok(&format!(
+        "findmnt -n -t fuse.sessionfs -o TARGET {}",
+        m.q("")
+    ));
+    assert_eq!(found.trim(), m.mnt.to_string_lossy());
+
+    // A second daemon on the same directory is refused, and the first serves on.
+    let out = mount_command(&host, &[m.mnt.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is already a sessionfs mount"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(mount_rows(&m.mnt).len(), 1);
+    assert!(m.json("status")["pid"].is_u64());
+
+    // A directory with files in it is refused unless -o nonempty.
+    let full = host.path("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("notes.txt"), "mine").unwrap();
+    let out = mount_command(&host, &[full.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not empty") && err.contains("-o nonempty"),
+        "{err}"
+    );
+    assert!(!is_mounted(&full));
+    let out = mount_command(
+        &host,
+        &[full.to_str().unwrap(), "-o", "nonempty,background"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(full.join("status").exists());
+    sh_ok(&format!("fusermount3 -u '{}'", full.display()));
+    assert_eq!(
+        std::fs::read_to_string(full.join("notes.txt")).unwrap(),
+        "mine"
+    );
+
+    // A normal unmount logs no warning.
+    sh_ok(&format!("fusermount3 -u {}", m.q("")));
+    assert_eq!(m.wait_exit(20), Some(0));
+    let log = m.log_text();
+    assert!(!log.contains("WARN") && !log.contains("ERROR"), "{log}");
+}
