@@ -377,7 +377,7 @@ fn input_to_a_session_whose_lock_is_held_elsewhere_is_ebusy() {
 #[test]
 fn inode_numbers_are_stable() {
     let host = Host::new();
-    let m = host.mount("mnt");
+    let mut m = host.mount("mnt");
     sh_ok(&format!("mkdir {}", m.q("shell:ino")));
     let first = std::fs::metadata(m.path("shell:ino/meta.json"))
         .unwrap()
@@ -396,6 +396,39 @@ fn inode_numbers_are_stable() {
             .ino(),
         first
     );
+
+    // The same numbers from a new daemon, asked in another order.
+    let guid = "0b5e1c2a-6f1d-4c7e-9a53-2f8d7c6b5a41";
+    sh_ok(&format!(
+        "echo '{{\"sessionId\":\"s1\"}}' > {}",
+        m.q(&format!("slots/{guid}/1"))
+    ));
+    let paths = [
+        "shell:ino",
+        "shell:ino/meta.json",
+        "shell:ino/scrollback",
+        "shell:other/title",
+        "status",
+        &format!("slots/{guid}"),
+        &format!("slots/{guid}/1"),
+    ];
+    let stat_all = |m: &Mount, order: &mut dyn Iterator<Item = &&str>| -> Vec<(String, String)> {
+        let mut numbers: Vec<(String, String)> = order
+            .map(|p| {
+                (
+                    p.to_string(),
+                    sh_ok(&format!("stat -c %i {}", m.q(p))).trim().to_string(),
+                )
+            })
+            .collect();
+        numbers.sort();
+        numbers
+    };
+    let before = stat_all(&m, &mut paths.iter());
+    m.terminate();
+    let again = host.mount("mnt");
+    let after = stat_all(&again, &mut paths.iter().rev());
+    assert_eq!(before, after);
 }
 
 #[test]

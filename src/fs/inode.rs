@@ -1,6 +1,7 @@
-//! Inode numbers: fixed for the root's files, and a block of numbers per
-//! session, handed out on first sight and kept for the daemon's life, so a
-//! file keeps its number (editors check it) while the daemon runs.
+//! Inode numbers: fixed for the root's files, and derived from the session
+//! key and file (or the slot, world, page...) for everything else, so a file
+//! keeps its number while the daemon runs (editors check it) and across
+//! restarts (NFS exports and long-running clients keep their handles).
 
 use crate::core::MetaField;
 use crate::key::SessionKey;
@@ -8,12 +9,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 pub const ROOT: u64 = 1;
-const FIRST_SESSION: u64 = 1 << 16;
-/// Transcript pages: a range of their own, 2^24 pages per session.
-const FIRST_PAGE: u64 = 1 << 40;
-const PAGES_PER_SESSION: u64 = 1 << 24;
-/// Numbers reserved per session directory and its files.
-const PER_SESSION: u64 = 16;
 
 /// The files of the root directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,46 +182,128 @@ impl ViewDir {
     }
 }
 
-#[derive(Debug, Default)]
-struct Table {
-    keys: Vec<SessionKey>,
-    index: HashMap<SessionKey, u64>,
-    /// Nodes named by strings other than session keys (worlds, slots,
-    /// hosted transcripts), numbered on first sight.
-    named: Vec<Node>,
-    named_index: HashMap<Node, u64>,
-}
+/// Session files: `01` in the top two bits, 56 bits from the key's hash,
+/// then the file's offset in the low 4 bits.
+const SESSION_SPACE: u64 = 1 << 62;
+const SESSION_HASH_BITS: u32 = 56;
+/// Transcript pages: `10`, 42 bits from the key's hash, 20 bits of page.
+const PAGE_SPACE: u64 = 2 << 62;
+const PAGE_HASH_BITS: u32 = 42;
+const PAGE_BITS: u32 = 20;
+/// Other named nodes (worlds, slots, hosted files, facets, view links,
+/// scratch files): `11` and 62 bits from the node's hash.
+const NAMED_SPACE: u64 = 3 << 62;
+const NAMED_HASH_BITS: u32 = 62;
 
 const SLOTS_DIR: u64 = 5;
 const TRANSCRIPTS_DIR: u64 = 6;
 const RUN_FILE: u64 = 7;
 const SESSIONS_JSON: u64 = 8;
 const FIRST_VIEW: u64 = 9;
-const FIRST_NAMED: u64 = 1 << 50;
 
+/// FNV-1a: a hash whose value never changes between builds or runs, so the
+/// numbers it gives survive a daemon restart.
+fn stable_hash(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0u8]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Numbers handed out in one space: each name's hash picks its slot, and
+/// the rare collision takes the next free one (so only colliding names
+/// depend on the order they were first seen).
+#[derive(Debug)]
+struct Space<T> {
+    bits: u32,
+    by_slot: HashMap<u64, T>,
+    by_name: HashMap<T, u64>,
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Space<T> {
+    fn new(bits: u32) -> Self {
+        Space {
+            bits,
+            by_slot: HashMap::new(),
+            by_name: HashMap::new(),
+        }
+    }
+
+    fn slot(&mut self, name: &T, hash: u64) -> u64 {
+        if let Some(slot) = self.by_name.get(name) {
+            return *slot;
+        }
+        let mask = (1u64 << self.bits) - 1;
+        let mut slot = hash & mask;
+        while self.by_slot.contains_key(&slot) {
+            slot = (slot + 1) & mask;
+        }
+        self.by_slot.insert(slot, name.clone());
+        self.by_name.insert(name.clone(), slot);
+        slot
+    }
+
+    fn name(&self, slot: u64) -> Option<T> {
+        self.by_slot.get(&slot).cloned()
+    }
+}
+
+#[derive(Debug)]
+struct Table {
+    sessions: Space<SessionKey>,
+    pages: Space<SessionKey>,
+    named: Space<Node>,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table {
+            sessions: Space::new(SESSION_HASH_BITS),
+            pages: Space::new(PAGE_HASH_BITS),
+            named: Space::new(NAMED_HASH_BITS),
+        }
+    }
+}
+
+fn key_hash(key: &SessionKey) -> u64 {
+    stable_hash(&[key.to_string().as_bytes()])
+}
+
+fn named_hash(node: &Node) -> u64 {
+    let view = |v: &ViewDir| v.name().as_bytes();
+    match node {
+        Node::World(w) => stable_hash(&[b"world", w.as_bytes()]),
+        Node::Slot(w, n) => stable_hash(&[b"slot", w.as_bytes(), n.to_string().as_bytes()]),
+        Node::HostedFile(id) => stable_hash(&[b"hosted", id.as_bytes()]),
+        Node::Facet(v, name) => stable_hash(&[b"facet", view(v), name.as_bytes()]),
+        Node::ViewLink(v, facet, key) => stable_hash(&[
+            b"link",
+            view(v),
+            facet.as_deref().unwrap_or("").as_bytes(),
+            key.to_string().as_bytes(),
+        ]),
+        Node::Scratch(key, name) => {
+            stable_hash(&[b"scratch", key.to_string().as_bytes(), name.as_bytes()])
+        }
+        other => stable_hash(&[format!("{other:?}").as_bytes()]),
+    }
+}
+
+/// Inode numbers derived from what a node is (its session key and file, a
+/// page number, a slot's name), so the same file has the same number in
+/// every daemon that serves it, across restarts.
 #[derive(Debug, Default)]
 pub struct InodeTable {
     table: Mutex<Table>,
 }
 
 impl InodeTable {
-    /// The session's number, handed out on first sight.
-    fn index_of(&self, key: &SessionKey) -> u64 {
-        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        match t.index.get(key) {
-            Some(i) => *i,
-            None => {
-                let i = t.keys.len() as u64;
-                t.keys.push(key.clone());
-                t.index.insert(key.clone(), i);
-                i
-            }
-        }
-    }
-
-    fn key_at(&self, index: u64) -> Option<SessionKey> {
-        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        t.keys.get(index as usize).cloned()
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn ino(&self, node: &Node) -> u64 {
@@ -234,7 +311,8 @@ impl InodeTable {
             Node::Root => ROOT,
             Node::RootFile(f) => f.ino(),
             Node::Session(key, file) => {
-                FIRST_SESSION + self.index_of(key) * PER_SESSION + file.offset()
+                let slot = self.table().sessions.slot(key, key_hash(key));
+                SESSION_SPACE | slot << 4 | file.offset()
             }
             Node::SlotsDir => SLOTS_DIR,
             Node::TranscriptsDir => TRANSCRIPTS_DIR,
@@ -246,20 +324,22 @@ impl InodeTable {
             | Node::HostedFile(_)
             | Node::Facet(..)
             | Node::ViewLink(..)
-            | Node::Scratch(..) => {
-                let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-                let next = t.named.len() as u64;
-                let idx = *t.named_index.entry(node.clone()).or_insert(next);
-                if idx == next {
-                    t.named.push(node.clone());
-                }
-                FIRST_NAMED + idx
-            }
+            | Node::Scratch(..) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
             Node::Page(key, n) => {
-                FIRST_PAGE
-                    + self.index_of(key) * PAGES_PER_SESSION
-                    + (*n).min(PAGES_PER_SESSION - 1)
+                let slot = self.table().pages.slot(key, key_hash(key));
+                PAGE_SPACE | slot << PAGE_BITS | (*n).min((1 << PAGE_BITS) - 1)
             }
+        }
+    }
+
+    /// Makes the numbers of `keys` known, so that a number a client kept
+    /// from an earlier daemon resolves before this one has listed it.
+    pub fn learn<'a>(&self, keys: impl IntoIterator<Item = &'a SessionKey>) {
+        let mut t = self.table();
+        for key in keys {
+            let hash = key_hash(key);
+            t.sessions.slot(key, hash);
+            t.pages.slot(key, hash);
         }
     }
 
@@ -280,20 +360,19 @@ impl InodeTable {
             }
             _ => {}
         }
-        if let Some(rel) = ino.checked_sub(FIRST_NAMED) {
-            let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-            return t.named.get(rel as usize).cloned();
+        let t = self.table();
+        match ino & (3 << 62) {
+            SESSION_SPACE => {
+                let key = t.sessions.name((ino & !SESSION_SPACE) >> 4)?;
+                Some(Node::Session(key, SessionFile::from_offset(ino & 15)?))
+            }
+            PAGE_SPACE => {
+                let key = t.pages.name((ino & !PAGE_SPACE) >> PAGE_BITS)?;
+                Some(Node::Page(key, ino & ((1 << PAGE_BITS) - 1)))
+            }
+            NAMED_SPACE => t.named.name(ino & !NAMED_SPACE),
+            _ => None,
         }
-        if let Some(rel) = ino.checked_sub(FIRST_PAGE) {
-            let key = self.key_at(rel / PAGES_PER_SESSION)?;
-            return Some(Node::Page(key, rel % PAGES_PER_SESSION));
-        }
-        let rel = ino.checked_sub(FIRST_SESSION)?;
-        let key = self.key_at(rel / PER_SESSION)?;
-        Some(Node::Session(
-            key,
-            SessionFile::from_offset(rel % PER_SESSION)?,
-        ))
     }
 }
 
@@ -319,10 +398,49 @@ mod tests {
         assert_eq!(t.node(999), None);
         let slot = Node::Slot("w".into(), 3);
         let slot_ino = t.ino(&slot);
-        assert_eq!(t.ino(&Node::World("w".into())), slot_ino + 1);
+        assert_ne!(t.ino(&Node::World("w".into())), slot_ino);
         assert_eq!(t.node(slot_ino), Some(slot));
         assert_eq!(t.node(t.ino(&Node::RunFile)), Some(Node::RunFile));
         let page = Node::Page(b.clone(), 7);
         assert_eq!(t.node(t.ino(&page)), Some(page));
+    }
+
+    #[test]
+    fn another_table_gives_the_same_numbers_in_any_order() {
+        let keys: Vec<SessionKey> = (0..500)
+            .map(|i| SessionKey::parse(&format!("shell:s{i}")).unwrap())
+            .collect();
+        let first = InodeTable::default();
+        let numbers: Vec<u64> = keys
+            .iter()
+            .map(|k| first.ino(&Node::Session(k.clone(), SessionFile::Meta)))
+            .collect();
+        let second = InodeTable::default();
+        for (k, ino) in keys.iter().zip(&numbers).rev() {
+            assert_eq!(
+                second.ino(&Node::Session(k.clone(), SessionFile::Meta)),
+                *ino
+            );
+        }
+        // A number kept from an earlier daemon resolves once keys are learnt.
+        let third = InodeTable::default();
+        assert_eq!(third.node(numbers[42]), None);
+        third.learn(&keys);
+        assert_eq!(
+            third.node(numbers[42]),
+            Some(Node::Session(keys[42].clone(), SessionFile::Meta))
+        );
+    }
+
+    #[test]
+    fn colliding_hashes_take_the_next_slot() {
+        let mut space = Space::new(4);
+        let a = space.slot(&"a", 3);
+        let b = space.slot(&"b", 3);
+        let c = space.slot(&"c", 15);
+        let d = space.slot(&"d", 15);
+        assert_eq!((a, b, c, d), (3, 4, 15, 0));
+        assert_eq!(space.name(4), Some("b"));
+        assert_eq!(space.slot(&"b", 3), 4);
     }
 }

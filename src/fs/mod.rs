@@ -109,10 +109,17 @@ impl SessionFs {
 
     /// The node behind `ino`, if its session still exists.
     fn node(&self, ino: u64) -> Result<Node, Error> {
-        let node = self
-            .inodes
-            .node(ino)
-            .ok_or_else(|| Error::not_found(format!("no inode {ino}")))?;
+        let node = match self.inodes.node(ino) {
+            Some(node) => node,
+            None => {
+                // A number from an earlier daemon (an NFS handle): it names a
+                // session this daemon has not listed yet.
+                self.inodes.learn(&self.core.keys());
+                self.inodes
+                    .node(ino)
+                    .ok_or_else(|| Error::not_found(format!("no inode {ino}")))?
+            }
+        };
         if let Node::Session(key, _) | Node::Page(key, _) = &node {
             if !self.core.exists(key) {
                 return Err(Error::not_found(format!("no session {key}")));
