@@ -3,7 +3,7 @@
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::fs::SessionFs;
+use crate::fs::{Guarded, SessionFs};
 use fuser::{MountOption, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
 use std::path::Path;
@@ -53,7 +53,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     };
     // Several request threads: opening a session (a launch) must not stall reads.
     fuse_config.n_threads = Some(4);
-    let mut session = fuser::Session::new(SessionFs::new(core), &mountpoint, &fuse_config)
+    let mut session = fuser::Session::new(Guarded(SessionFs::new(core)), &mountpoint, &fuse_config)
         .map_err(|e| Error::io(&format!("cannot mount {}", mountpoint.display()), &e))?;
     log::info!("mounted at {}", mountpoint.display());
     let mut unmounter = session.unmount_callable();
