@@ -273,6 +273,10 @@ fn a_screen_too_small_is_refused_and_output_keeps_flowing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "panics are injected in debug builds only"
+)]
 fn a_panic_in_a_handler_is_eio_and_the_daemon_lives_on() {
     let host = Host::new().with_env("SESSIONFS_TEST_PANIC", "lookup:boom");
     let m = host.mount("mnt");
@@ -297,6 +301,10 @@ fn a_panic_in_a_handler_is_eio_and_the_daemon_lives_on() {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "panics are injected in debug builds only"
+)]
 fn a_panic_in_a_session_reader_is_reported_and_the_session_recovers() {
     let host = Host::new().with_env("SESSIONFS_TEST_PANIC", "output:PANIC-NOW");
     let m = host.mount("mnt");
