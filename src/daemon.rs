@@ -3,7 +3,7 @@
 use crate::config::Config;
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::fs::SessionFs;
+use crate::fs::{Guarded, SessionFs};
 use crate::mounting;
 use fuser::{MountOption, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
@@ -58,7 +58,8 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     // Several request threads: opening a session (a launch) must not stall reads.
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
-    let fs = SessionFs::new(core);
+    // Every request goes through the panic guard.
+    let fs = Guarded(SessionFs::new(core));
     let mounted =
         |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
     // As root fuser would mount the type as plain `fuse`; mount it ourselves.

@@ -34,6 +34,13 @@ impl Error {
     pub fn perm(message: impl Into<String>) -> Self {
         Self::new(libc::EPERM, message)
     }
+    /// EFBIG: `what` would reach `end` bytes, past its cap of `cap`.
+    pub fn too_big(what: &str, end: u64, cap: u64) -> Self {
+        Self::new(
+            libc::EFBIG,
+            format!("{what}: {end} bytes is over its limit of {cap} bytes"),
+        )
+    }
     pub fn io(context: &str, err: &std::io::Error) -> Self {
         Self::new(
             err.raw_os_error().unwrap_or(libc::EIO),

@@ -10,6 +10,7 @@ pub mod core;
 pub mod daemon;
 pub mod engine;
 pub mod error;
+pub mod faults;
 pub mod fs;
 pub mod hosted;
 pub mod key;

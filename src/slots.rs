@@ -30,6 +30,9 @@ pub const MAX_ENTRY_BYTES: u64 = 1 << 20;
 /// Largest a transcript may grow.
 pub const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
 
+/// Largest slot record a writer may send (a real one is a few hundred bytes).
+pub const MAX_SLOT_RECORD_BYTES: u64 = 1 << 20;
+
 /// The longest a hosted session id may be.
 const MAX_SESSION_ID: usize = 128;
 
@@ -280,6 +283,13 @@ impl SlotStore {
     pub fn put(&self, world: &str, slot: u32, json: &[u8]) -> Result<SlotRecord> {
         let world = parse_world(world)?;
         Self::check_slot(slot)?;
+        if json.len() as u64 > MAX_SLOT_RECORD_BYTES {
+            return Err(Error::too_big(
+                &format!("slot record {world}/{slot}"),
+                json.len() as u64,
+                MAX_SLOT_RECORD_BYTES,
+            ));
+        }
         let mut record = record_from_json(json)?;
         record.last_spawn = rfc3339_ms(now_ms());
         self.update(&world, |map| {

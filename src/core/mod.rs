@@ -3,8 +3,9 @@
 //! drive this without a mount.
 
 mod organize;
+pub mod scratch;
 
-pub use organize::MetaField;
+pub use organize::{MetaField, META_FILE_MAX};
 
 use crate::binding;
 use crate::catalog::{self, Catalog, StoreFile};
@@ -92,6 +93,18 @@ impl SessionRuntime {
     pub fn scrollback(&self) -> &Arc<Scrollback> {
         &self.scrollback
     }
+
+    /// One chunk of the master's output, into the ring and the VT mirror.
+    /// A mirror that fails resets itself; the reason goes to `status`.
+    fn take_output(&self, bytes: &[u8]) {
+        crate::faults::maybe_panic("output", bytes);
+        self.scrollback.append(bytes);
+        let fed = lock(&self.screen).feed(bytes);
+        if let Err(why) = fed {
+            log::error!("{}: {why}", self.key);
+            lock(&self.state).error = Some(why);
+        }
+    }
 }
 
 /// One store file's turn index and the page rendered last (a `stat` and
@@ -127,15 +140,15 @@ pub struct Core {
     started_ms: u64,
 }
 
-/// A `resize` argument: `COLSxROWS`, each 1..=1000.
+/// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
+/// (`screen::check_size`).
 fn parse_size(arg: &str) -> Result<(u16, u16)> {
     let bad = || Error::invalid(format!("resize takes COLSxROWS (e.g. 120x40), not {arg:?}"));
     let (c, r) = arg.split_once(['x', 'X']).ok_or_else(bad)?;
     let cols: u16 = c.parse().map_err(|_| bad())?;
     let rows: u16 = r.parse().map_err(|_| bad())?;
-    if !(1..=1000).contains(&cols) || !(1..=1000).contains(&rows) {
-        return Err(bad());
-    }
+    crate::screen::check_size(cols, rows)
+        .map_err(|why| Error::invalid(format!("resize {arg}: {why}")))?;
     Ok((cols, rows))
 }
 
@@ -579,17 +592,25 @@ impl Core {
         std::thread::Builder::new()
             .name(format!("pty-{key}"))
             .spawn(move || {
-                let result = dtach::pump(reader, |bytes| {
-                    reader_rt.scrollback.append(bytes);
-                    lock(&reader_rt.screen).feed(bytes);
-                });
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dtach::pump(reader, |bytes| reader_rt.take_output(bytes))
+                }));
                 let mut state = lock(&reader_rt.state);
                 if state.generation == generation {
                     state.client = None;
                 }
                 match result {
-                    Ok(()) => log::info!("{}: master closed", reader_rt.key),
-                    Err(e) => log::warn!("{}: reading the master failed: {e}", reader_rt.key),
+                    Ok(Ok(())) => log::info!("{}: master closed", reader_rt.key),
+                    Ok(Err(e)) => log::warn!("{}: reading the master failed: {e}", reader_rt.key),
+                    // The next open joins the master again with a new reader.
+                    Err(panic) => {
+                        let why = format!(
+                            "the output reader stopped on an internal error: {}",
+                            crate::screen::panic_message(panic.as_ref())
+                        );
+                        log::error!("{}: {why}", reader_rt.key);
+                        state.error = Some(why);
+                    }
                 }
             })
             .map_err(|e| Error::io("cannot start a reader thread", &e))?;

@@ -11,6 +11,10 @@ use crate::sidecar::SessionMeta;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// Largest `meta.json`, `title`, `project`, `favourite` or `archive` a
+/// writer may send: a valid one is far smaller (a title is at most 1 KiB).
+pub const META_FILE_MAX: u64 = 64 << 10;
+
 /// The one-line metadata files of a session directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetaField {

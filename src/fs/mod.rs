@@ -1,13 +1,16 @@
 //! The FUSE adapter: translates kernel requests into calls on [`Core`] and
 //! its results into replies. No session logic lives here.
 
+mod caps;
+mod guard;
 pub mod inode;
 mod organize;
 mod records;
 
-use organize::{MetaWrite, ScratchFile};
+use organize::MetaWrite;
 use records::RecordWrite;
 
+use crate::core::scratch::{ScratchFile, ScratchFiles};
 use crate::core::Core;
 use crate::error::Error;
 use crate::key::SessionKey;
@@ -18,6 +21,7 @@ use fuser::{
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
+pub use guard::Guarded;
 use inode::{InodeTable, Node, RootFile, SessionFile, ROOT};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -58,7 +62,7 @@ pub struct SessionFs {
     core: Arc<Core>,
     inodes: InodeTable,
     handles: Mutex<HashMap<u64, Handle>>,
-    scratch: Mutex<HashMap<(SessionKey, String), ScratchFile>>,
+    scratch: ScratchFiles,
     next_fh: AtomicU64,
     uid: u32,
     gid: u32,
@@ -75,7 +79,7 @@ impl SessionFs {
             core,
             inodes: InodeTable::default(),
             handles: Mutex::new(HashMap::new()),
-            scratch: Mutex::new(HashMap::new()),
+            scratch: ScratchFiles::default(),
             next_fh: AtomicU64::new(1),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
@@ -259,6 +263,7 @@ impl SessionFs {
         let name = name
             .to_str()
             .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
+        crate::faults::maybe_panic("lookup", name.as_bytes());
         match self.node(parent)? {
             parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
                 self.records_lookup(&parent, name)
@@ -377,7 +382,7 @@ impl SessionFs {
                     return Err(Error::new(libc::ELOOP, "a symlink"));
                 }
                 if writes && flags.0 & libc::O_TRUNC != 0 {
-                    self.scratch_update(key, name, |f| f.data.clear())?;
+                    self.scratch_resize(key, name, 0)?;
                 }
                 Handle::Scratch(key.clone(), name.clone())
             }
@@ -470,13 +475,7 @@ impl SessionFs {
                 self.core.slots().read_transcript(id, offset, size as usize)
             }
             Some(Handle::Scratch(key, name)) => {
-                let data = self
-                    .scratch_get(key, name)
-                    .map(|f| f.data)
-                    .unwrap_or_default();
-                let start = (offset as usize).min(data.len());
-                let end = start.saturating_add(size as usize).min(data.len());
-                Ok(data[start..end].to_vec())
+                Ok(self.scratch.read(key, name, offset, size as usize))
             }
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
@@ -508,7 +507,7 @@ impl SessionFs {
     fn write_handle(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize, Error> {
         let buffered = self
             .with_handle(fh, |h| match h {
-                Handle::Record(r) => Some(r.write(&self.core, data)),
+                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
                 _ => None,
             })
@@ -523,9 +522,7 @@ impl SessionFs {
             _ => None,
         };
         if let Some((key, name)) = scratch {
-            self.scratch_update(&key, &name, |f| {
-                organize::write_at(&mut f.data, offset, data)
-            })?;
+            self.scratch_write(&key, &name, offset, data)?;
             return Ok(data.len());
         }
         let target = match self.handles().get(&fh) {
@@ -723,6 +720,9 @@ impl Filesystem for SessionFs {
         reply: ReplyAttr,
     ) {
         let result = self.node(ino.0).and_then(|node| {
+            if let Some(size) = size {
+                self.check_size(&node, size)?;
+            }
             let editable = matches!(
                 node,
                 Node::Session(_, SessionFile::Meta | SessionFile::Field(_)) | Node::Scratch(..)
@@ -754,7 +754,7 @@ impl Filesystem for SessionFs {
                 });
             }
             if let (Node::Scratch(key, name), Some(size)) = (&node, size) {
-                self.scratch_update(key, name, |f| f.data.resize(size as usize, 0))?;
+                self.scratch_resize(key, name, size)?;
             }
             // `echo x > input` truncates before it writes: a stream has nothing to cut.
             if size.is_some() && !writable {
@@ -930,7 +930,7 @@ impl Filesystem for SessionFs {
                 if self.scratch_get(key, name).is_some() {
                     return Err(Error::new(libc::EEXIST, format!("{name} exists")));
                 }
-                self.scratch_put(key, name, ScratchFile::default());
+                self.scratch_put(key, name, ScratchFile::default())?;
                 let node = Node::Scratch(key.clone(), name.to_string());
                 let ino = self.inodes.ino(&node);
                 let attr = self.attr(ino, FileType::RegularFile, 0o600, 0, SystemTime::now());
@@ -1000,7 +1000,7 @@ impl Filesystem for SessionFs {
                             data: Vec::new(),
                             symlink: Some(target.to_string_lossy().into_owned()),
                         },
-                    );
+                    )?;
                     self.getattr_node(&Node::Scratch(key, name.to_string()), None, req.pid())
                 }
                 _ => Err(Error::perm(

@@ -5,20 +5,14 @@
 
 use super::inode::{Node, SessionFile, ViewDir};
 use super::SessionFs;
-use crate::core::MetaField;
+use crate::core::scratch::{ScratchFile, ScratchInfo};
+use crate::core::{MetaField, META_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::listing::Query;
 use fuser::FileType;
 use serde_json::Value;
 use std::collections::BTreeSet;
-
-/// A file an editor made next to `meta.json` (swap file, backup, lock link).
-#[derive(Debug, Clone, Default)]
-pub(super) struct ScratchFile {
-    pub data: Vec<u8>,
-    pub symlink: Option<String>,
-}
 
 /// What an open metadata file collects before it becomes a change.
 #[derive(Debug)]
@@ -40,13 +34,26 @@ pub(super) enum MetaWrite {
     },
 }
 
-/// Places `data` at `offset`, as a write to a regular file would.
-pub(super) fn write_at(buf: &mut Vec<u8>, offset: u64, data: &[u8]) {
-    let offset = offset as usize;
-    if buf.len() < offset + data.len() {
-        buf.resize(offset + data.len(), 0);
+/// Places `data` at `offset`, as a write to a regular file would; EFBIG
+/// (and nothing written) when it would end past `cap`.
+pub(super) fn write_at(
+    buf: &mut Vec<u8>,
+    offset: u64,
+    data: &[u8],
+    cap: u64,
+    what: &str,
+) -> Result<()> {
+    let end = offset.saturating_add(data.len() as u64);
+    if end > cap {
+        return Err(Error::too_big(what, end, cap));
     }
-    buf[offset..offset + data.len()].copy_from_slice(data);
+    // Both fit in memory: `end` is within the cap.
+    let (offset, end) = (offset as usize, end as usize);
+    if buf.len() < end {
+        buf.resize(end, 0);
+    }
+    buf[offset..end].copy_from_slice(data);
+    Ok(())
 }
 
 impl MetaWrite {
@@ -87,7 +94,11 @@ impl MetaWrite {
                 buf,
                 dirty,
             } => {
-                write_at(buf, offset, data);
+                let what = format!("{key}/{}", field.name());
+                if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                    *dirty = false;
+                    return Err(core.record_refusal(key, e));
+                }
                 *dirty = true;
                 let checked = core.check_field(key, *field, buf).map(drop);
                 if checked.is_err() {
@@ -102,7 +113,11 @@ impl MetaWrite {
                 buf,
                 dirty,
             } => {
-                write_at(buf, offset, data);
+                let what = format!("{key}/meta.json");
+                if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                    *dirty = false;
+                    return Err(core.record_refusal(key, e));
+                }
                 *dirty = true;
                 let checked = match serde_json::from_slice::<Value>(buf) {
                     Ok(_) => core.check_meta_edit(key, seen, buf).map(drop),
@@ -159,48 +174,49 @@ fn core_refusal(core: &crate::core::Core, key: &SessionKey, message: String) -> 
 }
 
 impl SessionFs {
-    fn scratch(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(SessionKey, String), ScratchFile>>
-    {
-        self.scratch.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(super) fn scratch_get(&self, key: &SessionKey, name: &str) -> Option<ScratchFile> {
-        self.scratch()
-            .get(&(key.clone(), name.to_string()))
-            .cloned()
+    /// A scratch file's length and link target, without copying its bytes.
+    pub(super) fn scratch_get(&self, key: &SessionKey, name: &str) -> Option<ScratchInfo> {
+        self.scratch.info(key, name)
     }
 
     pub(super) fn scratch_names(&self, key: &SessionKey) -> Vec<(String, bool)> {
-        self.scratch()
-            .iter()
-            .filter(|((k, _), _)| k == key)
-            .map(|((_, n), f)| (n.clone(), f.symlink.is_some()))
-            .collect()
+        self.scratch.names(key)
     }
 
-    pub(super) fn scratch_put(&self, key: &SessionKey, name: &str, file: ScratchFile) {
-        self.scratch().insert((key.clone(), name.to_string()), file);
-    }
-
-    pub(super) fn scratch_update(
+    /// Adds a scratch file; a refusal (the caps) is recorded in the session's status.
+    pub(super) fn scratch_put(
         &self,
         key: &SessionKey,
         name: &str,
-        change: impl FnOnce(&mut ScratchFile),
+        file: ScratchFile,
     ) -> Result<()> {
-        match self.scratch().get_mut(&(key.clone(), name.to_string())) {
-            Some(f) => {
-                change(f);
-                Ok(())
-            }
-            None => Err(Error::not_found(format!("no {name} in {key}"))),
-        }
+        self.scratch
+            .put(key, name, file)
+            .map_err(|e| self.core.record_refusal(key, e))
+    }
+
+    /// A write to a scratch file, within its caps.
+    pub(super) fn scratch_write(
+        &self,
+        key: &SessionKey,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        self.scratch
+            .write(key, name, offset, data)
+            .map_err(|e| self.core.record_refusal(key, e))
+    }
+
+    /// `truncate` of a scratch file, within its caps.
+    pub(super) fn scratch_resize(&self, key: &SessionKey, name: &str, size: u64) -> Result<()> {
+        self.scratch
+            .resize(key, name, size)
+            .map_err(|e| self.core.record_refusal(key, e))
     }
 
     pub(super) fn scratch_remove(&self, key: &SessionKey, name: &str) -> Option<ScratchFile> {
-        self.scratch().remove(&(key.clone(), name.to_string()))
+        self.scratch.remove(key, name)
     }
 
     /// A name in a session directory that is not one of its own files.
@@ -224,26 +240,24 @@ impl SessionFs {
         let target = SessionFile::from_name(to);
         match (SessionFile::from_name(from), target) {
             (None, Some(file @ (SessionFile::Meta | SessionFile::Field(_)))) => {
-                let scratch = self
-                    .scratch_get(key, from)
+                let data = self
+                    .scratch
+                    .data(key, from)
                     .ok_or_else(|| Error::not_found(format!("no {from} in {key}")))?;
                 match file {
-                    SessionFile::Field(f) => self.core.write_field(key, f, &scratch.data)?,
+                    SessionFile::Field(f) => self.core.write_field(key, f, &data)?,
                     _ => {
                         let seen = self.core.meta_value(key)?;
-                        self.core.edit_meta(key, &seen, &scratch.data)?;
+                        self.core.edit_meta(key, &seen, &data)?;
                     }
                 }
                 self.scratch_remove(key, from);
                 Ok(())
             }
-            (None, None) => {
-                let scratch = self
-                    .scratch_remove(key, from)
-                    .ok_or_else(|| Error::not_found(format!("no {from} in {key}")))?;
-                self.scratch_put(key, to, scratch);
-                Ok(())
-            }
+            (None, None) => self
+                .scratch
+                .rename(key, from, to)
+                .map_err(|e| self.core.record_refusal(key, e)),
             (Some(file @ (SessionFile::Meta | SessionFile::Field(_))), None) => {
                 let data = self.current_text(key, file)?;
                 self.scratch_put(
@@ -253,8 +267,7 @@ impl SessionFs {
                         data,
                         symlink: None,
                     },
-                );
-                Ok(())
+                )
             }
             _ => Err(Error::perm(format!("{from} cannot be renamed to {to}"))),
         }
@@ -275,7 +288,7 @@ impl SessionFs {
                     .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
                 match f.symlink {
                     Some(t) => (FileType::Symlink, 0o777, t.len() as u64),
-                    None => (FileType::RegularFile, 0o600, f.data.len() as u64),
+                    None => (FileType::RegularFile, 0o600, f.len),
                 }
             }
             _ => return Err(Error::not_found("not a view")),

@@ -5,7 +5,10 @@
 use super::inode::Node;
 use super::{Handle, SessionFs};
 use crate::error::{Error, Result};
-use crate::slots::{parse_session_id, parse_slot, parse_world};
+use crate::slots::{
+    parse_session_id, parse_slot, parse_world, MAX_ENTRY_BYTES, MAX_SLOT_RECORD_BYTES,
+    MAX_TRANSCRIPT_BYTES,
+};
 use fuser::FileType;
 
 /// What an open record file collects before it becomes a record or entries.
@@ -230,8 +233,14 @@ impl SessionFs {
 impl RecordWrite {
     /// Takes one `write` call's bytes: a slot record is put once it parses
     /// whole; transcript lines are appended one entry each, and a partial
-    /// line waits for the rest.
-    pub(super) fn write(&mut self, core: &crate::core::Core, data: &[u8]) -> Result<()> {
+    /// line waits for the rest. The caps are checked before anything grows.
+    pub(super) fn write(
+        &mut self,
+        core: &crate::core::Core,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        self.check_caps(offset, data)?;
         match self {
             RecordWrite::Slot {
                 world,
@@ -272,6 +281,49 @@ impl RecordWrite {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// EFBIG for a write that would take a file past its cap: a slot
+    /// record past 1 MiB (by offset or by what is buffered), a transcript
+    /// past its size cap, a partial line past the entry cap. What was
+    /// buffered is dropped; nothing stored changes. `run` is a stream: its
+    /// offsets mean nothing. (The caller logs the refusal.)
+    fn check_caps(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let end = offset.saturating_add(data.len() as u64);
+        let refused = match self {
+            RecordWrite::Slot {
+                world, slot, buf, ..
+            } => {
+                let what = format!("slot record {world}/{slot}");
+                let held = (buf.len() as u64).saturating_add(data.len() as u64);
+                let end = end.max(held);
+                (end > MAX_SLOT_RECORD_BYTES)
+                    .then(|| (Error::too_big(&what, end, MAX_SLOT_RECORD_BYTES), buf))
+            }
+            RecordWrite::Append { session, pending } => {
+                let name = session.as_deref().unwrap_or("run");
+                let line = match data.iter().rposition(|b| *b == b'\n') {
+                    Some(nl) => data.len() - nl - 1,
+                    None => pending.len() + data.len(),
+                } as u64;
+                if session.is_some() && end > MAX_TRANSCRIPT_BYTES {
+                    let what = format!("transcript {name}.jsonl");
+                    Some((Error::too_big(&what, end, MAX_TRANSCRIPT_BYTES), pending))
+                } else if line > MAX_ENTRY_BYTES {
+                    let what = format!("an unfinished entry line to {name}");
+                    Some((Error::too_big(&what, line, MAX_ENTRY_BYTES), pending))
+                } else {
+                    None
+                }
+            }
+        };
+        match refused {
+            Some((err, held)) => {
+                *held = Vec::new();
+                Err(err)
+            }
+            None => Ok(()),
         }
     }
 
