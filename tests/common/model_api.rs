@@ -68,8 +68,7 @@ impl Request {
             .as_array()?
             .iter()
             .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .filter(|t| !t.trim_start().starts_with('<'))
-            .next_back()
+            .rfind(|t| !t.trim_start().starts_with('<'))
             .map(str::to_string)
     }
 
