@@ -82,6 +82,9 @@ impl AgentEnv {
             "hasCompletedOnboarding": true,
             "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
             "projects": {project: {"hasTrustDialogAccepted": true}},
+            // First-run offers that would otherwise cover the prompt box.
+            "hasSeenAutoDefaultNudge": true,
+            "hasSeenEffortMediumNudge": true,
         });
         std::fs::write(self.claude_dir.join(".claude.json"), state.to_string()).unwrap();
         // The classic permission dialog, not "auto mode" (whose risk check

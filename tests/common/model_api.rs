@@ -78,13 +78,12 @@ impl Request {
         if self.method != "POST" {
             return false;
         }
-        let body = self.json();
-        if self.path.starts_with("/v1/responses") {
-            return true;
-        }
-        self.path.starts_with("/v1/messages")
-            && !self.path.starts_with("/v1/messages/count_tokens")
-            && body
+        // Side requests (Codex's task titles, token counts) offer no tools.
+        (self.path.starts_with("/v1/responses")
+            || (self.path.starts_with("/v1/messages")
+                && !self.path.starts_with("/v1/messages/count_tokens")))
+            && self
+                .json()
                 .get("tools")
                 .and_then(Value::as_array)
                 .is_some_and(|t| !t.is_empty())
@@ -426,12 +425,21 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
         }
         ("POST", "/v1/responses") => {
             let turn_answer = scripted.unwrap_or(Turn {
-                answer: Answer::Text("(nothing scripted)".into()),
+                answer: Answer::Text(
+                    if turn {
+                        "(nothing scripted)"
+                    } else {
+                        "Greeting"
+                    }
+                    .into(),
+                ),
                 delay: Duration::ZERO,
             });
             let events = openai_events(id, &turn_answer.answer, &body);
             stream(out, &events, turn_answer.delay)?;
-            mark_answered(shared);
+            if turn {
+                mark_answered(shared);
+            }
             Ok(())
         }
         ("GET", "/v1/models") => send_json(
