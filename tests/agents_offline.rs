@@ -68,7 +68,6 @@ fn claude_print_mode_answers_from_the_stand_in_and_renders() {
     let mut cmd = env.command("claude");
     cmd.args(["-p", "hello from the offline test"]);
     let out = run_for(cmd, 90);
-    eprintln!("requests:\n{}", api.log());
     assert!(out.status.success(), "{}\n{}", show(&out), api.log());
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("Stand-in answer: the tests pass."),
@@ -111,7 +110,6 @@ fn codex_exec_answers_from_the_stand_in_and_renders() {
     let mut cmd = env.command("codex");
     cmd.args(["exec", "--skip-git-repo-check", "hello codex offline"]);
     let out = run_for(cmd, 90);
-    eprintln!("requests:\n{}", api.log());
     assert!(out.status.success(), "{}\n{}", show(&out), api.log());
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("Stand-in answer from codex land."),

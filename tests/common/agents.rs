@@ -14,7 +14,7 @@ pub const CODEX_KEY_VAR: &str = "SESSIONFS_TEST_MODEL_KEY";
 
 /// `target/agents/node_modules/.bin`, installed by `scripts/agents` on first
 /// use; `None` (with the reason printed) when it is missing and cannot be
-/// installed, so the caller skips.
+/// installed (or `SESSIONFS_SKIP_AGENTS=1` says not to), so the caller skips.
 pub fn agents_bin(test: &str) -> Option<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = BIN.get_or_init(|| {
@@ -22,6 +22,9 @@ pub fn agents_bin(test: &str) -> Option<PathBuf> {
         let bin = root.join("target/agents/node_modules/.bin");
         if bin.join("claude").exists() && bin.join("codex").exists() {
             return Ok(bin);
+        }
+        if std::env::var("SESSIONFS_SKIP_AGENTS").as_deref() == Ok("1") {
+            return Err("target/agents is missing and SESSIONFS_SKIP_AGENTS=1".into());
         }
         let out = Command::new(root.join("scripts/agents"))
             .output()
