@@ -415,6 +415,15 @@ fn codex_turn_complete_arrives_by_notify_for_its_own_thread_only() {
             (State::Idle, Source::Notify),
         ]
     );
+    // Nothing Codex started outlives the test.
+    let marks = [run.env.codex_home.to_string_lossy().into_owned()];
+    assert!(!agents::processes_with_env(&marks).is_empty());
+    drop(run);
+    common::wait_for(10, "Codex's processes to end", || {
+        agents::processes_with_env(&marks)
+            .into_iter()
+            .all(common::is_zombie)
+    });
 }
 
 impl Run {

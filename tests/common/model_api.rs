@@ -447,7 +447,12 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
             200,
             &json!({"object": "list", "data": [], "models": [], "has_more": false}),
         ),
-        ("HEAD", _) | ("GET", "/") => send_json(out, 200, &json!({})),
+        // Reachability probes: a HEAD answer has no body.
+        ("HEAD", _) => {
+            write!(out, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")?;
+            out.flush()
+        }
+        ("GET", "/") => send_json(out, 200, &json!({})),
         _ => send_json(
             out,
             404,
