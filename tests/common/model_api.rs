@@ -414,14 +414,17 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
             });
             if body.get("stream").and_then(Value::as_bool) == Some(true) {
                 let events = anthropic_events(id, &turn_answer.answer);
-                stream(out, &events, turn_answer.delay)?;
+                stream(out, &events, turn_answer.delay, || {
+                    if turn {
+                        mark_answered(shared)
+                    }
+                })
             } else {
-                send_json(out, 200, &anthropic_message(id, &turn_answer.answer))?;
+                if turn {
+                    mark_answered(shared);
+                }
+                send_json(out, 200, &anthropic_message(id, &turn_answer.answer))
             }
-            if turn {
-                mark_answered(shared);
-            }
-            Ok(())
         }
         ("POST", "/v1/responses") => {
             let turn_answer = scripted.unwrap_or(Turn {
@@ -436,11 +439,11 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
                 delay: Duration::ZERO,
             });
             let events = openai_events(id, &turn_answer.answer, &body);
-            stream(out, &events, turn_answer.delay)?;
-            if turn {
-                mark_answered(shared);
-            }
-            Ok(())
+            stream(out, &events, turn_answer.delay, || {
+                if turn {
+                    mark_answered(shared)
+                }
+            })
         }
         ("GET", "/v1/models") => send_json(
             out,
@@ -478,13 +481,26 @@ fn send_json(out: &mut TcpStream, status: u16, v: &Value) -> std::io::Result<()>
     out.flush()
 }
 
-/// Sends SSE events as chunks; pauses `delay` after the first one.
-fn stream(out: &mut TcpStream, events: &[(String, Value)], delay: Duration) -> std::io::Result<()> {
+/// Sends SSE events as chunks; pauses `delay` after the first one; calls
+/// `last` right before the last event goes out (so whoever sees the end of
+/// the stream finds it recorded).
+fn stream(
+    out: &mut TcpStream,
+    events: &[(String, Value)],
+    delay: Duration,
+    last: impl FnOnce(),
+) -> std::io::Result<()> {
+    let mut last = Some(last);
     write!(
         out,
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
     )?;
     for (i, (name, data)) in events.iter().enumerate() {
+        if i + 1 == events.len() {
+            if let Some(f) = last.take() {
+                f();
+            }
+        }
         let chunk = format!("event: {name}\ndata: {data}\n\n");
         write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
         out.flush()?;
