@@ -3,6 +3,7 @@
 //! The FUSE adapter (`fs`) is thin over the plain core (`core`), which can be
 //! driven and tested without a mount.
 
+pub mod agent;
 pub mod binding;
 pub mod catalog;
 pub mod config;

@@ -1,0 +1,353 @@
+//! The agents' own hooks, injected per session without touching the user's
+//! files: Claude Code's `--settings` file and Codex's `-c notify=[...]` both
+//! run `sessionfs hook --events FILE --session KEY`, which appends one capped
+//! JSON line per event to FILE for the daemon to follow.
+
+use super::state::HookEvent;
+use serde_json::{json, Map, Value};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// The Claude Code hook events that move the state.
+pub const CLAUDE_EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PermissionRequest",
+    "Notification",
+    "Stop",
+    "SessionEnd",
+];
+
+/// Events whose hook configuration takes a tool-name matcher.
+const TOOL_EVENTS: &[&str] = &["PreToolUse", "PostToolUse", "PermissionRequest"];
+
+/// The most of a hook's stdin that is parsed; the rest is drained unread.
+const MAX_PAYLOAD: usize = 1 << 20;
+/// Each recorded text field is cut to this many bytes.
+const MAX_FIELD: usize = 256;
+/// A hook line longer than this is never written (nor read back).
+pub const MAX_LINE: usize = 4096;
+/// A hook file past this size is moved aside to `FILE.1` before the next append.
+pub const ROTATE_AT: u64 = 1 << 20;
+
+/// Quotes one word for `sh -c`.
+fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The hook command line: `'EXE' hook --events 'FILE' --session 'KEY'`.
+pub fn hook_command(exe: &Path, events_file: &Path, key: &str) -> String {
+    [
+        sh_quote(&exe.to_string_lossy()),
+        "hook".into(),
+        "--events".into(),
+        sh_quote(&events_file.to_string_lossy()),
+        "--session".into(),
+        sh_quote(key),
+    ]
+    .join(" ")
+}
+
+/// The contents of the file given to `claude --settings`: one command hook
+/// per event in [`CLAUDE_EVENTS`]. Claude adds it to the user's own settings.
+pub fn claude_settings(exe: &Path, events_file: &Path, key: &str) -> Value {
+    let command = hook_command(exe, events_file, key);
+    let mut hooks = Map::new();
+    for event in CLAUDE_EVENTS {
+        let handler = json!({"type": "command", "command": command, "timeout": 10});
+        let mut entry = json!({"hooks": [handler]});
+        if TOOL_EVENTS.contains(event) {
+            entry["matcher"] = json!("*");
+        }
+        hooks.insert(event.to_string(), json!([entry]));
+    }
+    json!({"hooks": hooks})
+}
+
+/// Writes [`claude_settings`] to `path` (mode 0600, replaced atomically).
+pub fn write_claude_settings(
+    path: &Path,
+    exe: &Path,
+    events_file: &Path,
+    key: &str,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(
+        claude_settings(exe, events_file, key)
+            .to_string()
+            .as_bytes(),
+    )?;
+    f.sync_all()?;
+    std::fs::rename(tmp, path)
+}
+
+/// The value of Codex's `-c` option that makes it run the hook on every
+/// finished turn (`notify=["EXE","hook",...]`, a TOML array; Codex appends
+/// the event JSON as one more argument).
+pub fn codex_notify_arg(exe: &Path, events_file: &Path, key: &str) -> String {
+    let words = [
+        exe.to_string_lossy().into_owned(),
+        "hook".into(),
+        "--events".into(),
+        events_file.to_string_lossy().into_owned(),
+        "--session".into(),
+        key.into(),
+    ];
+    // A JSON string array is a valid TOML array of basic strings.
+    format!(
+        "notify={}",
+        serde_json::to_string(&words).expect("strings serialise")
+    )
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Finds `"name": "value"` in raw (possibly cut-off) JSON text: the fallback
+/// when a payload was too big to parse whole. Claude puts `session_id` and
+/// `hook_event_name` before the large fields.
+fn raw_field(raw: &str, name: &str) -> Option<String> {
+    let pat = format!("\"{name}\"");
+    let at = raw.find(&pat)? + pat.len();
+    let rest = raw[at..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let value = &rest[..end];
+    (!value.contains('\\')).then(|| value.to_string())
+}
+
+/// Reduces one hook payload (Claude's stdin JSON or Codex's notify argument)
+/// to the capped line the hook file keeps.
+pub fn hook_line(payload: &[u8], key: &str, ts_ms: u64) -> String {
+    let raw = String::from_utf8_lossy(payload);
+    let parsed: Option<Map<String, Value>> = serde_json::from_str(&raw).ok();
+    let field = |names: &[&str]| -> Option<String> {
+        for name in names {
+            let found = match &parsed {
+                Some(obj) => obj.get(*name).and_then(|v| match v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Null => None,
+                    other => Some(other.to_string()),
+                }),
+                None => raw_field(&raw, name),
+            };
+            if let Some(v) = found {
+                return Some(cut(&v, MAX_FIELD));
+            }
+        }
+        None
+    };
+    let mut line = Map::new();
+    line.insert("ts_ms".into(), json!(ts_ms));
+    line.insert("key".into(), json!(cut(key, MAX_FIELD)));
+    let event = field(&["hook_event_name", "type"]).unwrap_or_else(|| "unknown".into());
+    line.insert("event".into(), json!(event));
+    let fields: [(&str, &[&str]); 5] = [
+        ("session_id", &["session_id", "thread-id", "thread_id"]),
+        ("tool_name", &["tool_name"]),
+        ("notification_type", &["notification_type"]),
+        ("reason", &["source", "reason"]),
+        ("message", &["message", "last-assistant-message"]),
+    ];
+    for (out, names) in fields {
+        if let Some(v) = field(names) {
+            line.insert(out.into(), json!(v));
+        }
+    }
+    if parsed.is_none() {
+        line.insert("truncated".into(), json!(true));
+    }
+    let text = Value::Object(line).to_string();
+    debug_assert!(text.len() < MAX_LINE);
+    text
+}
+
+/// Reads a hook line back: the event and the wall-clock time it was written.
+pub fn parse_hook_line(line: &str) -> Option<(u64, String, HookEvent)> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    Some((
+        v.get("ts_ms")?.as_u64()?,
+        s("key")?,
+        HookEvent {
+            name: s("event")?,
+            session_id: s("session_id"),
+            notification_type: s("notification_type"),
+            tool_name: s("tool_name"),
+            reason: s("reason"),
+        },
+    ))
+}
+
+/// Appends `line` and a newline to `file` in one write, moving a file past
+/// [`ROTATE_AT`] aside to `FILE.1` first.
+pub fn append_line(file: &Path, line: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::metadata(file).is_ok_and(|m| m.len() >= ROTATE_AT) {
+        let mut aside = file.as_os_str().to_owned();
+        aside.push(".1");
+        // Two hooks may race here; either rename wins, nothing is lost
+        // beyond what the follower already read or reads from FILE.1.
+        let _ = std::fs::rename(file, aside);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(file)?;
+    let mut bytes = line.as_bytes().to_vec();
+    bytes.push(b'\n');
+    f.write_all(&bytes)
+}
+
+/// The hidden `sessionfs hook` subcommand: reads the payload (Codex passes
+/// it as the last argument, Claude on stdin), appends its line. Never fails
+/// the agent: every error is swallowed, the caller exits 0.
+pub fn run_hook(events_file: &Path, key: &str, arg_payload: Option<&str>) {
+    let payload = match arg_payload {
+        Some(p) => p.as_bytes().to_vec(),
+        None => read_stdin_capped(),
+    };
+    let ts_ms = super::events::now_ms();
+    let _ = append_line(events_file, &hook_line(&payload, key, ts_ms));
+}
+
+/// Reads stdin up to [`MAX_PAYLOAD`] and drains the rest so the writer sees
+/// no broken pipe; a terminal on stdin is not read at all.
+fn read_stdin_capped() -> Vec<u8> {
+    let stdin = std::io::stdin();
+    if std::io::IsTerminal::is_terminal(&stdin) {
+        return vec![];
+    }
+    let mut lock = stdin.lock();
+    let mut buf = Vec::new();
+    let _ = (&mut lock).take(MAX_PAYLOAD as u64).read_to_end(&mut buf);
+    if buf.len() == MAX_PAYLOAD {
+        let _ = std::io::copy(&mut lock, &mut std::io::sink());
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_settings_run_the_hook_for_every_event() {
+        let v = claude_settings(
+            Path::new("/usr/bin/session fs"),
+            Path::new("/state/it's/hooks.jsonl"),
+            "claude:abc",
+        );
+        for event in CLAUDE_EVENTS {
+            let entry = &v["hooks"][event][0];
+            let cmd = entry["hooks"][0]["command"].as_str().unwrap();
+            assert_eq!(entry["hooks"][0]["type"], "command");
+            // The command survives sh's word splitting intact.
+            let out = std::process::Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("printf '%s\\n' {}", &cmd["'/usr/bin/session fs' ".len()..]),
+                ])
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "hook\n--events\n/state/it's/hooks.jsonl\n--session\nclaude:abc\n"
+            );
+            assert!(cmd.starts_with("'/usr/bin/session fs' hook"));
+            assert_eq!(entry.get("matcher").is_some(), TOOL_EVENTS.contains(event));
+        }
+    }
+
+    #[test]
+    fn codex_notify_is_a_toml_string_array() {
+        let arg = codex_notify_arg(Path::new("/bin/sfs"), Path::new("/s/a \"b\""), "codex:x");
+        assert_eq!(
+            arg,
+            r#"notify=["/bin/sfs","hook","--events","/s/a \"b\"","--session","codex:x"]"#
+        );
+    }
+
+    #[test]
+    fn claude_payloads_become_capped_lines() {
+        let big = "x".repeat(100_000);
+        let payload = json!({
+            "session_id": "sid-1", "transcript_path": "/t.jsonl", "cwd": "/w",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": big},
+        });
+        let line = hook_line(payload.to_string().as_bytes(), "claude:sid-1", 42);
+        assert!(line.len() < 1024, "{}", line.len());
+        let (ts, key, ev) = parse_hook_line(&line).unwrap();
+        assert_eq!((ts, key.as_str()), (42, "claude:sid-1"));
+        assert_eq!(ev.name, "PreToolUse");
+        assert_eq!(ev.session_id.as_deref(), Some("sid-1"));
+        assert_eq!(ev.tool_name.as_deref(), Some("Bash"));
+
+        let note = json!({"session_id": "s", "hook_event_name": "Notification",
+            "notification_type": "permission_prompt", "message": "m".repeat(5000)});
+        let (_, _, ev) = parse_hook_line(&hook_line(note.to_string().as_bytes(), "k", 1)).unwrap();
+        assert_eq!(ev.notification_type.as_deref(), Some("permission_prompt"));
+
+        let start =
+            json!({"session_id": "s", "hook_event_name": "SessionStart", "source": "resume"});
+        let (_, _, ev) = parse_hook_line(&hook_line(start.to_string().as_bytes(), "k", 1)).unwrap();
+        assert_eq!(ev.reason.as_deref(), Some("resume"));
+    }
+
+    #[test]
+    fn a_cut_off_payload_still_names_its_event_and_session() {
+        let payload = br#"{"session_id":"sid-9","transcript_path":"/t","hook_event_name":"PostToolUse","tool_response":{"stdout":"aaaa"#;
+        let line = hook_line(payload, "claude:sid-9", 5);
+        let (_, _, ev) = parse_hook_line(&line).unwrap();
+        assert_eq!(ev.name, "PostToolUse");
+        assert_eq!(ev.session_id.as_deref(), Some("sid-9"));
+        assert!(line.contains("\"truncated\":true"));
+        // Garbage still gives a line, never a failure.
+        let (_, _, ev) = parse_hook_line(&hook_line(b"\xff\xfe not json", "k", 1)).unwrap();
+        assert_eq!(ev.name, "unknown");
+    }
+
+    #[test]
+    fn codex_notify_payloads_name_the_thread() {
+        let payload = json!({"type": "agent-turn-complete", "thread-id": "t-1", "turn-id": "u",
+            "cwd": "/w", "input-messages": ["hi"], "last-assistant-message": "done"});
+        let (_, _, ev) =
+            parse_hook_line(&hook_line(payload.to_string().as_bytes(), "codex:t-1", 3)).unwrap();
+        assert_eq!(ev.name, "agent-turn-complete");
+        assert_eq!(ev.session_id.as_deref(), Some("t-1"));
+    }
+
+    #[test]
+    fn appending_rotates_a_full_file_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hooks.jsonl");
+        std::fs::write(&file, vec![b'a'; ROTATE_AT as usize]).unwrap();
+        append_line(&file, "{\"n\":1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{\"n\":1}\n");
+        assert_eq!(
+            std::fs::metadata(dir.path().join("hooks.jsonl.1"))
+                .unwrap()
+                .len(),
+            ROTATE_AT
+        );
+    }
+}

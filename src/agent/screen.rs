@@ -1,0 +1,157 @@
+//! The screen fallback: a verdict from the text of the VT mirror's screen,
+//! per engine, from what Claude Code 2.1.328 and Codex CLI 0.169.0 draw
+//! (see docs/AGENTS.md). Conservative: `Ready` only when the prompt box is
+//! drawn and nothing runs; anything unclear is `Unknown`, which moves
+//! nothing.
+
+use super::state::Verdict;
+
+/// Which TUI drew the screen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tui {
+    Claude,
+    Codex,
+}
+
+/// Both TUIs show this while a turn runs (Claude in its status line,
+/// Codex after "Working (Ns").
+const RUNNING: &str = "esc to interrupt";
+
+/// Judges one screen (rows joined by newlines, as `vt100` gives them).
+pub fn verdict(tui: Tui, screen: &str) -> Verdict {
+    let lines: Vec<&str> = screen.lines().collect();
+    match tui {
+        Tui::Claude => claude(&lines),
+        Tui::Codex => codex(&lines),
+    }
+}
+
+fn is_rule(line: &str) -> bool {
+    let t = line.trim();
+    t.chars().count() >= 10 && t.chars().all(|c| c == '─')
+}
+
+/// The rows of Claude's prompt box: from a `❯` row right under a rule to
+/// the next rule (a long prompt wraps over several rows).
+pub fn claude_composer<'a>(lines: &[&'a str]) -> Option<Vec<&'a str>> {
+    let start = (1..lines.len())
+        .rev()
+        .find(|&i| is_rule(lines[i - 1]) && lines[i].trim_start().starts_with('❯'))?;
+    let len = lines[start..].iter().position(|l| is_rule(l))?;
+    Some(lines[start..start + len].to_vec())
+}
+
+fn claude(lines: &[&str]) -> Verdict {
+    let composer = claude_composer(lines).is_some();
+    let running = lines.iter().any(|l| l.contains(RUNNING));
+    // Permission dialogs ("Do you want to proceed?  ❯ 1. Yes ...") and
+    // questions hide the prompt box and offer a numbered or pointed choice.
+    let choice = lines.iter().any(|l| {
+        let t = l.trim_start();
+        t.starts_with("❯ 1.") || t.starts_with("❯ Yes")
+    });
+    let asks = lines.iter().any(|l| {
+        l.contains("Do you want to") || l.contains("Esc to cancel") || l.contains("Enter to select")
+    });
+    if !composer && (choice || asks) {
+        Verdict::Dialog
+    } else if running {
+        Verdict::Working
+    } else if composer {
+        Verdict::Ready
+    } else {
+        Verdict::Unknown
+    }
+}
+
+fn codex(lines: &[&str]) -> Verdict {
+    // While loading its configuration Codex already draws the prompt box
+    // under a header that says "loading": not ready yet.
+    if lines.iter().take(6).any(|l| l.trim() == "loading") {
+        return Verdict::Unknown;
+    }
+    let running = lines.iter().any(|l| l.contains(RUNNING));
+    let asks = lines.iter().any(|l| {
+        l.contains("Would you like to")
+            || l.contains("Yes, proceed")
+            || l.contains("Press enter to confirm")
+    });
+    // The prompt box is the last `›` line, with the key hints under it.
+    let composer = lines
+        .iter()
+        .rposition(|l| l.starts_with('›'))
+        .is_some_and(|at| {
+            lines[at + 1..]
+                .iter()
+                .any(|l| l.contains("for shortcuts") || l.contains(" · "))
+        });
+    if asks && !running {
+        Verdict::Dialog
+    } else if running {
+        Verdict::Working
+    } else if composer {
+        Verdict::Ready
+    } else {
+        Verdict::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULE: &str = "────────────────────────────────────────";
+
+    fn claude_screen(body: &str, composer: &str, status: &str) -> String {
+        format!(" ▐▛███▛█   Claude Code v2.1.328\n\n{body}\n{RULE}\n{composer}\n{RULE}\n{status}\n")
+    }
+
+    #[test]
+    fn claude_ready_busy_and_dialog() {
+        let ready = claude_screen("", "❯  ", "  ⏸ manual mode on · ? for shortcuts");
+        assert_eq!(verdict(Tui::Claude, &ready), Verdict::Ready);
+        let typed = claude_screen("", "❯ say hello please ", "  ⏸ manual mode on");
+        assert_eq!(verdict(Tui::Claude, &typed), Verdict::Ready);
+        let long = claude_screen(
+            "",
+            "❯ long words long\n  words long\n  words",
+            "  ⏸ manual mode on",
+        );
+        assert_eq!(verdict(Tui::Claude, &long), Verdict::Ready);
+        let lines: Vec<&str> = long.lines().collect();
+        assert_eq!(claude_composer(&lines).unwrap().len(), 3);
+        let busy = claude_screen(
+            "❯ say hello please\n✻ Ideating… ",
+            "❯  ",
+            "  ⏸ manual mode on · esc to interrupt · ← for agents",
+        );
+        assert_eq!(verdict(Tui::Claude, &busy), Verdict::Working);
+        let dialog = format!(
+            "❯ run the tool\n● Running the command\n{RULE}\n Bash command\n echo hi\n Do you want to proceed?\n ❯ 1. Yes\n   2. No\n Esc to cancel · Tab to amend\n"
+        );
+        assert_eq!(verdict(Tui::Claude, &dialog), Verdict::Dialog);
+        let nudge = format!(
+            "{RULE}\n  Make auto mode your default permission mode?\n\n  ❯ Yes, set auto mode as my default permission mode\n    No, keep manual mode\n"
+        );
+        assert_eq!(verdict(Tui::Claude, &nudge), Verdict::Dialog);
+        assert_eq!(verdict(Tui::Claude, ""), Verdict::Unknown);
+        assert_eq!(
+            verdict(Tui::Claude, " Claude Code v2.1.328\n"),
+            Verdict::Unknown
+        );
+    }
+
+    #[test]
+    fn codex_ready_busy_and_loading() {
+        let loading = "  >_ OpenAI Codex (v0.169.0)\n     loading\n\n› Ask Codex to do anything\n  ? for shortcuts\n";
+        assert_eq!(verdict(Tui::Codex, loading), Verdict::Unknown);
+        let ready = "  >_ OpenAI Codex (v0.169.0)\n     /w/project\n\n› Ask Codex to do anything\n  gpt-5 default · /w/project\n  ← for agents · ? for shortcuts\n";
+        assert_eq!(verdict(Tui::Codex, ready), Verdict::Ready);
+        let busy = "  >_ OpenAI Codex (v0.169.0)\n     /w\n› say hello\n• Working (0s • esc to interrupt)\n› Ask Codex to do anything\n  gpt-5 default · /w\n";
+        assert_eq!(verdict(Tui::Codex, busy), Verdict::Working);
+        let done = "  >_ OpenAI Codex (v0.169.0)\n     /w\n› say hello\n• First codex answer.\n  Worked for 2s • 01:29\n› Ask Codex to do anything\n  gpt-5 default · /w\n";
+        assert_eq!(verdict(Tui::Codex, done), Verdict::Ready);
+        let asks = "  >_ OpenAI Codex (v0.169.0)\n     /w\n  Would you like to run the following command?\n  $ rm x\n› 1. Yes, proceed (y)\n  Press enter to confirm or esc to cancel\n";
+        assert_eq!(verdict(Tui::Codex, asks), Verdict::Dialog);
+    }
+}

@@ -1,0 +1,721 @@
+//! The state of one agent session, derived from signals: the process, the
+//! agent's own hook events, Codex's turn-complete notification, and a
+//! screen-based verdict as the fallback. Plain logic, time passed in.
+//!
+//! Precedence (most reliable first): the process (final until the next
+//! launch); hooks, applied at once; the screen, applied only once the same
+//! verdict has held for a while, so the state never flickers between two
+//! reads.
+
+use serde::{Deserialize, Serialize};
+
+/// What a session is doing, as `state` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// No master: never opened, stopped, or killed.
+    Stopped,
+    /// Launched, not yet ready for a prompt.
+    Starting,
+    /// Ready for a prompt.
+    Idle,
+    /// Working on a turn.
+    Busy,
+    /// Needs the user: a permission dialog or a question.
+    Waiting,
+    /// The program ended by itself.
+    Exited,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Stopped => "stopped",
+            State::Starting => "starting",
+            State::Idle => "idle",
+            State::Busy => "busy",
+            State::Waiting => "waiting",
+            State::Exited => "exited",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<State> {
+        Some(match s {
+            "stopped" => State::Stopped,
+            "starting" => State::Starting,
+            "idle" => State::Idle,
+            "busy" => State::Busy,
+            "waiting" => State::Waiting,
+            "exited" => State::Exited,
+            _ => return None,
+        })
+    }
+
+    /// Whether a blocked `wait` returns in this state.
+    pub fn is_settled(self) -> bool {
+        !matches!(self, State::Starting | State::Busy)
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a state change came from, as the `events` log names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Process,
+    Hook,
+    Notify,
+    Screen,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Process => "process",
+            Source::Hook => "hook",
+            Source::Notify => "notify",
+            Source::Screen => "screen",
+        }
+    }
+}
+
+/// One event from the agent's hooks (Claude Code) or notify program (Codex),
+/// as the hook file records it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookEvent {
+    /// `hook_event_name` (Claude) or the notification `type` (Codex:
+    /// `agent-turn-complete`).
+    pub name: String,
+    /// The agent's own session id (Claude `session_id`, Codex `thread-id`).
+    pub session_id: Option<String>,
+    pub notification_type: Option<String>,
+    pub tool_name: Option<String>,
+    /// SessionStart's `source` or SessionEnd's `reason`.
+    pub reason: Option<String>,
+}
+
+/// What the screen shows, as judged by a per-engine classifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The prompt box is shown and nothing is running.
+    Ready,
+    /// A turn is running (spinner, "esc to interrupt").
+    Working,
+    /// A permission dialog or a question is open.
+    Dialog,
+    /// Nothing to conclude (blank, redrawing, unknown screen).
+    Unknown,
+}
+
+impl Verdict {
+    fn state(self) -> Option<State> {
+        match self {
+            Verdict::Ready => Some(State::Idle),
+            Verdict::Working => Some(State::Busy),
+            Verdict::Dialog => Some(State::Waiting),
+            Verdict::Unknown => None,
+        }
+    }
+}
+
+/// Everything that can move the state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// A master was started (launch or resume).
+    Launched,
+    /// The master is gone (stopped, killed, or never there).
+    MasterGone,
+    /// The agent program ended by itself; `detail` is its outcome.
+    Exited(String),
+    /// A hook or notify event.
+    Hook(HookEvent),
+    /// The current screen's verdict.
+    Screen(Verdict),
+}
+
+/// A state change, as one line of the `events` log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub state: State,
+    pub source: Source,
+    pub detail: String,
+}
+
+/// What the tracker did with a signal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The state changed.
+    Changed(Change),
+    /// Taken, the state stays as it is.
+    Unchanged,
+    /// Refused: the reason (another session's hook, a signal after the end).
+    Rejected(String),
+}
+
+/// Which transitions an engine's hooks announce; the screen decides the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    /// A turn starting (Claude UserPromptSubmit).
+    pub turn_start: bool,
+    /// A turn ending (Claude Stop, Codex turn complete).
+    pub turn_end: bool,
+    /// A dialog opening (Claude PermissionRequest, Notification).
+    pub dialog: bool,
+}
+
+impl Coverage {
+    /// Claude Code with the generated `--settings` hooks.
+    pub const CLAUDE: Coverage = Coverage {
+        turn_start: true,
+        turn_end: true,
+        dialog: true,
+    };
+    /// Codex with its `notify` program: turn complete only.
+    pub const CODEX_NOTIFY: Coverage = Coverage {
+        turn_start: false,
+        turn_end: true,
+        dialog: false,
+    };
+    /// No hooks at all (shells, unknown engines).
+    pub const NONE: Coverage = Coverage {
+        turn_start: false,
+        turn_end: false,
+        dialog: false,
+    };
+}
+
+/// Timings of the screen fallback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// How long one screen verdict must hold before it moves the state.
+    pub screen_hold_ms: u64,
+    /// How long after the last hook event the screen may overrule a state
+    /// the hooks set (an interrupted turn or a refused permission fires no
+    /// Stop).
+    pub hook_quiet_ms: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            screen_hold_ms: 800,
+            hook_quiet_ms: 3000,
+        }
+    }
+}
+
+/// The state of one session and what it needs to judge the next signal.
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    state: State,
+    since_ms: u64,
+    coverage: Coverage,
+    timing: Timing,
+    /// The agent session ids whose hook events count; empty: the first
+    /// SessionStart after a launch names it.
+    own_ids: Vec<String>,
+    /// When the last accepted hook event arrived.
+    last_hook_ms: Option<u64>,
+    /// A screen verdict seen but not yet held long enough: (verdict, first seen).
+    pending: Option<(Verdict, u64)>,
+}
+
+/// The most session ids a tracker remembers (resumes may add new ones).
+const MAX_IDS: usize = 16;
+
+impl Tracker {
+    pub fn new(state: State, now_ms: u64, coverage: Coverage) -> Tracker {
+        Tracker {
+            state,
+            since_ms: now_ms,
+            coverage,
+            timing: Timing::default(),
+            own_ids: vec![],
+            last_hook_ms: None,
+            pending: None,
+        }
+    }
+
+    pub fn with_timing(mut self, timing: Timing) -> Tracker {
+        self.timing = timing;
+        self
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// When the current state began.
+    pub fn since_ms(&self) -> u64 {
+        self.since_ms
+    }
+
+    /// Hook events naming this agent session id count from now on (the id
+    /// given with `--session-id`, or the one a resume announced).
+    pub fn own_id(&mut self, id: &str) {
+        if !self.own_ids.iter().any(|i| i == id) {
+            if self.own_ids.len() == MAX_IDS {
+                self.own_ids.remove(0);
+            }
+            self.own_ids.push(id.to_string());
+        }
+    }
+
+    pub fn own_ids(&self) -> &[String] {
+        &self.own_ids
+    }
+
+    fn set(&mut self, state: State, source: Source, detail: String, now_ms: u64) -> Outcome {
+        self.pending = None;
+        if state == self.state {
+            return Outcome::Unchanged;
+        }
+        self.state = state;
+        self.since_ms = now_ms;
+        Outcome::Changed(Change {
+            state,
+            source,
+            detail,
+        })
+    }
+
+    /// Takes one signal at time `now_ms`.
+    pub fn apply(&mut self, signal: &Signal, now_ms: u64) -> Outcome {
+        match signal {
+            Signal::Launched => {
+                self.last_hook_ms = None;
+                self.set(State::Starting, Source::Process, "launched".into(), now_ms)
+            }
+            Signal::MasterGone => self.set(
+                State::Stopped,
+                Source::Process,
+                "master gone".into(),
+                now_ms,
+            ),
+            Signal::Exited(detail) => {
+                self.set(State::Exited, Source::Process, detail.clone(), now_ms)
+            }
+            _ if matches!(self.state, State::Stopped | State::Exited) => {
+                Outcome::Rejected(format!("the session is {}", self.state))
+            }
+            Signal::Hook(event) => self.hook(event, now_ms),
+            Signal::Screen(verdict) => self.screen(*verdict, now_ms),
+        }
+    }
+
+    fn hook(&mut self, event: &HookEvent, now_ms: u64) -> Outcome {
+        match &event.session_id {
+            Some(id) if !self.own_ids.iter().any(|i| i == id) => {
+                // A SessionStart right after a launch names the session (a
+                // resume may continue under a new id); a child agent started
+                // by a tool can only fire later.
+                if event.name == "SessionStart" && self.state == State::Starting {
+                    self.own_id(id);
+                } else {
+                    return Outcome::Rejected(format!(
+                        "{} from another session ({id})",
+                        event.name
+                    ));
+                }
+            }
+            Some(_) => {}
+            None => return Outcome::Rejected(format!("{} without a session id", event.name)),
+        }
+        self.last_hook_ms = Some(now_ms);
+        let detail = hook_detail(event);
+        let (state, source) = match event.name.as_str() {
+            "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
+                (State::Busy, Source::Hook)
+            }
+            "PermissionRequest" => (State::Waiting, Source::Hook),
+            "Notification" => match event.notification_type.as_deref() {
+                Some("permission_prompt") | Some("elicitation_dialog") => {
+                    (State::Waiting, Source::Hook)
+                }
+                _ => return Outcome::Unchanged,
+            },
+            "Stop" => (State::Idle, Source::Hook),
+            "agent-turn-complete" => (State::Idle, Source::Notify),
+            // `/clear` ends one conversation and starts the next in the same
+            // program; any other end means the program is on its way out.
+            "SessionEnd" if event.reason.as_deref() == Some("clear") => return Outcome::Unchanged,
+            "SessionEnd" => (State::Exited, Source::Hook),
+            // SessionStart comes before the prompt box can take input: the
+            // screen (or the first prompt's hooks) says when it is ready.
+            _ => return Outcome::Unchanged,
+        };
+        self.set(state, source, detail, now_ms)
+    }
+
+    fn screen(&mut self, verdict: Verdict, now_ms: u64) -> Outcome {
+        let Some(target) = verdict.state() else {
+            self.pending = None;
+            return Outcome::Unchanged;
+        };
+        if target == self.state {
+            self.pending = None;
+            return Outcome::Unchanged;
+        }
+        let first_seen = match self.pending {
+            Some((v, at)) if v == verdict => at,
+            _ => {
+                self.pending = Some((verdict, now_ms));
+                now_ms
+            }
+        };
+        if now_ms.saturating_sub(first_seen) < self.timing.screen_hold_ms {
+            return Outcome::Unchanged;
+        }
+        if !self.screen_may_set(target, now_ms) {
+            return Outcome::Unchanged;
+        }
+        let detail = format!("screen shows {verdict:?}").to_lowercase();
+        self.set(target, Source::Screen, detail, now_ms)
+    }
+
+    /// Whether a held screen verdict may move the state to `target`: always
+    /// out of `starting`; otherwise where the hooks do not announce that
+    /// transition, or the hooks have been quiet long enough that they missed
+    /// one (an interrupt fires no Stop).
+    fn screen_may_set(&self, target: State, now_ms: u64) -> bool {
+        if self.state == State::Starting {
+            return true;
+        }
+        let covered = match target {
+            State::Busy => self.coverage.turn_start,
+            State::Idle => self.coverage.turn_end,
+            State::Waiting => self.coverage.dialog,
+            _ => true,
+        };
+        if !covered {
+            return true;
+        }
+        match self.last_hook_ms {
+            // Hooks announce this and have never spoken: they may be broken.
+            None => now_ms.saturating_sub(self.since_ms) >= self.timing.hook_quiet_ms,
+            Some(at) => {
+                now_ms.saturating_sub(at) >= self.timing.hook_quiet_ms
+                    && now_ms.saturating_sub(self.since_ms) >= self.timing.hook_quiet_ms
+            }
+        }
+    }
+}
+
+fn hook_detail(event: &HookEvent) -> String {
+    let mut detail = event.name.clone();
+    for extra in [&event.tool_name, &event.notification_type, &event.reason]
+        .into_iter()
+        .flatten()
+    {
+        detail.push(' ');
+        detail.push_str(extra);
+    }
+    detail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "11111111-2222-3333-4444-555555555555";
+
+    fn hook(name: &str) -> Signal {
+        Signal::Hook(HookEvent {
+            name: name.into(),
+            session_id: Some(ID.into()),
+            ..Default::default()
+        })
+    }
+
+    fn claude() -> Tracker {
+        let mut t = Tracker::new(State::Starting, 0, Coverage::CLAUDE);
+        t.own_id(ID);
+        t
+    }
+
+    fn changed(o: Outcome) -> State {
+        match o {
+            Outcome::Changed(c) => c.state,
+            other => panic!("expected a change, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_prompt_with_a_tool_call_goes_busy_waiting_busy_idle() {
+        let mut t = claude();
+        assert_eq!(t.apply(&hook("SessionStart"), 10), Outcome::Unchanged);
+        assert_eq!(
+            t.apply(&Signal::Screen(Verdict::Ready), 20),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Ready), 900)),
+            State::Idle
+        );
+        assert_eq!(
+            changed(t.apply(&hook("UserPromptSubmit"), 1000)),
+            State::Busy
+        );
+        assert_eq!(t.apply(&hook("PreToolUse"), 1200), Outcome::Unchanged);
+        assert_eq!(
+            changed(t.apply(&hook("PermissionRequest"), 1210)),
+            State::Waiting
+        );
+        let note = Signal::Hook(HookEvent {
+            name: "Notification".into(),
+            session_id: Some(ID.into()),
+            notification_type: Some("permission_prompt".into()),
+            ..Default::default()
+        });
+        assert_eq!(t.apply(&note, 6000), Outcome::Unchanged);
+        assert_eq!(changed(t.apply(&hook("PostToolUse"), 7000)), State::Busy);
+        match t.apply(&hook("Stop"), 7100) {
+            Outcome::Changed(c) => {
+                assert_eq!(c.state, State::Idle);
+                assert_eq!(c.source, Source::Hook);
+                assert_eq!(c.detail, "Stop");
+            }
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(t.since_ms(), 7100);
+    }
+
+    #[test]
+    fn readiness_needs_the_screen_verdict_to_hold() {
+        let mut t = claude();
+        // Out of `starting` the hold is still required: a frame is not enough.
+        let mut t2 = claude().with_timing(Timing {
+            screen_hold_ms: 500,
+            hook_quiet_ms: 3000,
+        });
+        assert_eq!(
+            t2.apply(&Signal::Screen(Verdict::Ready), 0),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            t2.apply(&Signal::Screen(Verdict::Unknown), 300),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            t2.apply(&Signal::Screen(Verdict::Ready), 400),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            t2.apply(&Signal::Screen(Verdict::Ready), 800),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t2.apply(&Signal::Screen(Verdict::Ready), 900)),
+            State::Idle
+        );
+        // The default hold.
+        assert_eq!(
+            t.apply(&Signal::Screen(Verdict::Ready), 0),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Ready), 800)),
+            State::Idle
+        );
+    }
+
+    #[test]
+    fn hook_events_of_another_session_are_rejected() {
+        let mut t = claude();
+        t.apply(&hook("UserPromptSubmit"), 10);
+        let child = Signal::Hook(HookEvent {
+            name: "Stop".into(),
+            session_id: Some("99999999-0000-0000-0000-000000000000".into()),
+            ..Default::default()
+        });
+        assert!(matches!(t.apply(&child, 20), Outcome::Rejected(_)));
+        assert_eq!(t.state(), State::Busy);
+        let anonymous = Signal::Hook(HookEvent {
+            name: "Stop".into(),
+            ..Default::default()
+        });
+        assert!(matches!(t.apply(&anonymous, 30), Outcome::Rejected(_)));
+        assert_eq!(t.state(), State::Busy);
+    }
+
+    #[test]
+    fn the_first_session_start_after_a_launch_names_the_session() {
+        let mut t = Tracker::new(State::Stopped, 0, Coverage::CLAUDE);
+        t.apply(&Signal::Launched, 1);
+        let start = Signal::Hook(HookEvent {
+            name: "SessionStart".into(),
+            session_id: Some("new-id".into()),
+            reason: Some("resume".into()),
+            ..Default::default()
+        });
+        assert_eq!(t.apply(&start, 2), Outcome::Unchanged);
+        assert_eq!(t.own_ids(), ["new-id"]);
+        let submit = Signal::Hook(HookEvent {
+            name: "UserPromptSubmit".into(),
+            session_id: Some("new-id".into()),
+            ..Default::default()
+        });
+        assert_eq!(changed(t.apply(&submit, 3)), State::Busy);
+        // Once busy, another SessionStart (a child agent) is not adopted.
+        let child = Signal::Hook(HookEvent {
+            name: "SessionStart".into(),
+            session_id: Some("child".into()),
+            ..Default::default()
+        });
+        assert!(matches!(t.apply(&child, 4), Outcome::Rejected(_)));
+    }
+
+    #[test]
+    fn the_process_is_final_until_the_next_launch() {
+        let mut t = claude();
+        t.apply(&hook("UserPromptSubmit"), 1);
+        assert_eq!(
+            changed(t.apply(&Signal::Exited("exit 0".into()), 2)),
+            State::Exited
+        );
+        assert!(matches!(t.apply(&hook("Stop"), 3), Outcome::Rejected(_)));
+        assert!(matches!(
+            t.apply(&Signal::Screen(Verdict::Ready), 5000),
+            Outcome::Rejected(_)
+        ));
+        assert_eq!(changed(t.apply(&Signal::MasterGone, 4)), State::Stopped);
+        assert_eq!(changed(t.apply(&Signal::Launched, 5)), State::Starting);
+        assert!(!State::Starting.is_settled());
+        assert!(State::Waiting.is_settled());
+    }
+
+    #[test]
+    fn session_end_exits_except_for_clear() {
+        let mut t = claude();
+        t.apply(&hook("Stop"), 1);
+        let clear = Signal::Hook(HookEvent {
+            name: "SessionEnd".into(),
+            session_id: Some(ID.into()),
+            reason: Some("clear".into()),
+            ..Default::default()
+        });
+        assert_eq!(t.apply(&clear, 2), Outcome::Unchanged);
+        assert_eq!(changed(t.apply(&hook("SessionEnd"), 3)), State::Exited);
+    }
+
+    #[test]
+    fn other_notifications_change_nothing() {
+        let mut t = claude();
+        t.apply(&hook("Stop"), 1);
+        let idle = Signal::Hook(HookEvent {
+            name: "Notification".into(),
+            session_id: Some(ID.into()),
+            notification_type: Some("idle_prompt".into()),
+            ..Default::default()
+        });
+        assert_eq!(t.apply(&idle, 2), Outcome::Unchanged);
+        assert_eq!(t.state(), State::Idle);
+    }
+
+    #[test]
+    fn with_hooks_the_screen_cannot_flicker_the_state() {
+        let mut t = claude();
+        t.apply(&hook("UserPromptSubmit"), 1000);
+        // The screen has not redrawn yet and still shows the prompt box:
+        // held for a second, but hooks spoke recently, so busy stays.
+        for ms in (1000..2500).step_by(100) {
+            assert_eq!(
+                t.apply(&Signal::Screen(Verdict::Ready), ms),
+                Outcome::Unchanged
+            );
+            assert_eq!(t.state(), State::Busy);
+        }
+    }
+
+    #[test]
+    fn an_interrupt_without_a_stop_hook_ends_by_the_screen_after_quiet() {
+        let mut t = claude();
+        t.apply(&hook("UserPromptSubmit"), 0);
+        t.apply(&hook("PermissionRequest"), 100);
+        // The user refused the permission: no hook fires, the prompt box is back.
+        let mut ms = 200;
+        while ms < 3000 {
+            assert_eq!(
+                t.apply(&Signal::Screen(Verdict::Ready), ms),
+                Outcome::Unchanged
+            );
+            ms += 200;
+        }
+        match t.apply(&Signal::Screen(Verdict::Ready), 3200) {
+            Outcome::Changed(c) => {
+                assert_eq!(c.state, State::Idle);
+                assert_eq!(c.source, Source::Screen);
+            }
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn codex_turn_start_comes_from_the_screen_and_its_end_from_notify() {
+        let mut t = Tracker::new(State::Starting, 0, Coverage::CODEX_NOTIFY);
+        t.own_id("thread-1");
+        t.apply(&Signal::Screen(Verdict::Ready), 0);
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Ready), 900)),
+            State::Idle
+        );
+        t.apply(&Signal::Screen(Verdict::Working), 1000);
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Working), 1800)),
+            State::Busy
+        );
+        let done = Signal::Hook(HookEvent {
+            name: "agent-turn-complete".into(),
+            session_id: Some("thread-1".into()),
+            ..Default::default()
+        });
+        match t.apply(&done, 2000) {
+            Outcome::Changed(c) => {
+                assert_eq!(c.state, State::Idle);
+                assert_eq!(c.source, Source::Notify);
+            }
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn shells_follow_the_screen_verdict_alone() {
+        let mut t = Tracker::new(State::Idle, 0, Coverage::NONE);
+        t.apply(&Signal::Screen(Verdict::Working), 0);
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Working), 800)),
+            State::Busy
+        );
+        // A verdict that changes before it holds resets the hold.
+        t.apply(&Signal::Screen(Verdict::Ready), 900);
+        t.apply(&Signal::Screen(Verdict::Working), 1000);
+        assert_eq!(
+            t.apply(&Signal::Screen(Verdict::Ready), 1700),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Ready), 2500)),
+            State::Idle
+        );
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in [
+            State::Stopped,
+            State::Starting,
+            State::Idle,
+            State::Busy,
+            State::Waiting,
+            State::Exited,
+        ] {
+            assert_eq!(State::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(State::parse("bogus"), None);
+    }
+}

@@ -1,0 +1,235 @@
+//! The real agent CLIs (Claude Code, Codex CLI) in tests: where they are
+//! installed, the offline configuration that points them at the model API
+//! stand-in and skips their first-run screens, and cleanup of what they leave.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The API key given to Claude Code; its last 20 characters are pre-approved.
+pub const CLAUDE_KEY: &str = "sk-ant-api03-offline-test-key-0123456789abcdefghij";
+/// The variable Codex's fake provider reads its key from.
+pub const CODEX_KEY_VAR: &str = "SESSIONFS_TEST_MODEL_KEY";
+
+/// `target/agents/node_modules/.bin`, installed by `scripts/agents` on first
+/// use; `None` (with the reason printed) when it is missing and cannot be
+/// installed (or `SESSIONFS_SKIP_AGENTS=1` says not to), so the caller skips.
+pub fn agents_bin(test: &str) -> Option<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found = BIN.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bin = root.join("target/agents/node_modules/.bin");
+        if bin.join("claude").exists() && bin.join("codex").exists() {
+            return Ok(bin);
+        }
+        if std::env::var("SESSIONFS_SKIP_AGENTS").as_deref() == Ok("1") {
+            return Err("target/agents is missing and SESSIONFS_SKIP_AGENTS=1".into());
+        }
+        let out = Command::new(root.join("scripts/agents"))
+            .output()
+            .map_err(|e| format!("cannot run scripts/agents: {e}"))?;
+        if out.status.success() && bin.join("claude").exists() && bin.join("codex").exists() {
+            Ok(bin)
+        } else {
+            Err(format!(
+                "target/agents is missing and scripts/agents could not install it: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    });
+    match found {
+        Ok(bin) => Some(bin.clone()),
+        Err(why) => {
+            eprintln!("skipped: {test}: {why}");
+            None
+        }
+    }
+}
+
+/// One offline agent environment in a directory: config dirs for both
+/// CLIs, a home, and a project directory to run them in.
+pub struct AgentEnv {
+    pub bin: PathBuf,
+    pub claude_dir: PathBuf,
+    pub codex_home: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+    pub api_url: String,
+}
+
+impl AgentEnv {
+    /// Writes the configuration under `dir` for a stand-in at `api_url`
+    /// (`http://127.0.0.1:PORT`).
+    pub fn new(bin: PathBuf, dir: &Path, api_url: &str) -> AgentEnv {
+        let env = AgentEnv {
+            bin,
+            claude_dir: dir.join("claude"),
+            codex_home: dir.join("codex"),
+            home: dir.join("home"),
+            project: dir.join("project"),
+            api_url: api_url.to_string(),
+        };
+        for d in [&env.claude_dir, &env.codex_home, &env.home, &env.project] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        env.write_claude_config();
+        env.write_codex_config();
+        env
+    }
+
+    fn write_claude_config(&self) {
+        let key_tail = &CLAUDE_KEY[CLAUDE_KEY.len() - 20..];
+        let project = self.project.to_str().unwrap();
+        let state = serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
+            "projects": {project: {"hasTrustDialogAccepted": true}},
+            // First-run offers that would otherwise cover the prompt box.
+            "hasSeenAutoDefaultNudge": true,
+            "hasSeenEffortMediumNudge": true,
+        });
+        std::fs::write(self.claude_dir.join(".claude.json"), state.to_string()).unwrap();
+        // The classic permission dialog, not "auto mode" (whose risk check
+        // itself asks the model).
+        let settings = serde_json::json!({"permissions": {"defaultMode": "default"}});
+        std::fs::write(self.claude_dir.join("settings.json"), settings.to_string()).unwrap();
+    }
+
+    fn write_codex_config(&self) {
+        let config = format!(
+            r#"model = "gpt-5"
+model_provider = "fake"
+approval_policy = "on-request"
+sandbox_mode = "danger-full-access"
+
+[model_providers.fake]
+name = "fake"
+base_url = "{url}/v1"
+wire_api = "responses"
+env_key = "{CODEX_KEY_VAR}"
+request_max_retries = 0
+stream_max_retries = 0
+
+[projects."{project}"]
+trust_level = "trusted"
+"#,
+            url = self.api_url,
+            project = self.project.display(),
+        );
+        std::fs::write(self.codex_home.join("config.toml"), config).unwrap();
+    }
+
+    /// The environment both CLIs run with: offline, private config dirs.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        [
+            ("PATH", path.as_str()),
+            ("HOME", self.home.to_str().unwrap()),
+            ("CLAUDE_CONFIG_DIR", self.claude_dir.to_str().unwrap()),
+            ("CODEX_HOME", self.codex_home.to_str().unwrap()),
+            ("ANTHROPIC_BASE_URL", &self.api_url),
+            ("ANTHROPIC_API_KEY", CLAUDE_KEY),
+            (CODEX_KEY_VAR, "offline-test-key"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("DISABLE_ERROR_REPORTING", "1"),
+            ("TERM", "xterm-256color"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    /// A command for one of the CLIs, in the project directory, with the
+    /// offline environment.
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
+        cmd.current_dir(&self.project).envs(self.vars());
+        cmd
+    }
+
+    /// Conversation stores written so far (`*.jsonl` under each CLI's store).
+    pub fn claude_stores(&self) -> Vec<PathBuf> {
+        files_under(&self.claude_dir.join("projects"), ".jsonl")
+    }
+
+    pub fn codex_stores(&self) -> Vec<PathBuf> {
+        files_under(&self.codex_home.join("sessions"), ".jsonl")
+    }
+
+    /// Ends every process started from this environment's config dirs that
+    /// outlived its CLI (Codex's `app-server`, which runs in its own session).
+    pub fn end_leftovers(&self) {
+        let marks = [
+            self.codex_home.to_string_lossy().into_owned(),
+            self.claude_dir.to_string_lossy().into_owned(),
+        ];
+        for pid in processes_with_env(&marks) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+impl Drop for AgentEnv {
+    fn drop(&mut self) {
+        self.end_leftovers();
+    }
+}
+
+fn files_under(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(suffix) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Processes (other than this one) whose environment names one of `marks`
+/// as CODEX_HOME or CLAUDE_CONFIG_DIR: everything a test's CLIs started.
+pub fn processes_with_env(marks: &[String]) -> Vec<u32> {
+    let me = std::process::id();
+    let mut pids = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let hit = environ.split(|b| *b == 0).any(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let Some((k, v)) = kv.split_once('=') else {
+                return false;
+            };
+            (k == "CODEX_HOME" || k == "CLAUDE_CONFIG_DIR") && marks.iter().any(|m| m == v)
+        });
+        if hit {
+            pids.push(pid);
+        }
+    }
+    pids
+}
