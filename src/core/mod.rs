@@ -47,8 +47,7 @@ fn send_error(key: &SessionKey, what: &str, e: &std::io::Error) -> Error {
         Some(libc::EAGAIN) => Error::new(
             libc::EAGAIN,
             format!(
-                "{what} to {key} stalled: the master took nothing for {} s (its program is not reading its terminal)",
-                dtach::STALL.as_secs()
+                "{what} to {key} stalled: its master has stopped taking input (the program is not reading its terminal)"
             ),
         ),
         Some(libc::ETIMEDOUT) => Error::new(
@@ -762,7 +761,9 @@ impl Core {
                 Ok(()) => Ok(data.len()),
                 Err((went, e)) => {
                     let err = send_error(key, "input", &e);
-                    if went == 0 {
+                    // A stop fails the whole write: a short count would
+                    // have the writer retry and so launch the session again.
+                    if went == 0 || err.errno != libc::EAGAIN {
                         return Err(err);
                     }
                     // Part went through: a short write, as a pipe gives.

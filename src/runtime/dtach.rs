@@ -56,6 +56,10 @@ pub fn push_packets(input: &[u8]) -> impl Iterator<Item = [u8; 10]> + '_ {
 /// then the master stops reading its clients).
 pub const STALL: Duration = Duration::from_secs(3);
 
+/// How long a resize or redraw waits on a master that takes nothing: they
+/// are single packets that need not queue behind a stuck write for long.
+pub const CONTROL_PATIENCE: Duration = Duration::from_millis(500);
+
 /// How often a waiting writer looks again whether its client was closed.
 const RECHECK: Duration = Duration::from_millis(50);
 
@@ -64,7 +68,7 @@ const RECHECK: Duration = Duration::from_millis(50);
 pub struct SendError {
     /// Whole packets the master was given before it stopped.
     pub packets: usize,
-    /// `WouldBlock` (no progress for [`STALL`]), `TimedOut` (the deadline
+    /// `WouldBlock` (no progress for a while), `TimedOut` (the deadline
     /// passed waiting for earlier writes), `BrokenPipe` (closed, or the
     /// master is gone), or what the socket said.
     pub error: io::Error,
@@ -155,9 +159,14 @@ impl Client {
 
     /// Sends `packets` as one whole write after the writes before it, each
     /// packet with one `send` (dtach reads a packet with one `read`).
-    /// Waiting for earlier writes ends at `deadline`; a master that takes
-    /// nothing for [`STALL`] ends it at once.
-    fn send(&self, packets: &[[u8; 10]], deadline: Instant) -> Result<(), SendError> {
+    /// Waiting for earlier writes ends at `deadline`; a master that has
+    /// taken nothing for `patience` ends it at once.
+    fn send(
+        &self,
+        packets: &[[u8; 10]],
+        deadline: Instant,
+        patience: Duration,
+    ) -> Result<(), SendError> {
         let ticket = {
             let mut line = lock(&self.line);
             let ticket = line.next;
@@ -170,6 +179,8 @@ impl Client {
                 let now = Instant::now();
                 let gave_up = if self.is_closed() {
                     Some(libc::EPIPE)
+                } else if self.stalled().is_some_and(|since| now >= since + patience) {
+                    Some(libc::EAGAIN)
                 } else if now >= deadline {
                     Some(libc::ETIMEDOUT)
                 } else {
@@ -186,7 +197,7 @@ impl Client {
                     .0;
             }
         };
-        let result = self.write_packets(packets);
+        let result = self.write_packets(packets, patience);
         {
             let mut line = lock(&self.line);
             line.waiting.retain(|t| *t != ticket);
@@ -195,7 +206,7 @@ impl Client {
         result
     }
 
-    fn write_packets(&self, packets: &[[u8; 10]]) -> Result<(), SendError> {
+    fn write_packets(&self, packets: &[[u8; 10]], patience: Duration) -> Result<(), SendError> {
         use nix::errno::Errno;
         use nix::poll::{PollFd, PollFlags, PollTimeout};
         use nix::sys::socket::{send, MsgFlags};
@@ -214,7 +225,7 @@ impl Client {
                     Err(Errno::EINTR) => {}
                     Err(Errno::EAGAIN) => {
                         let now = Instant::now();
-                        let until = self.stalled_since(now) + STALL;
+                        let until = self.stalled_since(now) + patience;
                         if now >= until {
                             return Err(self.cut(done, off, libc::EAGAIN));
                         }
@@ -231,6 +242,14 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Since when the master has taken nothing, if it is not taking bytes.
+    fn stalled(&self) -> Option<Instant> {
+        match self.stalled_at.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(self.born + Duration::from_millis(ms - 1)),
+        }
     }
 
     /// When the master stopped taking bytes, noting `now` if it just did.
@@ -276,6 +295,7 @@ impl Client {
                 packet(MSG_WINCH, 0, winsize(cols, rows)),
             ],
             deadline,
+            STALL,
         )
     }
 
@@ -283,12 +303,16 @@ impl Client {
     /// bytes went through (whole packets of up to [`PUSH_MAX`] bytes).
     pub fn push(&self, input: &[u8], deadline: Instant) -> Result<(), (usize, io::Error)> {
         let packets: Vec<[u8; 10]> = push_packets(input).collect();
-        self.send(&packets, deadline)
+        self.send(&packets, deadline, STALL)
             .map_err(|e| ((e.packets * PUSH_MAX).min(input.len()), e.error))
     }
 
     pub fn resize(&self, cols: u16, rows: u16, deadline: Instant) -> Result<(), SendError> {
-        self.send(&[packet(MSG_WINCH, 0, winsize(cols, rows))], deadline)
+        self.send(
+            &[packet(MSG_WINCH, 0, winsize(cols, rows))],
+            deadline,
+            CONTROL_PATIENCE,
+        )
     }
 
     /// Asks the program to repaint: a WINCH with the current size.
@@ -296,6 +320,7 @@ impl Client {
         self.send(
             &[packet(MSG_REDRAW, REDRAW_WINCH, winsize(cols, rows))],
             deadline,
+            CONTROL_PATIENCE,
         )
     }
 
@@ -414,6 +439,29 @@ mod tests {
         }
         let (went, err) = client.push(b"late", far).unwrap_err();
         assert_eq!((went, err.raw_os_error()), (0, Some(libc::EPIPE)));
+    }
+
+    #[test]
+    fn a_resize_behind_a_stuck_write_gives_up_at_once() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let _accepted = listener.accept().unwrap();
+        let client = std::sync::Arc::new(client);
+        let far = Instant::now() + Duration::from_secs(60);
+        let writer = {
+            let c = client.clone();
+            std::thread::spawn(move || c.push(&vec![b'z'; 1 << 20], far))
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while client.stalled().is_none() {
+            assert!(Instant::now() < until, "the write never filled the socket");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let t0 = Instant::now();
+        let err = client.resize(80, 24, far).unwrap_err();
+        assert_eq!(err.error.raw_os_error(), Some(libc::EAGAIN));
+        assert!(t0.elapsed() < CONTROL_PATIENCE + Duration::from_millis(300));
+        client.close();
+        assert!(writer.join().unwrap().is_err());
     }
 
     #[test]
