@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 /// Slow operations that may be in flight at once (queued or running).
 pub const LIMIT: usize = 64;
 
+/// Places beyond [`LIMIT`] that only urgent operations (`stop`) may take,
+/// so a pool full of stuck writes cannot keep a session from being stopped.
+pub const RESERVED: usize = 8;
+
 /// How long a slow operation may take before its caller gets `ETIMEDOUT`.
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
@@ -71,6 +75,8 @@ struct Inner {
 pub struct Stats {
     pub in_flight: usize,
     pub limit: usize,
+    /// Extra places for `stop` alone.
+    pub reserved: usize,
     pub threads: usize,
     /// Operations refused with `EAGAIN` since start because the pool was full.
     pub refused: u64,
@@ -127,6 +133,7 @@ impl Pool {
         Stats {
             in_flight: self.inner.in_flight.load(Ordering::Relaxed),
             limit: self.inner.limit,
+            reserved: RESERVED,
             threads: lock(&self.inner.queue).threads,
             refused: self.inner.refused.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
@@ -146,11 +153,40 @@ impl Pool {
         T: Send + 'static,
         A: Answer<T>,
     {
+        self.submit_within(self.inner.limit, what, deadline, answer, work);
+    }
+
+    /// [`Pool::submit`] for an urgent operation, which may also take one of
+    /// the [`RESERVED`] places.
+    pub fn submit_urgent<T, A>(
+        &self,
+        what: String,
+        deadline: Duration,
+        answer: A,
+        work: impl FnOnce() -> Result<T> + Send + 'static,
+    ) where
+        T: Send + 'static,
+        A: Answer<T>,
+    {
+        self.submit_within(self.inner.limit + RESERVED, what, deadline, answer, work);
+    }
+
+    fn submit_within<T, A>(
+        &self,
+        cap: usize,
+        what: String,
+        deadline: Duration,
+        answer: A,
+        work: impl FnOnce() -> Result<T> + Send + 'static,
+    ) where
+        T: Send + 'static,
+        A: Answer<T>,
+    {
         let inner = &self.inner;
         let reserved = inner
             .in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < inner.limit).then_some(n + 1)
+                (n < cap).then_some(n + 1)
             });
         if reserved.is_err() {
             inner.refused.fetch_add(1, Ordering::Relaxed);
@@ -216,7 +252,7 @@ impl Pool {
             self.inner.work_ready.notify_one();
             return;
         }
-        if queue.threads >= self.inner.limit {
+        if queue.threads >= self.inner.limit + RESERVED {
             return;
         }
         let inner = self.inner.clone();
@@ -356,9 +392,16 @@ mod tests {
             assert_eq!(late.unwrap_err().errno, libc::ETIMEDOUT);
         }
         assert_eq!(pool.stats().refused, 1);
+        // A stop still gets a place of its own.
+        pool.submit_urgent("stop".into(), DEADLINE, Sink(tx.clone()), || Ok(4));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(4));
         assert_eq!(pool.stats().timed_out, 2);
         // Still running past the deadline, so still counted; then freed.
-        assert_eq!(pool.stats().in_flight, 2);
+        let until = Instant::now() + Duration::from_secs(5);
+        while pool.stats().in_flight != 2 {
+            assert!(Instant::now() < until, "the stop is still counted");
+            std::thread::yield_now();
+        }
         release_tx.send(()).unwrap();
         release_tx.send(()).unwrap();
         let until = Instant::now() + Duration::from_secs(5);

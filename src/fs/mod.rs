@@ -617,6 +617,9 @@ impl SessionFs {
             SlowWrite::SessionCtl(key) => (format!("ctl of {key}"), Some(key.clone())),
             SlowWrite::RootCtl => ("ctl".to_string(), None),
         };
+        // `stop` must work however many writes are stuck: it may take a reserved place.
+        let urgent = matches!(target, SlowWrite::SessionCtl(_))
+            && commands(data).is_ok_and(|c| c.iter().all(|c| *c == "stop"));
         let core = self.core.clone();
         let data = data.to_vec();
         let answer = Later {
@@ -624,23 +627,27 @@ impl SessionFs {
             core: core.clone(),
             key,
         };
-        self.core
-            .work()
-            .submit(what, work::DEADLINE, answer, move || match target {
-                SlowWrite::Input(key) => core.write_input(&key, &data),
-                SlowWrite::SessionCtl(key) => {
-                    for command in commands(&data)? {
-                        core.session_ctl(&key, command)?;
-                    }
-                    Ok(data.len())
+        let job = move || match target {
+            SlowWrite::Input(key) => core.write_input(&key, &data),
+            SlowWrite::SessionCtl(key) => {
+                for command in commands(&data)? {
+                    core.session_ctl(&key, command)?;
                 }
-                SlowWrite::RootCtl => {
-                    for command in commands(&data)? {
-                        core.root_ctl(command)?;
-                    }
-                    Ok(data.len())
+                Ok(data.len())
+            }
+            SlowWrite::RootCtl => {
+                for command in commands(&data)? {
+                    core.root_ctl(command)?;
                 }
-            });
+                Ok(data.len())
+            }
+        };
+        let pool = self.core.work();
+        if urgent {
+            pool.submit_urgent(what, work::DEADLINE, answer, job);
+        } else {
+            pool.submit(what, work::DEADLINE, answer, job);
+        }
     }
 
     /// `flush`/`fsync`: a metadata commit may archive, which ends the
