@@ -782,6 +782,7 @@ impl Core {
         })();
         result.map_err(|e| self.refuse(key, e))
     }
+
     /// One command written to a session's `ctl`.
     pub fn session_ctl(&self, key: &SessionKey, command: &str) -> Result<()> {
         self.require(key)?;
