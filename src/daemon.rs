@@ -55,7 +55,8 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     } else {
         SessionACL::Owner
     };
-    // Several request threads: opening a session (a launch) must not stall reads.
+    // Request threads do only quick work: whatever may wait on a session
+    // (input, ctl, launches, stops, archives) is answered from the core's pool.
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
     // Every request goes through the panic guard.

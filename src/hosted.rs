@@ -12,6 +12,8 @@ use std::path::Path;
 pub struct EntryIndex {
     starts: Vec<u64>,
     scanned_to: u64,
+    /// The file's length at the last refresh.
+    seen_len: u64,
 }
 
 impl EntryIndex {
@@ -23,6 +25,7 @@ impl EntryIndex {
         if len < self.scanned_to {
             *self = EntryIndex::default();
         }
+        self.seen_len = len;
         file.seek(SeekFrom::Start(self.scanned_to))?;
         let mut buf = vec![0u8; 1 << 16];
         let mut pos = self.scanned_to;
@@ -42,6 +45,11 @@ impl EntryIndex {
         }
         self.scanned_to = line_start;
         Ok(())
+    }
+
+    /// Whether a refresh would find nothing new in a file of length `len`.
+    pub fn is_current(&self, len: u64) -> bool {
+        len == self.seen_len && len > 0
     }
 
     pub fn entries(&self) -> usize {

@@ -26,3 +26,4 @@ pub mod sidecar;
 pub mod slots;
 pub mod timefmt;
 pub mod transcript;
+pub mod work;

@@ -90,21 +90,36 @@ impl Sidecar {
         sidecar
     }
 
-    /// Re-reads the file if another writer changed it.
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Re-reads the file if another writer changed it. The file is read
+    /// with the cache unlocked: every `getattr` goes through here.
     fn refresh(&self) -> std::sync::MutexGuard<'_, Cache> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let now = stamp(&self.path);
-        if now != cache.stamp || (now.is_none() && cache.broken.is_some()) {
-            cache.stamp = now;
-            match load(&self.path) {
-                Ok(sessions) => {
-                    cache.sessions = sessions;
-                    cache.broken = None;
-                }
-                Err(reason) => {
-                    log::error!("{reason}; metadata changes are refused until it is repaired");
-                    cache.broken = Some(reason);
-                }
+        {
+            let cache = self.cache();
+            if now == cache.stamp && !(now.is_none() && cache.broken.is_some()) {
+                return cache;
+            }
+        }
+        // Stamped before reading: a change made meanwhile is read again next time.
+        let loaded = load(&self.path);
+        let mut cache = self.cache();
+        if cache.stamp == now && cache.broken.is_none() {
+            // Another thread installed this version meanwhile.
+            return cache;
+        }
+        cache.stamp = now;
+        match loaded {
+            Ok(sessions) => {
+                cache.sessions = sessions;
+                cache.broken = None;
+            }
+            Err(reason) => {
+                log::error!("{reason}; metadata changes are refused until it is repaired");
+                cache.broken = Some(reason);
             }
         }
         cache
@@ -138,14 +153,17 @@ impl Sidecar {
             .map_err(|e| Error::io(&format!("cannot open {}", self.lock_path.display()), &e))?;
         lock.lock()
             .map_err(|e| Error::io(&format!("cannot lock {}", self.lock_path.display()), &e))?;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        // The flock serialises writers (threads open it separately); the
+        // cache is locked only to install the result, not across the fsync.
         let mut sessions = load(&self.path).map_err(|reason| {
-            cache.broken = Some(reason.clone());
+            self.cache().broken = Some(reason.clone());
             Error::new(libc::EIO, reason)
         })?;
         let result = change(&mut sessions)?;
         self.write(&sessions)?;
-        cache.stamp = stamp(&self.path);
+        let written = stamp(&self.path);
+        let mut cache = self.cache();
+        cache.stamp = written;
         cache.sessions = sessions;
         cache.broken = None;
         Ok(result)

@@ -24,17 +24,47 @@ use crate::sidecar::{SessionMeta, Sidecar};
 use crate::slots::SlotStore;
 use crate::timefmt::rfc3339_ms;
 use crate::transcript::{self as transcript, Limits, StoreKind, TurnIndex};
+use crate::work::Pool;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, UNIX_EPOCH};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// The engine of runs the host records itself.
 pub const HOSTED: &str = "hosted";
 
 /// How long `stop` waits after TERM before KILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// How long a write to `input` or `ctl` may wait for the session's earlier
+/// writes and opens (a master that takes nothing ends it sooner, at
+/// [`dtach::STALL`]).
+const INPUT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The error of a write to a session's master that stopped early.
+fn send_error(key: &SessionKey, what: &str, e: &std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) => Error::new(
+            libc::EAGAIN,
+            format!(
+                "{what} to {key} stalled: its master has stopped taking input (the program is not reading its terminal)"
+            ),
+        ),
+        Some(libc::ETIMEDOUT) => Error::new(
+            libc::ETIMEDOUT,
+            format!(
+                "{what} to {key} waited {} s for the writes before it",
+                INPUT_DEADLINE.as_secs()
+            ),
+        ),
+        Some(libc::EPIPE) => Error::new(
+            libc::EPIPE,
+            format!("{what} to {key} ended: the session was stopped or its master exited"),
+        ),
+        _ => Error::io(&format!("{what} to {key} failed"), e),
+    }
+}
 
 /// A live session's connection and what the last open found.
 #[derive(Debug, Default)]
@@ -53,6 +83,47 @@ struct RuntimeState {
     launched: Option<(u64, bool)>,
     /// When the store was last searched for a conversation to bind.
     bind_checked: Option<std::time::Instant>,
+    /// An open under way in this daemon: other openers wait for its result
+    /// instead of starting a second master.
+    opening: Option<Arc<Flight>>,
+    /// A stop under way: openers wait for it, then open afresh.
+    stopping: Option<Arc<Flight>>,
+    /// Stops so far; an open that saw a stop begin meanwhile undoes itself.
+    stops: u64,
+}
+
+/// One open or stop of a session, which others may wait for. Waiting holds
+/// no lock: the waiter sleeps on the condition variable.
+#[derive(Debug, Default)]
+struct Flight {
+    result: Mutex<Option<Result<Arc<Client>>>>,
+    landed: Condvar,
+}
+
+impl Flight {
+    fn finish(&self, result: Result<Arc<Client>>) {
+        *lock(&self.result) = Some(result);
+        self.landed.notify_all();
+    }
+
+    /// The result, or `None` if it has not come by `deadline`.
+    fn wait(&self, deadline: Instant) -> Option<Result<Arc<Client>>> {
+        let mut result = lock(&self.result);
+        loop {
+            if let Some(r) = result.as_ref() {
+                return Some(r.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            result = self
+                .landed
+                .wait_timeout(result, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
 }
 
 /// The in-memory side of one session: output ring, VT mirror, connection.
@@ -61,9 +132,6 @@ pub struct SessionRuntime {
     key: SessionKey,
     scrollback: Arc<Scrollback>,
     screen: Mutex<Screen>,
-    /// Serialises opens of this key inside this daemon; across daemons the
-    /// flock decides.
-    opening: Mutex<()>,
     state: Mutex<RuntimeState>,
 }
 
@@ -77,7 +145,6 @@ impl SessionRuntime {
             key,
             scrollback: Arc::new(Scrollback::new(scrollback_bytes as usize)),
             screen: Mutex::new(Screen::default()),
-            opening: Mutex::new(()),
             state: Mutex::new(RuntimeState {
                 cols: DEFAULT_COLS,
                 rows: DEFAULT_ROWS,
@@ -133,11 +200,13 @@ pub struct Core {
     catalog: Catalog,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
     slots: SlotStore,
-    hosted: Mutex<HashMap<String, EntryIndex>>,
+    hosted: Mutex<HashMap<String, Arc<EntryIndex>>>,
     wrapper: PathBuf,
     dtach: PathBuf,
     mountpoint: PathBuf,
     started_ms: u64,
+    /// Slow operations (input, ctl, launches, stops, archives) run here.
+    work: Pool,
 }
 
 /// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
@@ -213,11 +282,17 @@ impl Core {
             dtach,
             mountpoint: mountpoint.to_path_buf(),
             started_ms: now_ms(),
+            work: Pool::default(),
         }))
     }
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Where the adapter runs what may wait on a session.
+    pub fn work(&self) -> &Pool {
+        &self.work
     }
 
     fn engine(&self, key: &SessionKey) -> Result<&Engine> {
@@ -508,8 +583,16 @@ impl Core {
             .unwrap_or_else(|| self.config.home.clone())
     }
 
-    /// Opens a session (ATTACH / LAUNCH / BUSY) unless it is already live here.
-    fn ensure_open(&self, key: &SessionKey, mode: OpenMode) -> Result<Arc<Client>> {
+    /// Opens a session (ATTACH / LAUNCH / BUSY) unless it is already live
+    /// here. One open per key runs at a time in this daemon (across daemons
+    /// the flock decides); a second opener waits for the first one's result
+    /// until `deadline`, holding no lock. Runs on a slow-operation thread.
+    fn ensure_open(
+        &self,
+        key: &SessionKey,
+        mode: OpenMode,
+        deadline: Instant,
+    ) -> Result<Arc<Client>> {
         let engine = self.engine(key)?.clone();
         if !engine.launchable() {
             return Err(Error::perm(format!(
@@ -522,13 +605,62 @@ impl Core {
             )));
         }
         let rt = self.runtime(key);
-        let _opening = lock(&rt.opening);
-        if let Some(client) = rt.live_client() {
-            return Ok(client);
-        }
-        if mode == OpenMode::AttachOnly
-            && std::os::unix::net::UnixStream::connect(self.paths.socket(key)).is_err()
+        let (flight, stops) = loop {
+            let (other, is_stop) = {
+                let mut state = lock(&rt.state);
+                if let Some(client) = state.client.as_ref().filter(|c| !c.is_closed()) {
+                    return Ok(client.clone());
+                }
+                match (&state.stopping, &state.opening) {
+                    (Some(f), _) => (f.clone(), true),
+                    (None, Some(f)) => (f.clone(), false),
+                    (None, None) => {
+                        let flight = Arc::new(Flight::default());
+                        state.opening = Some(flight.clone());
+                        break (flight, state.stops);
+                    }
+                }
+            };
+            match other.wait(deadline) {
+                None => {
+                    return Err(Error::new(
+                        libc::ETIMEDOUT,
+                        format!(
+                            "another {} of {key} was still under way",
+                            if is_stop { "stop" } else { "open" }
+                        ),
+                    ))
+                }
+                Some(result) if !is_stop => return result,
+                // A stop finished: open afresh.
+                Some(_) => {}
+            }
+        };
+        let result = self.open_now(key, &rt, &engine, mode, stops);
         {
+            let mut state = lock(&rt.state);
+            if state
+                .opening
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+            {
+                state.opening = None;
+            }
+        }
+        flight.finish(result.clone());
+        result
+    }
+
+    /// The open itself: no lock is held while it connects or launches.
+    fn open_now(
+        &self,
+        key: &SessionKey,
+        rt: &Arc<SessionRuntime>,
+        engine: &Engine,
+        mode: OpenMode,
+        stops: u64,
+    ) -> Result<Arc<Client>> {
+        if mode == OpenMode::AttachOnly && !dtach::answers(&self.paths.socket(key)) {
             return Err(Error::not_found(format!("{key} has no live master")));
         }
         let (cols, rows) = {
@@ -538,7 +670,7 @@ impl Core {
         if let Err(e) = self.restore_archived_store(key) {
             log::warn!("{key}: {}", e.message);
         }
-        let resume = self.conversation_exists(key, &engine);
+        let resume = self.conversation_exists(key, engine);
         let request = OpenRequest {
             paths: &self.paths,
             key,
@@ -561,16 +693,29 @@ impl Core {
         let client = Arc::new(opened.client);
         let generation = {
             let mut state = lock(&rt.state);
-            state.generation += 1;
-            state.client = Some(client.clone());
-            state.outcome = Some(opened.outcome);
-            if opened.outcome == Outcome::Launch {
-                state.launched = Some((now_ms(), resume));
-                state.bind_checked = None;
+            if state.stops != stops {
+                None
+            } else {
+                state.generation += 1;
+                state.client = Some(client.clone());
+                state.outcome = Some(opened.outcome);
+                if opened.outcome == Outcome::Launch {
+                    state.launched = Some((now_ms(), resume));
+                    state.bind_checked = None;
+                }
+                state.record = opened.record.clone();
+                state.error = None;
+                Some(state.generation)
             }
-            state.record = opened.record.clone();
-            state.error = None;
-            state.generation
+        };
+        let Some(generation) = generation else {
+            // `stop` came while this was opening: it wins.
+            client.close();
+            terminate(&self.paths, key, STOP_GRACE);
+            return Err(Error::new(
+                libc::ECANCELED,
+                format!("{key} was stopped while it was being opened"),
+            ));
         };
         log::info!(
             "{key}: {:?} (master pid {:?})",
@@ -588,6 +733,7 @@ impl Core {
             });
         }
         let reader_rt = rt.clone();
+        let reader_client = client.clone();
         let reader = opened.reader;
         std::thread::Builder::new()
             .name(format!("pty-{key}"))
@@ -595,6 +741,8 @@ impl Core {
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     dtach::pump(reader, |bytes| reader_rt.take_output(bytes))
                 }));
+                // Writers still waiting on this master fail now, not at their deadline.
+                reader_client.close();
                 let mut state = lock(&reader_rt.state);
                 if state.generation == generation {
                     state.client = None;
@@ -617,16 +765,41 @@ impl Core {
         Ok(client)
     }
 
-    /// `echo ... > input`: opens the session if needed, then pushes the bytes.
+    /// `echo ... > input`: opens the session if needed, then pushes the
+    /// bytes. Runs on a slow-operation thread. A master that takes nothing
+    /// for [`dtach::STALL`] ends the write: with the count that went through
+    /// if some did, else `EAGAIN`; the reason goes to `status.error`.
     pub fn write_input(&self, key: &SessionKey, data: &[u8]) -> Result<usize> {
         self.require(key)?;
+        let deadline = Instant::now() + INPUT_DEADLINE;
         let result = (|| {
-            let client = self.ensure_open(key, OpenMode::AttachOrLaunch)?;
-            client
-                .push(data)
-                .map_err(|e| Error::io("the dtach master stopped taking input", &e))?;
-            lock(&self.runtime(key).state).last_input_ms = now_ms();
-            Ok(data.len())
+            let client = self.ensure_open(key, OpenMode::AttachOrLaunch, deadline)?;
+            let sent = client.push(data, deadline);
+            if !matches!(sent, Err((0, _))) {
+                lock(&self.runtime(key).state).last_input_ms = now_ms();
+            }
+            match sent {
+                Ok(()) => Ok(data.len()),
+                Err((went, e)) => {
+                    let err = send_error(key, "input", &e);
+                    // A stop fails the whole write: a short count would
+                    // have the writer retry and so launch the session again.
+                    if went == 0 || err.errno != libc::EAGAIN {
+                        return Err(err);
+                    }
+                    // Part went through: a short write, as a pipe gives.
+                    let err = Error::new(
+                        err.errno,
+                        format!(
+                            "{}; {went} of {} bytes went through",
+                            err.message,
+                            data.len()
+                        ),
+                    );
+                    self.refuse(key, err);
+                    Ok(went)
+                }
+            }
         })();
         result.map_err(|e| self.refuse(key, e))
     }
@@ -644,7 +817,13 @@ impl Core {
                 )));
             }
             match (verb, arg) {
-                ("open", None) => self.ensure_open(key, OpenMode::AttachOrLaunch).map(drop),
+                ("open", None) => self
+                    .ensure_open(
+                        key,
+                        OpenMode::AttachOrLaunch,
+                        Instant::now() + INPUT_DEADLINE,
+                    )
+                    .map(drop),
                 ("stop", None) => {
                     self.stop(key);
                     Ok(())
@@ -659,7 +838,9 @@ impl Core {
                     }
                     lock(&rt.screen).resize(cols, rows);
                     match rt.live_client() {
-                        Some(c) => c.resize(cols, rows).map_err(|e| Error::io("resize", &e)),
+                        Some(c) => c
+                            .resize(cols, rows, Instant::now() + INPUT_DEADLINE)
+                            .map_err(|e| send_error(key, "resize", &e.error)),
                         None => Ok(()),
                     }
                 }
@@ -670,7 +851,9 @@ impl Core {
                         (s.cols, s.rows)
                     };
                     match rt.live_client() {
-                        Some(c) => c.redraw(cols, rows).map_err(|e| Error::io("redraw", &e)),
+                        Some(c) => c
+                            .redraw(cols, rows, Instant::now() + INPUT_DEADLINE)
+                            .map_err(|e| send_error(key, "redraw", &e.error)),
                         None => Err(Error::new(
                             libc::ENOTCONN,
                             format!("{key} is not live; write `open` first"),
@@ -693,21 +876,38 @@ impl Core {
     }
 
     /// Terminates the master and the agent's processes, unlinks the socket
-    /// under the lock and drops this daemon's connection. Best-effort.
+    /// under the lock and drops this daemon's connection. Best-effort. Never
+    /// waits for an open or a write: it closes the connection first, which
+    /// ends every write waiting on the master, then kills. Runs on a
+    /// slow-operation thread (the grace period).
     fn reap(&self, key: &SessionKey) -> Arc<SessionRuntime> {
         let rt = self.runtime(key);
+        let flight = Arc::new(Flight::default());
+        let client = {
+            let mut state = lock(&rt.state);
+            state.stops += 1;
+            state.generation += 1;
+            state.stopping = Some(flight.clone());
+            state.client.take()
+        };
+        if let Some(client) = client {
+            client.detach();
+        }
+        terminate(&self.paths, key, STOP_GRACE);
         {
-            let _opening = lock(&rt.opening);
-            terminate(&self.paths, key, STOP_GRACE);
-            let client = {
-                let mut state = lock(&rt.state);
-                state.generation += 1;
-                state.client.take()
-            };
-            if let Some(client) = client {
-                let _ = client.detach();
+            let mut state = lock(&rt.state);
+            if state
+                .stopping
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+            {
+                state.stopping = None;
             }
         }
+        flight.finish(Err(Error::new(
+            libc::ECANCELED,
+            format!("{key} was stopped"),
+        )));
         rt
     }
 
@@ -730,7 +930,7 @@ impl Core {
                 .and_then(|r| SessionKey::parse(&r.key).ok())
                 .or_else(|| SessionKey::parse(&stem).ok());
             let Some(key) = key else { continue };
-            match self.ensure_open(&key, OpenMode::AttachOnly) {
+            match self.ensure_open(&key, OpenMode::AttachOnly, Instant::now() + INPUT_DEADLINE) {
                 Ok(_) => {}
                 Err(e) => log::info!("{key}: not attached at start: {}", e.message),
             }
@@ -742,13 +942,16 @@ impl Core {
             return "archived";
         }
         let rt = self.runtime(key);
-        let state = lock(&rt.state);
-        if state.client.is_some() {
+        let (joined, outcome) = {
+            let state = lock(&rt.state);
+            (state.client.is_some(), state.outcome)
+        };
+        if joined {
             "live"
-        } else if std::os::unix::net::UnixStream::connect(self.paths.socket(key)).is_ok() {
+        } else if dtach::answers(&self.paths.socket(key)) {
             // Served by a master this daemon has not joined (another daemon's).
             "live"
-        } else if state.outcome == Some(Outcome::Busy) {
+        } else if outcome == Some(Outcome::Busy) {
             "busy"
         } else {
             "stopped"
@@ -761,14 +964,17 @@ impl Core {
         let rt = self.runtime(key);
         let state_name = self.state_name(key);
         let live = state_name == "live";
-        let (outcome, record, mut error, cols, rows) = {
-            let mut s = lock(&rt.state);
-            if live && s.record.is_none() {
-                // Joined a master whose wrapper had not written its record yet.
-                s.record = live_record(&self.paths, key);
-            }
+        let (outcome, mut record, mut error, cols, rows) = {
+            let s = lock(&rt.state);
             (s.outcome, s.record.clone(), s.error.clone(), s.cols, s.rows)
         };
+        if live && record.is_none() {
+            // Joined a master whose wrapper had not written its record yet.
+            record = live_record(&self.paths, key);
+            if record.is_some() {
+                lock(&rt.state).record.clone_from(&record);
+            }
+        }
         if !live && error.is_none() {
             // A program that could not start leaves its reason in the run record.
             error = RunRecord::read(&self.paths.record(key)).and_then(|r| r.exec_error);
@@ -853,6 +1059,7 @@ impl Core {
             "runtime_dir": self.config.runtime_dir,
             "lock_dir": self.config.lock_dir,
             "agent": {"run": self.slots.agent_run()},
+            "slow_ops": self.work.stats(),
         }))
     }
 
@@ -938,14 +1145,24 @@ impl Core {
     }
 
     /// A hosted run's entry index, refreshed.
-    fn hosted_index(&self, key: &SessionKey) -> Result<(PathBuf, EntryIndex)> {
+    /// The map's lock is held only to take or store an index, never while
+    /// the file is read.
+    fn hosted_index(&self, key: &SessionKey) -> Result<(PathBuf, Arc<EntryIndex>)> {
         let path = self.slots.transcript_path(key.id());
-        let mut all = lock(&self.hosted);
-        let index = all.entry(key.id().to_string()).or_default();
-        index
-            .refresh(&path)
-            .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?;
-        Ok((path, index.clone()))
+        let failed = |e: std::io::Error| Error::io(&format!("cannot read {}", path.display()), &e);
+        let known = lock(&self.hosted)
+            .get(key.id())
+            .cloned()
+            .unwrap_or_default();
+        let len = std::fs::metadata(&path).map_err(failed)?.len();
+        if known.is_current(len) {
+            return Ok((path, known));
+        }
+        let mut index = (*known).clone();
+        index.refresh(&path).map_err(failed)?;
+        let index = Arc::new(index);
+        lock(&self.hosted).insert(key.id().to_string(), index.clone());
+        Ok((path, index))
     }
 
     /// The session's turn index, refreshed against its store file; `None`

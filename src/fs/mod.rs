@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
 use crate::scrollback::View;
+use crate::work;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
@@ -58,12 +59,14 @@ enum Handle {
     Scratch(SessionKey, String),
 }
 
+/// Cloning shares the state: a clone goes with work handed to the pool.
+#[derive(Clone)]
 pub struct SessionFs {
     core: Arc<Core>,
-    inodes: InodeTable,
-    handles: Mutex<HashMap<u64, Handle>>,
-    scratch: ScratchFiles,
-    next_fh: AtomicU64,
+    inodes: Arc<InodeTable>,
+    handles: Arc<Mutex<HashMap<u64, Handle>>>,
+    scratch: Arc<ScratchFiles>,
+    next_fh: Arc<AtomicU64>,
     uid: u32,
     gid: u32,
     started: SystemTime,
@@ -73,14 +76,64 @@ fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.errno)
 }
 
+/// A kernel reply answered from the slow-operation pool. When the pool
+/// gives up on it (full, or past the deadline) the reason also goes to the
+/// session's `status.error`.
+struct Later<R> {
+    reply: R,
+    core: Arc<Core>,
+    key: Option<SessionKey>,
+}
+
+impl<R> Later<R> {
+    fn abandoned(&self, err: &Error) {
+        if let Some(key) = &self.key {
+            self.core.record_refusal(key, err.clone());
+        }
+    }
+}
+
+impl work::Answer<usize> for Later<ReplyWrite> {
+    fn done(self, result: Result<usize, Error>) {
+        match result {
+            Ok(n) => self.reply.written(n as u32),
+            Err(e) => self.reply.error(errno(&e)),
+        }
+    }
+    fn abandon(self, err: Error) {
+        self.abandoned(&err);
+        self.done(Err(err));
+    }
+}
+
+impl work::Answer<()> for Later<ReplyEmpty> {
+    fn done(self, result: Result<(), Error>) {
+        match result {
+            Ok(()) => self.reply.ok(),
+            Err(e) => self.reply.error(errno(&e)),
+        }
+    }
+    fn abandon(self, err: Error) {
+        self.abandoned(&err);
+        self.done(Err(err));
+    }
+}
+
+/// A write that may wait on a session, and so goes to the pool.
+enum SlowWrite {
+    Input(SessionKey),
+    SessionCtl(SessionKey),
+    RootCtl,
+}
+
 impl SessionFs {
     pub fn new(core: Arc<Core>) -> Self {
         SessionFs {
             core,
-            inodes: InodeTable::default(),
-            handles: Mutex::new(HashMap::new()),
-            scratch: ScratchFiles::default(),
-            next_fh: AtomicU64::new(1),
+            inodes: Arc::new(InodeTable::default()),
+            handles: Arc::new(Mutex::new(HashMap::new())),
+            scratch: Arc::new(ScratchFiles::default()),
+            next_fh: Arc::new(AtomicU64::new(1)),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
             started: SystemTime::now(),
@@ -138,27 +191,36 @@ impl SessionFs {
     fn scrollback_size(&self, key: &SessionKey, fh: Option<u64>, pid: u32) -> Result<u64, Error> {
         let rt = self.core.session_runtime(key)?;
         let ring = rt.scrollback();
-        let handles = self.handles();
-        let own = |h: &Handle| match h {
-            Handle::Scrollback { key: k, view, .. } if k == key => Some(ring.view_len(view)),
-            _ => None,
+        // (handle, owning process, view length) of this session's views,
+        // taken with the table locked; `/proc` is read after it is released.
+        let views: Vec<(u64, u32, u64)> = {
+            let handles = self.handles();
+            let own = |h: &Handle| match h {
+                Handle::Scrollback { key: k, view, .. } if k == key => Some(ring.view_len(view)),
+                _ => None,
+            };
+            if let Some(size) = fh.and_then(|fh| handles.get(&fh)).and_then(own) {
+                return Ok(size);
+            }
+            handles
+                .iter()
+                .filter_map(|(fh, h)| match h {
+                    Handle::Scrollback {
+                        key: k, view, tgid, ..
+                    } if k == key => Some((*fh, *tgid, ring.view_len(view))),
+                    _ => None,
+                })
+                .collect()
         };
-        if let Some(size) = fh.and_then(|fh| handles.get(&fh)).and_then(own) {
-            return Ok(size);
-        }
-        let has_views = handles
-            .values()
-            .any(|h| matches!(h, Handle::Scrollback { key: k, .. } if k == key));
-        if has_views {
+        if !views.is_empty() {
             let tgid = tgid_of(pid);
             // The newest handle of this process: `tail -F` reopens.
-            let newest = handles
+            let newest = views
                 .iter()
-                .filter(|(_, h)| matches!(h, Handle::Scrollback { key: k, tgid: t, .. } if k == key && *t == tgid))
-                .max_by_key(|(fh, _)| **fh)
-                .and_then(|(_, h)| own(h));
-            if let Some(size) = newest {
-                return Ok(size);
+                .filter(|(_, t, _)| *t == tgid)
+                .max_by_key(|(fh, _, _)| *fh);
+            if let Some((_, _, size)) = newest {
+                return Ok(*size);
             }
         }
         Ok(ring.len() as u64)
@@ -462,6 +524,15 @@ impl SessionFs {
 
     fn read_handle(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Error> {
         let mut handles = self.handles();
+        // A file read happens with the table unlocked.
+        if let Some(Handle::Hosted(id)) = handles.get(&fh) {
+            let id = id.clone();
+            drop(handles);
+            return self
+                .core
+                .slots()
+                .read_transcript(&id, offset, size as usize);
+        }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
                 let start = (offset as usize).min(bytes.len());
@@ -470,9 +541,6 @@ impl SessionFs {
             }
             Some(Handle::Scrollback { ring, view, .. }) => {
                 Ok(ring.read(view, offset, size as usize))
-            }
-            Some(Handle::Hosted(id)) => {
-                self.core.slots().read_transcript(id, offset, size as usize)
             }
             Some(Handle::Scratch(key, name)) => {
                 Ok(self.scratch.read(key, name, offset, size as usize))
@@ -525,28 +593,89 @@ impl SessionFs {
             self.scratch_write(&key, &name, offset, data)?;
             return Ok(data.len());
         }
-        let target = match self.handles().get(&fh) {
-            Some(Handle::Input(key)) => Some((key.clone(), false)),
-            Some(Handle::SessionCtl(key)) => Some((key.clone(), true)),
-            Some(Handle::RootCtl) => None,
-            _ => return Err(Error::new(libc::EBADF, "not open for writing")),
-        };
-        // The handle table is not held here: opening a session can take a while.
-        match target {
-            Some((key, false)) => self.core.write_input(&key, data),
-            Some((key, true)) => {
-                for command in commands(data)? {
-                    self.core.session_ctl(&key, command)?;
-                }
-                Ok(data.len())
-            }
-            None => {
-                for command in commands(data)? {
-                    self.core.root_ctl(command)?;
-                }
-                Ok(data.len())
+        // `input` and `ctl` writes never get here: they go to the pool.
+        Err(Error::new(libc::EBADF, "not open for writing"))
+    }
+
+    /// The write `fh` takes, if it is one that may wait on a session.
+    fn slow_write(&self, fh: u64) -> Option<SlowWrite> {
+        match self.handles().get(&fh)? {
+            Handle::Input(key) => Some(SlowWrite::Input(key.clone())),
+            Handle::SessionCtl(key) => Some(SlowWrite::SessionCtl(key.clone())),
+            Handle::RootCtl => Some(SlowWrite::RootCtl),
+            _ => None,
+        }
+    }
+
+    /// Hands a write to `input` or a `ctl` file to the pool, which answers
+    /// it when the session has taken it (or refuses it at the deadline).
+    /// `ctl` commands are parsed here, so a malformed one fails at once.
+    fn write_later(&self, target: SlowWrite, data: &[u8], reply: ReplyWrite) {
+        if !matches!(target, SlowWrite::Input(_)) {
+            if let Err(e) = commands(data) {
+                return reply.error(errno(&e));
             }
         }
+        let (what, key) = match &target {
+            SlowWrite::Input(key) => (format!("input to {key}"), Some(key.clone())),
+            SlowWrite::SessionCtl(key) => (format!("ctl of {key}"), Some(key.clone())),
+            SlowWrite::RootCtl => ("ctl".to_string(), None),
+        };
+        // `stop` must work however many writes are stuck: it may take a reserved place.
+        let urgent = matches!(target, SlowWrite::SessionCtl(_))
+            && commands(data).is_ok_and(|c| c.iter().all(|c| *c == "stop"));
+        let core = self.core.clone();
+        let data = data.to_vec();
+        let answer = Later {
+            reply,
+            core: core.clone(),
+            key,
+        };
+        let job = move || match target {
+            SlowWrite::Input(key) => core.write_input(&key, &data),
+            SlowWrite::SessionCtl(key) => {
+                for command in commands(&data)? {
+                    core.session_ctl(&key, command)?;
+                }
+                Ok(data.len())
+            }
+            SlowWrite::RootCtl => {
+                for command in commands(&data)? {
+                    core.root_ctl(command)?;
+                }
+                Ok(data.len())
+            }
+        };
+        let pool = self.core.work();
+        if urgent {
+            pool.submit_urgent(what, work::DEADLINE, answer, job);
+        } else {
+            pool.submit(what, work::DEADLINE, answer, job);
+        }
+    }
+
+    /// `flush`/`fsync`: a metadata commit may archive, which ends the
+    /// session's processes first, so it is answered from the pool.
+    fn finish_later(&self, fh: u64, reply: ReplyEmpty) {
+        let commits = matches!(self.handles().get(&fh), Some(Handle::Meta(_)));
+        if !commits {
+            return match self.finish_handle(fh) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
+        let fs = self.clone();
+        let answer = Later {
+            reply,
+            core: self.core.clone(),
+            key: None,
+        };
+        self.core.work().submit(
+            "a metadata commit".to_string(),
+            work::DEADLINE,
+            answer,
+            move || fs.finish_handle(fh),
+        );
     }
 
     fn readdir_entries(&self, ino: u64) -> Result<Vec<(u64, FileType, String)>, Error> {
@@ -887,6 +1016,9 @@ impl Filesystem for SessionFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if let Some(target) = self.slow_write(fh.0) {
+            return self.write_later(target, data, reply);
+        }
         match self.write_handle(fh.0, offset, data) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
@@ -902,10 +1034,7 @@ impl Filesystem for SessionFs {
         reply: ReplyEmpty,
     ) {
         // Errors here reach close(): what is still buffered must stand alone.
-        match self.finish_handle(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.finish_later(fh.0, reply);
     }
 
     fn create(
@@ -969,10 +1098,7 @@ impl Filesystem for SessionFs {
         reply: ReplyEmpty,
     ) {
         // An editor's in-place save commits here at the latest.
-        match self.finish_handle(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.finish_later(fh.0, reply);
     }
 
     fn symlink(
@@ -1023,32 +1149,39 @@ impl Filesystem for SessionFs {
         _flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let result = (|| {
-            let (Some(name), Some(newname)) = (name.to_str(), newname.to_str()) else {
-                return Err(Error::invalid("names here are UTF-8"));
-            };
-            match (self.node(parent.0)?, self.node(newparent.0)?) {
-                (Node::Session(a, SessionFile::Dir), Node::Session(b, SessionFile::Dir))
-                    if a == b =>
-                {
-                    self.rename_in_session(&a, name, newname)
+        // A rename may commit metadata or archive, which ends the session's
+        // processes first: it is answered from the pool.
+        let fs = self.clone();
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        let answer = Later {
+            reply,
+            core: self.core.clone(),
+            key: None,
+        };
+        let what = format!("rename {name:?} -> {newname:?}");
+        self.core
+            .work()
+            .submit(what, work::DEADLINE, answer, move || {
+                let (Some(from), Some(to)) = (name.to_str(), newname.to_str()) else {
+                    return Err(Error::invalid("names here are UTF-8"));
+                };
+                match (fs.node(parent.0)?, fs.node(newparent.0)?) {
+                    (Node::Session(a, SessionFile::Dir), Node::Session(b, SessionFile::Dir))
+                        if a == b =>
+                    {
+                        fs.rename_in_session(&a, from, to)
+                    }
+                    (
+                        from_dir @ (Node::Root | Node::View(_)),
+                        to_dir @ (Node::Root | Node::View(_)),
+                    ) => fs.rename_session(&from_dir, from, &to_dir, to),
+                    _ => Err(Error::new(
+                        libc::EXDEV,
+                        "cannot move between these directories",
+                    )),
                 }
-                (from @ (Node::Root | Node::View(_)), to @ (Node::Root | Node::View(_))) => {
-                    self.rename_session(&from, name, &to, newname)
-                }
-                _ => Err(Error::new(
-                    libc::EXDEV,
-                    "cannot move between these directories",
-                )),
-            }
-        })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => {
-                log::warn!("rename {name:?} -> {newname:?}: {}", e.message);
-                reply.error(errno(&e))
-            }
-        }
+                .inspect_err(|e| log::warn!("rename {name:?} -> {newname:?}: {}", e.message))
+            });
     }
 
     fn release(

@@ -4,10 +4,14 @@
 //! each (dtach 0.9 reads a packet with one `read` and acts on what it got).
 //! Master → client: raw PTY output, only after ATTACH.
 
-use std::io::{self, Read, Write};
+use std::collections::VecDeque;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 const MSG_PUSH: u8 = 0;
 const MSG_ATTACH: u8 = 1;
@@ -47,66 +51,289 @@ pub fn push_packets(input: &[u8]) -> impl Iterator<Item = [u8; 10]> + '_ {
     })
 }
 
-/// The writing half of an attached client; the reading half goes to a reader thread.
+/// How long a write may go without the master taking a byte before it gives
+/// up with `EAGAIN` (a program that does not read its terminal fills the PTY,
+/// then the master stops reading its clients).
+pub const STALL: Duration = Duration::from_secs(3);
+
+/// How long a resize or redraw waits on a master that takes nothing: they
+/// are single packets that need not queue behind a stuck write for long.
+pub const CONTROL_PATIENCE: Duration = Duration::from_millis(500);
+
+/// How often a waiting writer looks again whether its client was closed.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// Why a send stopped early, and how much of it went through.
+#[derive(Debug)]
+pub struct SendError {
+    /// Whole packets the master was given before it stopped.
+    pub packets: usize,
+    /// `WouldBlock` (no progress for a while), `TimedOut` (the deadline
+    /// passed waiting for earlier writes), `BrokenPipe` (closed, or the
+    /// master is gone), or what the socket said.
+    pub error: io::Error,
+}
+
+impl SendError {
+    fn new(packets: usize, errno: i32) -> Self {
+        SendError {
+            packets,
+            error: io::Error::from_raw_os_error(errno),
+        }
+    }
+}
+
+/// Writers of one client, served one whole write at a time, in arrival order.
+#[derive(Debug, Default)]
+struct Line {
+    waiting: VecDeque<u64>,
+    next: u64,
+}
+
+/// The writing half of an attached client; the reading half goes to a
+/// reader thread. Writes never block: each packet is one `send` with
+/// `MSG_DONTWAIT`, and a full socket is waited on with `poll`, so no lock is
+/// held while the master is slow and [`Client::close`] ends every wait.
 #[derive(Debug)]
 pub struct Client {
-    writer: Mutex<UnixStream>,
+    stream: UnixStream,
+    line: Mutex<Line>,
+    turn: Condvar,
+    closed: AtomicBool,
+    born: Instant,
+    /// Milliseconds after `born` (plus one) since which the master has taken
+    /// nothing; 0 while it takes what it is sent.
+    stalled_at: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Connects without ever waiting: a master too busy to accept (its listen
+/// queue full) gives `WouldBlock` rather than a connect that hangs.
+fn connect_now(socket: &Path) -> io::Result<UnixStream> {
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(socket)?;
+    socket::connect(fd.as_raw_fd(), &addr)?;
+    let stream = UnixStream::from(fd);
+    // The reader shares this file description and reads blocking; writes
+    // ask for non-blocking behaviour per call instead.
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// Whether a master listens on `socket`. A master whose listen queue is full
+/// (it is stuck) still counts: it exists, and the socket is not stale.
+pub fn answers(socket: &Path) -> bool {
+    match connect_now(socket) {
+        Ok(_) => true,
+        Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+    }
 }
 
 impl Client {
-    /// Connects to a master's socket. `ECONNREFUSED` or `ENOENT` mean no master answers.
+    /// Connects to a master's socket. `ECONNREFUSED` or `ENOENT` mean no
+    /// master answers; `EAGAIN` that one is there but not accepting.
     pub fn connect(socket: &Path) -> io::Result<(Client, UnixStream)> {
-        let stream = UnixStream::connect(socket)?;
+        let stream = connect_now(socket)?;
         let reader = stream.try_clone()?;
         Ok((
             Client {
-                writer: Mutex::new(stream),
+                stream,
+                line: Mutex::new(Line::default()),
+                turn: Condvar::new(),
+                closed: AtomicBool::new(false),
+                born: Instant::now(),
+                stalled_at: AtomicU64::new(0),
             },
             reader,
         ))
     }
 
-    fn send(&self, packets: impl Iterator<Item = [u8; 10]>) -> io::Result<()> {
-        let mut stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        for p in packets {
-            // One packet per write: a 10-byte write to a unix stream arrives whole.
-            stream.write_all(&p)?;
+    /// Sends `packets` as one whole write after the writes before it, each
+    /// packet with one `send` (dtach reads a packet with one `read`).
+    /// Waiting for earlier writes ends at `deadline`; a master that has
+    /// taken nothing for `patience` ends it at once.
+    fn send(
+        &self,
+        packets: &[[u8; 10]],
+        deadline: Instant,
+        patience: Duration,
+    ) -> Result<(), SendError> {
+        let ticket = {
+            let mut line = lock(&self.line);
+            let ticket = line.next;
+            line.next += 1;
+            line.waiting.push_back(ticket);
+            loop {
+                if line.waiting.front() == Some(&ticket) {
+                    break ticket;
+                }
+                let now = Instant::now();
+                let gave_up = if self.is_closed() {
+                    Some(libc::EPIPE)
+                } else if self.stalled().is_some_and(|since| now >= since + patience) {
+                    Some(libc::EAGAIN)
+                } else if now >= deadline {
+                    Some(libc::ETIMEDOUT)
+                } else {
+                    None
+                };
+                if let Some(errno) = gave_up {
+                    line.waiting.retain(|t| *t != ticket);
+                    return Err(SendError::new(0, errno));
+                }
+                line = self
+                    .turn
+                    .wait_timeout(line, (deadline - now).min(RECHECK))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        };
+        let result = self.write_packets(packets, patience);
+        {
+            let mut line = lock(&self.line);
+            line.waiting.retain(|t| *t != ticket);
+        }
+        self.turn.notify_all();
+        result
+    }
+
+    fn write_packets(&self, packets: &[[u8; 10]], patience: Duration) -> Result<(), SendError> {
+        use nix::errno::Errno;
+        use nix::poll::{PollFd, PollFlags, PollTimeout};
+        use nix::sys::socket::{send, MsgFlags};
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        for (done, p) in packets.iter().enumerate() {
+            let mut off = 0;
+            while off < p.len() {
+                if self.is_closed() {
+                    return Err(self.cut(done, off, libc::EPIPE));
+                }
+                match send(self.stream.as_raw_fd(), &p[off..], flags) {
+                    Ok(n) => {
+                        off += n;
+                        self.stalled_at.store(0, Ordering::Relaxed);
+                    }
+                    Err(Errno::EINTR) => {}
+                    Err(Errno::EAGAIN) => {
+                        let now = Instant::now();
+                        let until = self.stalled_since(now) + patience;
+                        if now >= until {
+                            return Err(self.cut(done, off, libc::EAGAIN));
+                        }
+                        let wait = (until - now).min(RECHECK);
+                        let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLOUT)];
+                        let ms = PollTimeout::try_from(wait).unwrap_or(PollTimeout::ZERO);
+                        match nix::poll::poll(&mut fds, ms) {
+                            Ok(_) | Err(Errno::EINTR) => {}
+                            Err(e) => return Err(self.cut(done, off, e as i32)),
+                        }
+                    }
+                    Err(e) => return Err(self.cut(done, off, e as i32)),
+                }
+            }
         }
         Ok(())
     }
 
+    /// Since when the master has taken nothing, if it is not taking bytes.
+    fn stalled(&self) -> Option<Instant> {
+        match self.stalled_at.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(self.born + Duration::from_millis(ms - 1)),
+        }
+    }
+
+    /// When the master stopped taking bytes, noting `now` if it just did.
+    fn stalled_since(&self, now: Instant) -> Instant {
+        let ms = now.duration_since(self.born).as_millis() as u64 + 1;
+        match self
+            .stalled_at
+            .compare_exchange(0, ms, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => now,
+            Err(since) => self.born + Duration::from_millis(since - 1),
+        }
+    }
+
+    /// A write ends after `packets` whole packets. Half a packet on the wire
+    /// would desynchronise the master's reads: such a client is closed.
+    fn cut(&self, packets: usize, half: usize, errno: i32) -> SendError {
+        if half > 0 {
+            log::warn!("a packet to the dtach master went out in part; closing the connection");
+            self.close();
+        }
+        SendError::new(packets, errno)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Ends the connection now, whatever is being written: every waiting
+    /// write ends with `EPIPE`, the master sees the client go.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        let _line = lock(&self.line);
+        self.turn.notify_all();
+    }
+
     /// Asks for output, then sets the window size (a `dtach -n` PTY starts at 0×0).
-    pub fn attach(&self, cols: u16, rows: u16) -> io::Result<()> {
+    pub fn attach(&self, cols: u16, rows: u16, deadline: Instant) -> Result<(), SendError> {
         self.send(
-            [
+            &[
                 packet(MSG_ATTACH, 0, [0; 8]),
                 packet(MSG_WINCH, 0, winsize(cols, rows)),
-            ]
-            .into_iter(),
+            ],
+            deadline,
+            STALL,
         )
     }
 
-    pub fn push(&self, input: &[u8]) -> io::Result<()> {
-        self.send(push_packets(input))
+    /// Pushes `input` to the PTY; on failure, the error says how many input
+    /// bytes went through (whole packets of up to [`PUSH_MAX`] bytes).
+    pub fn push(&self, input: &[u8], deadline: Instant) -> Result<(), (usize, io::Error)> {
+        let packets: Vec<[u8; 10]> = push_packets(input).collect();
+        self.send(&packets, deadline, STALL)
+            .map_err(|e| ((e.packets * PUSH_MAX).min(input.len()), e.error))
     }
 
-    pub fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
-        self.send(std::iter::once(packet(MSG_WINCH, 0, winsize(cols, rows))))
+    pub fn resize(&self, cols: u16, rows: u16, deadline: Instant) -> Result<(), SendError> {
+        self.send(
+            &[packet(MSG_WINCH, 0, winsize(cols, rows))],
+            deadline,
+            CONTROL_PATIENCE,
+        )
     }
 
     /// Asks the program to repaint: a WINCH with the current size.
-    pub fn redraw(&self, cols: u16, rows: u16) -> io::Result<()> {
-        self.send(std::iter::once(packet(
-            MSG_REDRAW,
-            REDRAW_WINCH,
-            winsize(cols, rows),
-        )))
+    pub fn redraw(&self, cols: u16, rows: u16, deadline: Instant) -> Result<(), SendError> {
+        self.send(
+            &[packet(MSG_REDRAW, REDRAW_WINCH, winsize(cols, rows))],
+            deadline,
+            CONTROL_PATIENCE,
+        )
     }
 
-    pub fn detach(&self) -> io::Result<()> {
-        self.send(std::iter::once(packet(MSG_DETACH, 0, [0; 8])))?;
-        let stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        stream.shutdown(std::net::Shutdown::Both)
+    /// Says goodbye if the master takes it at once, then closes.
+    pub fn detach(&self) {
+        if lock(&self.line).waiting.is_empty() {
+            let _ = nix::sys::socket::send(
+                self.stream.as_raw_fd(),
+                &packet(MSG_DETACH, 0, [0; 8]),
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            );
+        }
+        self.close();
     }
 }
 
@@ -135,6 +362,118 @@ mod tests {
         assert_eq!(&packets[0][..], b"\x00\x08make all");
         assert_eq!(&packets[1][..2], b"\x00\x01");
         assert_eq!(packets[1][2], b'\n');
+    }
+
+    /// A "master" that accepts and never reads, as dtach does once its
+    /// program stops reading the terminal.
+    fn deaf_master() -> (
+        tempfile::TempDir,
+        std::os::unix::net::UnixListener,
+        Client,
+        UnixStream,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let (client, reader) = Client::connect(&path).unwrap();
+        (dir, listener, client, reader)
+    }
+
+    #[test]
+    fn a_master_that_takes_nothing_ends_a_write_at_the_stall_deadline() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let _accepted = listener.accept().unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        let t0 = Instant::now();
+        let (went, err) = client.push(&vec![b'x'; 1 << 20], far).unwrap_err();
+        let took = t0.elapsed();
+        assert_eq!(err.raw_os_error(), Some(libc::EAGAIN));
+        assert!(went > 0 && went < 1 << 20 && went % PUSH_MAX == 0, "{went}");
+        assert!(
+            took >= STALL && took < STALL + Duration::from_secs(2),
+            "{took:?}"
+        );
+        // Still stalled: the next write fails at once, having sent nothing.
+        let t0 = Instant::now();
+        let (went, err) = client.push(b"more", far).unwrap_err();
+        assert_eq!((went, err.raw_os_error()), (0, Some(libc::EAGAIN)));
+        assert!(t0.elapsed() < Duration::from_millis(500));
+    }
+
+    #[test]
+    fn close_ends_waiting_writers_at_once_and_packets_stay_whole() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let (mut master, _) = listener.accept().unwrap();
+        let client = std::sync::Arc::new(client);
+        let far = Instant::now() + Duration::from_secs(60);
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let c = client.clone();
+                std::thread::spawn(move || {
+                    let t0 = Instant::now();
+                    let r = c.push(&vec![b'y'; 1 << 20], far);
+                    (r.map_err(|(_, e)| e.raw_os_error()), t0.elapsed())
+                })
+            })
+            .collect();
+        // Let them fill the socket and wait, then stop the session.
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = Instant::now();
+        client.close();
+        for w in writers {
+            let (result, _) = w.join().unwrap();
+            assert_eq!(result, Err(Some(libc::EPIPE)));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
+        // Everything that reached the master is whole PUSH packets.
+        let mut got = Vec::new();
+        master.read_to_end(&mut got).unwrap();
+        assert!(!got.is_empty() && got.len() % 10 == 0, "{}", got.len());
+        for p in got.chunks(10) {
+            assert_eq!(&p[..2], b"\x00\x08");
+            assert!(p[2..].iter().all(|b| *b == b'y'));
+        }
+        let (went, err) = client.push(b"late", far).unwrap_err();
+        assert_eq!((went, err.raw_os_error()), (0, Some(libc::EPIPE)));
+    }
+
+    #[test]
+    fn a_resize_behind_a_stuck_write_gives_up_at_once() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let _accepted = listener.accept().unwrap();
+        let client = std::sync::Arc::new(client);
+        let far = Instant::now() + Duration::from_secs(60);
+        let writer = {
+            let c = client.clone();
+            std::thread::spawn(move || c.push(&vec![b'z'; 1 << 20], far))
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while client.stalled().is_none() {
+            assert!(Instant::now() < until, "the write never filled the socket");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let t0 = Instant::now();
+        let err = client.resize(80, 24, far).unwrap_err();
+        assert_eq!(err.error.raw_os_error(), Some(libc::EAGAIN));
+        assert!(t0.elapsed() < CONTROL_PATIENCE + Duration::from_millis(300));
+        client.close();
+        assert!(writer.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_busy_master_still_answers_and_a_missing_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.sock");
+        assert!(!answers(&path));
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Never accepted: the listen queue fills, and connecting must not hang.
+        for _ in 0..1000 {
+            assert!(answers(&path));
+        }
     }
 
     #[test]

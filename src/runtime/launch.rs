@@ -3,7 +3,7 @@
 //! The decision goes through the socket and the per-key `flock` only, never
 //! through in-process state, so it holds across daemons sharing a lock dir.
 
-use super::dtach::Client;
+use super::dtach::{self, Client};
 use super::lock::try_lock;
 use super::paths::RuntimePaths;
 use super::record::RunRecord;
@@ -83,8 +83,8 @@ fn attach(req: &OpenRequest<'_>, outcome: Outcome) -> Result<Opened> {
     let (client, reader) = Client::connect(&socket)
         .map_err(|e| Error::io(&format!("cannot connect {}", socket.display()), &e))?;
     client
-        .attach(req.cols, req.rows)
-        .map_err(|e| Error::io("cannot attach to the dtach master", &e))?;
+        .attach(req.cols, req.rows, Instant::now() + dtach::STALL)
+        .map_err(|e| Error::io("cannot attach to the dtach master", &e.error))?;
     let record = if outcome == Outcome::Launch {
         poll_until(LAUNCH_DEADLINE, || live_record(req.paths, req.key))
     } else {
@@ -101,7 +101,7 @@ fn attach(req: &OpenRequest<'_>, outcome: Outcome) -> Result<Opened> {
 /// Resolves an open to ATTACH, LAUNCH or BUSY (`EBUSY`).
 pub fn open(req: &OpenRequest<'_>) -> Result<Opened> {
     let socket = req.paths.socket(req.key);
-    if UnixStream::connect(&socket).is_ok() {
+    if dtach::answers(&socket) {
         return attach(req, Outcome::Attach);
     }
     match try_lock(&req.paths.lock(req.key))? {
@@ -112,7 +112,7 @@ pub fn open(req: &OpenRequest<'_>) -> Result<Opened> {
         None => {
             // Held but silent: either another opener is starting the master
             // right now, or something else holds the lock.
-            if poll_until(BUSY_GRACE, || UnixStream::connect(&socket).ok()).is_some() {
+            if poll_until(BUSY_GRACE, || dtach::answers(&socket).then_some(())).is_some() {
                 return attach(req, Outcome::Attach);
             }
             Err(Error::busy(format!(
@@ -199,7 +199,7 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
             ),
         ));
     }
-    if poll_until(LAUNCH_DEADLINE, || UnixStream::connect(socket).ok()).is_none() {
+    if poll_until(LAUNCH_DEADLINE, || dtach::answers(socket).then_some(())).is_none() {
         return Err(Error::new(
             libc::EIO,
             format!("the dtach master never answered on {}", socket.display()),
@@ -253,11 +253,11 @@ pub fn terminate(paths: &RuntimePaths, key: &SessionKey, grace: Duration) {
 /// launch is under way meanwhile.
 pub fn remove_stale_socket(paths: &RuntimePaths, key: &SessionKey) {
     let socket = paths.socket(key);
-    if !socket.exists() || UnixStream::connect(&socket).is_ok() {
+    if !socket.exists() || dtach::answers(&socket) {
         return;
     }
     if let Ok(Some(_lock)) = try_lock(&paths.lock(key)) {
-        if UnixStream::connect(&socket).is_err() {
+        if !dtach::answers(&socket) {
             let _ = std::fs::remove_file(&socket);
             let _ = std::fs::remove_file(paths.record(key));
         }
