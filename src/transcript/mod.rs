@@ -34,8 +34,8 @@ mod render;
 mod scan;
 mod store;
 
-/// Generated stores for tests and benchmarks.
-#[doc(hidden)]
+/// Generated stores for tests and benchmarks (not in the shipped binary).
+#[cfg(any(test, feature = "testgen"))]
 pub mod testgen;
 #[cfg(test)]
 mod tests;
