@@ -21,5 +21,4 @@ pub mod screen;
 pub mod scrollback;
 pub mod sidecar;
 pub mod slots;
-pub mod timefmt;
 pub mod transcript;

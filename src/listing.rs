@@ -47,7 +47,8 @@ impl Entry {
             last_activity_ms: meta
                 .get("last_activity")
                 .and_then(Value::as_str)
-                .and_then(crate::timefmt::parse_rfc3339_ms)
+                .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+                .and_then(|at| u64::try_from(at.as_millisecond()).ok())
                 .unwrap_or(0),
             title: text("title"),
             meta,
@@ -264,13 +265,9 @@ fn cell(value: Option<&Value>) -> String {
 /// `2026-11-29 18:53` (UTC) from the RFC 3339 `last_activity`.
 fn activity_cell(value: Option<&Value>) -> String {
     match value.and_then(Value::as_str) {
-        Some(s) => match crate::timefmt::parse_rfc3339_ms(s) {
-            Some(ms) => crate::timefmt::rfc3339_ms(ms)
-                .replacen('T', " ", 1)
-                .chars()
-                .take(16)
-                .collect(),
-            None => cell(value),
+        Some(s) => match s.parse::<jiff::Timestamp>() {
+            Ok(at) => at.strftime("%Y-%m-%d %H:%M").to_string(),
+            Err(_) => cell(value),
         },
         None => cell(value),
     }
@@ -368,7 +365,7 @@ mod tests {
             "project": project,
             "favourite": fav,
             "archived": archived,
-            "last_activity": crate::timefmt::rfc3339_ms(at),
+            "last_activity": format!("{:.3}", jiff::Timestamp::from_millisecond(at as i64).unwrap()),
             "state": if archived { "archived" } else { "stopped" },
         });
         Entry::from_meta(meta).unwrap()

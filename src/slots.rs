@@ -15,7 +15,6 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::record::now_ms;
-use crate::timefmt::rfc3339_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -281,7 +280,7 @@ impl SlotStore {
         let world = parse_world(world)?;
         Self::check_slot(slot)?;
         let mut record = record_from_json(json)?;
-        record.last_spawn = rfc3339_ms(now_ms());
+        record.last_spawn = format!("{:.3}", jiff::Timestamp::now());
         self.update(&world, |map| {
             map.insert(slot, record.clone());
         })?;
@@ -629,7 +628,7 @@ mod tests {
         assert_eq!(rec.workspace, "/w");
         assert_eq!(rec.harness, "codex");
         assert_ne!(rec.last_spawn, "x");
-        assert!(crate::timefmt::parse_rfc3339_ms(&rec.last_spawn).is_some());
+        assert!(rec.last_spawn.parse::<jiff::Timestamp>().is_ok());
         assert_eq!(s.get(W, 1).unwrap(), Some(rec.clone()));
         assert_eq!(s.get(&W.to_uppercase(), 1).unwrap(), Some(rec));
 
