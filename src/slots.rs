@@ -59,13 +59,8 @@ impl SlotRecord {
 /// A world GUID, `8-4-4-4-12` hex digits, returned in lowercase. Braces and
 /// other spellings are refused so one world has exactly one name.
 pub fn parse_world(name: &str) -> Result<String> {
-    let bytes = name.as_bytes();
-    let well_formed = bytes.len() == 36
-        && bytes.iter().enumerate().all(|(i, &b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => b.is_ascii_hexdigit(),
-        });
-    if well_formed {
+    // 36 characters of a uuid are its hyphenated form, the only one taken.
+    if name.len() == 36 && uuid::Uuid::try_parse(name).is_ok() {
         Ok(name.to_ascii_lowercase())
     } else {
         Err(Error::invalid(format!(

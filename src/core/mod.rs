@@ -1043,23 +1043,9 @@ fn utc_text(ms: u64) -> String {
     format!("{:.3}", at.unwrap_or_default())
 }
 
-/// A fresh random UUID (v4 layout), as Claude's `--session-id` expects.
+/// A fresh random UUID (v4), as Claude's `--session-id` expects.
 fn new_session_id() -> String {
-    let mut bytes = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
-    }
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 const README: &str = "\
@@ -1088,5 +1074,14 @@ mod tests {
         assert_eq!(utc_text(1_795_978_390_120), "2026-11-29T18:53:10.120Z");
         assert_eq!(utc_text(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(utc_text(u64::MAX), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn new_ids_are_lowercase_random_uuids() {
+        let (a, b) = (new_session_id(), new_session_id());
+        assert_ne!(a, b);
+        let id = uuid::Uuid::try_parse(&a).unwrap();
+        assert_eq!(id.get_version_num(), 4);
+        assert_eq!(id.to_string(), a);
     }
 }
