@@ -226,7 +226,7 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
         let start = end.saturating_sub(CHUNK);
         let chunk = &mut buf[..(end - start) as usize];
         file.read_exact_at(chunk, start)?;
-        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+        if let Some(i) = memchr::memrchr(b'\n', chunk) {
             return Ok(start + i as u64 + 1);
         }
         end = start;

@@ -1,7 +1,7 @@
 //! The turn index of one store file: the byte offset where each turn starts,
 //! built by one scan and extended as the file grows.
 //!
-//! The scan finds line ends 64 bytes at a time and looks only at the first
+//! The scan finds line ends with `memchr` and looks only at the first
 //! keys of each line; a line that could be a typed prompt or a title has
 //! only the fields that decide read (see `claude::RowFacts`). A line without
 //! its newline yet is left for the next refresh. A long stretch of new bytes
@@ -12,12 +12,13 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
+use memchr::memchr;
 use serde_json::Value;
 
 use super::claude;
 use super::codex;
 use super::model::{Message, ParseOptions};
-use super::scan::{find_newline, is_blank, last_timestamp, parse_line, title_from_text};
+use super::scan::{is_blank, last_timestamp, parse_line, title_from_text};
 use super::store::{self, StoreKind};
 
 const CHUNK: usize = 1 << 20;
@@ -383,7 +384,7 @@ impl TurnIndex {
         let mut skipping = false;
         let mut prefix_checked = false;
         loop {
-            while let Some(rel) = find_newline(&buf[search_from..filled]) {
+            while let Some(rel) = memchr(b'\n', &buf[search_from..filled]) {
                 let nl = search_from + rel;
                 self.lines_scanned += 1;
                 if !skipping {
@@ -641,7 +642,7 @@ fn line_boundary(f: &File, at: u64, len: u64) -> io::Result<Option<u64>> {
         if n == 0 {
             break;
         }
-        if let Some(i) = find_newline(&buf[..n]) {
+        if let Some(i) = memchr(b'\n', &buf[..n]) {
             let start = pos + i as u64 + 1;
             return Ok((start < len).then_some(start));
         }
