@@ -230,14 +230,6 @@ impl Catalog {
             .find(|(name, _, _)| name == engine)
             .map(|(_, kind, _)| *kind)
     }
-
-    /// The root of an engine's store.
-    pub fn root_of(&self, engine: &str) -> Option<&Path> {
-        self.roots
-            .iter()
-            .find(|(name, _, _)| name == engine)
-            .map(|(_, _, root)| root.as_path())
-    }
 }
 
 #[cfg(test)]

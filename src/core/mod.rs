@@ -203,10 +203,6 @@ impl Core {
         }))
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     fn engine(&self, key: &SessionKey) -> Result<&Engine> {
         self.config.engines.get(key.engine()).ok_or_else(|| {
             Error::invalid(format!(

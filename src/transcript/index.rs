@@ -124,6 +124,7 @@ impl TurnIndex {
     }
 
     /// Scans a store file once.
+    #[cfg(test)]
     pub fn build(kind: StoreKind, path: &Path) -> io::Result<Self> {
         let mut idx = Self::new(kind);
         idx.refresh(path)?;
@@ -140,6 +141,7 @@ impl TurnIndex {
     }
 
     /// Byte offset where each turn starts.
+    #[cfg(test)]
     pub fn turn_offsets(&self) -> &[u64] {
         &self.starts
     }

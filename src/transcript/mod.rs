@@ -41,10 +41,9 @@ pub mod testgen;
 mod tests;
 
 pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
-pub use model::{
-    Block, Conversation, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn,
-};
+pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};
 pub use page::{render_page, Limits, PageError};
-pub use parse::parse_store;
-pub use render::{call_summary, render_conversation};
+pub use render::call_summary;
 pub use store::{is_compressed, open_store, StoreKind};
+#[cfg(test)]
+use {parse::parse_store, render::render_conversation};

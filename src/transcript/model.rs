@@ -106,7 +106,8 @@ pub struct Turn {
     pub entries: Vec<Entry>,
 }
 
-/// A whole conversation (or the part of it one page reads).
+/// A whole conversation, for tests (pages read one range of turns).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Conversation {
     /// Entries recorded before the first typed message.
@@ -266,6 +267,7 @@ impl Builder {
     }
 }
 
+#[cfg(test)]
 impl Conversation {
     pub(crate) fn push(&mut self, seg: Segment) {
         match seg {

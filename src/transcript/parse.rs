@@ -7,9 +7,9 @@ use serde_json::Value;
 
 use super::claude;
 use super::codex;
-use super::model::{Builder, Conversation, Divider, ParseOptions, Segment};
+use super::model::{Builder, Divider, ParseOptions, Segment};
 use super::scan::{is_blank, parse_line};
-use super::store::{open_store, StoreKind};
+use super::store::StoreKind;
 
 /// Feeds lines of one store, in order, into a [`Builder`].
 pub(crate) struct RowReader<'a> {
@@ -108,11 +108,16 @@ pub(crate) fn read_segments(
     Ok(())
 }
 
-/// Parses a whole store file into the model (everything in memory: meant
-/// for tools and tests; pages use the index and read only their range).
-pub fn parse_store(kind: StoreKind, path: &Path, opts: ParseOptions) -> io::Result<Conversation> {
-    let r = open_store(path, 0)?;
-    let mut conv = Conversation::default();
+/// Parses a whole store file into the model (everything in memory: for
+/// tests; pages use the index and read only their range).
+#[cfg(test)]
+pub fn parse_store(
+    kind: StoreKind,
+    path: &Path,
+    opts: ParseOptions,
+) -> io::Result<super::model::Conversation> {
+    let r = super::store::open_store(path, 0)?;
+    let mut conv = super::model::Conversation::default();
     read_segments(r, RowReader::new(kind, None, opts, path), 1, |s| {
         conv.push(s)
     })?;
