@@ -124,6 +124,10 @@ pub struct ParseOptions {
     /// Cut every string inside tool call arguments to about this many bytes
     /// (a `Write` of a whole file need not stay in memory to be summarised).
     pub clip_tool_input: Option<usize>,
+    /// Only tell where turns start (and titles): prompts come without their
+    /// text, and what a string user message shows otherwise is skipped. For
+    /// the index, once it has the first prompt's text.
+    pub turns_only: bool,
 }
 
 impl ParseOptions {
@@ -314,6 +318,7 @@ mod tests {
         let o = ParseOptions {
             clip_tool_output: Some(2),
             clip_tool_input: Some(3),
+            turns_only: false,
         };
         assert_eq!(
             o.clip_input(serde_json::json!({"a": ["héllo"], "b": 1})),

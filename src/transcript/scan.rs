@@ -35,6 +35,16 @@ fn quote_or_backslash(hay: &[u8]) -> Option<usize> {
     }
 }
 
+/// A store line as text: bytes that are not UTF-8 are replaced rather than
+/// failing the line. (`String::from_utf8_lossy` alone checks a valid line
+/// more slowly than `from_utf8` does.)
+pub(crate) fn line_text(line: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(line) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(line),
+    }
+}
+
 /// Parses one store line. Bytes that are not UTF-8 are replaced rather than
 /// failing the line.
 pub(crate) fn parse_line(line: &[u8]) -> Result<Value, serde_json::Error> {
