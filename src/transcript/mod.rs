@@ -16,8 +16,9 @@
 //! ```
 //!
 //! - `model`: turns → messages → blocks, the same for every engine.
-//! - `claude`, `codex`: what each store's rows mean.
-//! - `scan`: newline search, line parsing, the first-keys skimmer.
+//! - `claude`, `codex`: what each store's rows mean (a Claude row is read
+//!   once, into `claude::RawRow`, by the index and the pages alike).
+//! - `scan`: line parsing, the first-keys skimmer, typed field readers.
 //! - `index`: byte offsets of turns, extended as the file grows.
 //! - `parse`: a byte range of a store into turns.
 //! - `render`: turns as console text.
