@@ -55,16 +55,9 @@ pub fn codex_rollout_id(name: &str) -> Option<&str> {
         .strip_suffix(".jsonl")
         .or_else(|| name.strip_suffix(".jsonl.zst"))?;
     let rest = stem.strip_prefix("rollout-")?;
+    // 36 characters of a uuid are its hyphenated form, the only one taken.
     let id = rest.get(rest.len().checked_sub(36)?..)?;
-    let shape_ok = id.len() == 36
-        && id.char_indices().all(|(i, c)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                c == '-'
-            } else {
-                c.is_ascii_hexdigit()
-            }
-        });
-    shape_ok.then_some(id)
+    uuid::Uuid::try_parse(id).is_ok().then_some(id)
 }
 
 /// Codex rollouts under `sessions/YYYY/MM/DD/`.
@@ -236,14 +229,6 @@ impl Catalog {
             .iter()
             .find(|(name, _, _)| name == engine)
             .map(|(_, kind, _)| *kind)
-    }
-
-    /// The root of an engine's store.
-    pub fn root_of(&self, engine: &str) -> Option<&Path> {
-        self.roots
-            .iter()
-            .find(|(name, _, _)| name == engine)
-            .map(|(_, _, root)| root.as_path())
     }
 }
 

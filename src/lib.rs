@@ -24,6 +24,5 @@ pub mod screen;
 pub mod scrollback;
 pub mod sidecar;
 pub mod slots;
-pub mod timefmt;
 pub mod transcript;
 pub mod work;

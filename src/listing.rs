@@ -4,7 +4,6 @@
 
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::metaedit::parse_flag;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::cmp::Reverse;
@@ -47,7 +46,8 @@ impl Entry {
             last_activity_ms: meta
                 .get("last_activity")
                 .and_then(Value::as_str)
-                .and_then(crate::timefmt::parse_rfc3339_ms)
+                .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+                .and_then(|at| u64::try_from(at.as_millisecond()).ok())
                 .unwrap_or(0),
             title: text("title"),
             meta,
@@ -65,83 +65,6 @@ pub struct Query {
     pub archived: bool,
     pub limit: Option<usize>,
     pub offset: usize,
-}
-
-/// Decodes `%XX` escapes and `+` as a space.
-fn percent_decode(s: &str) -> Result<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let byte = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|hex| std::str::from_utf8(hex).ok())
-                    .filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
-                    .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                    .ok_or_else(|| {
-                        Error::invalid(format!("bad percent escape in query string {s:?}"))
-                    })?;
-                out.push(byte);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out)
-        .map_err(|_| Error::invalid(format!("query string {s:?} does not decode to UTF-8")))
-}
-
-fn number(name: &str, value: &str) -> Result<usize> {
-    value
-        .parse()
-        .map_err(|_| Error::invalid(format!("`{name}` must be a whole number, got {value:?}")))
-}
-
-impl Query {
-    /// Parses `q=...&project=...&engine=...&archived=1&limit=N&offset=N`
-    /// (a leading `?` is fine). Empty text values mean no filter; a bare
-    /// `archived` means `archived=1`.
-    pub fn parse_query_string(s: &str) -> Result<Query> {
-        let s = s.strip_prefix('?').unwrap_or(s);
-        let mut query = Query::default();
-        let mut given: Vec<String> = Vec::new();
-        for pair in s.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let name = percent_decode(name)?;
-            let value = percent_decode(value)?;
-            // A repeated parameter is ambiguous: refuse rather than pick one.
-            if given.contains(&name) {
-                return Err(Error::invalid(format!("`{name}` is given twice")));
-            }
-            let text = || (!value.is_empty()).then(|| value.clone());
-            match name.as_str() {
-                "q" => query.q = text(),
-                "project" => query.project = text(),
-                "engine" => query.engine = text(),
-                "archived" => {
-                    query.archived = value.is_empty()
-                        || parse_flag(value.as_bytes()).map_err(|_| {
-                            Error::invalid(format!(
-                                "`archived` must be 1 or 0 (or true/false, yes/no), got {value:?}"
-                            ))
-                        })?
-                }
-                "limit" => query.limit = Some(number(&name, &value)?),
-                "offset" => query.offset = number(&name, &value)?,
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "unknown parameter {name:?}; expected q, project, engine, archived, limit or offset"
-                    )))
-                }
-            }
-            given.push(name);
-        }
-        Ok(query)
-    }
 }
 
 /// Counts per option over the whole scope, for the dropdowns.
@@ -264,13 +187,9 @@ fn cell(value: Option<&Value>) -> String {
 /// `2026-11-29 18:53` (UTC) from the RFC 3339 `last_activity`.
 fn activity_cell(value: Option<&Value>) -> String {
     match value.and_then(Value::as_str) {
-        Some(s) => match crate::timefmt::parse_rfc3339_ms(s) {
-            Some(ms) => crate::timefmt::rfc3339_ms(ms)
-                .replacen('T', " ", 1)
-                .chars()
-                .take(16)
-                .collect(),
-            None => cell(value),
+        Some(s) => match s.parse::<jiff::Timestamp>() {
+            Ok(at) => at.strftime("%Y-%m-%d %H:%M").to_string(),
+            Err(_) => cell(value),
         },
         None => cell(value),
     }
@@ -368,7 +287,7 @@ mod tests {
             "project": project,
             "favourite": fav,
             "archived": archived,
-            "last_activity": crate::timefmt::rfc3339_ms(at),
+            "last_activity": format!("{:.3}", jiff::Timestamp::from_millisecond(at as i64).unwrap()),
             "state": if archived { "archived" } else { "stopped" },
         });
         Entry::from_meta(meta).unwrap()
@@ -588,68 +507,6 @@ mod tests {
         assert!(text.starts_with(r#"{"total":4,"offset":0,"limit":null,"sessions":["#));
         let back: Listing = serde_json::from_str(&text).unwrap();
         assert_eq!(back.total, 4);
-    }
-
-    #[test]
-    fn parses_query_strings() {
-        let query = Query::parse_query_string(
-            "?q=fix+the%20build&project=web%2Fapp&engine=claude&archived=1&limit=10&offset=20",
-        )
-        .unwrap();
-        assert_eq!(
-            query,
-            Query {
-                q: Some("fix the build".into()),
-                project: Some("web/app".into()),
-                engine: Some("claude".into()),
-                archived: true,
-                limit: Some(10),
-                offset: 20,
-            }
-        );
-        assert_eq!(Query::parse_query_string("").unwrap(), Query::default());
-        assert_eq!(Query::parse_query_string("&&").unwrap(), Query::default());
-        assert!(Query::parse_query_string("archived").unwrap().archived);
-        assert!(
-            !Query::parse_query_string("archived=false")
-                .unwrap()
-                .archived
-        );
-        assert_eq!(Query::parse_query_string("q=").unwrap().q, None);
-        assert_eq!(
-            Query::parse_query_string("q=%C3%A9t%C3%A9")
-                .unwrap()
-                .q
-                .as_deref(),
-            Some("été")
-        );
-        assert_eq!(
-            Query::parse_query_string("q=a%2Bb").unwrap().q.as_deref(),
-            Some("a+b")
-        );
-    }
-
-    #[test]
-    fn refuses_bad_query_strings() {
-        for (bad, needle) in [
-            ("limit=ten", "`limit`"),
-            ("limit=-1", "`limit`"),
-            ("limit=", "`limit`"),
-            ("offset=1.5", "`offset`"),
-            ("offset=99999999999999999999999", "`offset`"),
-            ("archived=maybe", "`archived`"),
-            ("sort=name", "unknown parameter \"sort\""),
-            ("Q=x", "unknown parameter"),
-            ("q=%zz", "percent"),
-            ("q=%4", "percent"),
-            ("q=%", "percent"),
-            ("q=%ff", "UTF-8"),
-            ("q=a&q=b", "twice"),
-        ] {
-            let err = Query::parse_query_string(bad).unwrap_err();
-            assert_eq!(err.errno, libc::EINVAL, "{bad}");
-            assert!(err.message.contains(needle), "{bad}: {}", err.message);
-        }
     }
 
     #[test]

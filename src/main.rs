@@ -60,23 +60,6 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Writes a generated conversation store to stdout (tests and benchmarks).
-    #[command(hide = true)]
-    GenStore {
-        /// `claude` or `codex`.
-        #[arg(long)]
-        kind: String,
-        #[arg(long)]
-        turns: usize,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Put one line of this many bytes into turn 1.
-        #[arg(long)]
-        huge_line: Option<usize>,
-        /// End with a line that has no newline yet.
-        #[arg(long)]
-        half_line: bool,
-    },
     /// The program dtach runs: drops the lock descriptor, then becomes the agent.
     #[command(hide = true)]
     ExecWrapper {
@@ -244,33 +227,6 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("sessionfs: {}", e.message);
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Command::GenStore {
-            kind,
-            turns,
-            seed,
-            huge_line,
-            half_line,
-        } => {
-            use sessionfs::transcript::testgen::{claude, codex, Shape};
-            let mut shape = Shape::new(turns, seed);
-            shape.huge_line = huge_line;
-            shape.half_line = half_line;
-            let bytes = match kind.as_str() {
-                "claude" => claude(&shape),
-                "codex" => codex(&shape),
-                other => {
-                    eprintln!("sessionfs: unknown store kind {other:?}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("sessionfs: {e}");
                     ExitCode::FAILURE
                 }
             }

@@ -43,6 +43,7 @@ pub struct View {
 
 impl View {
     /// Stream offset of this handle's file offset 0.
+    #[cfg(test)]
     pub fn base(&self) -> u64 {
         self.base
     }
@@ -137,6 +138,7 @@ impl Scrollback {
     }
 
     /// Everything held, oldest first.
+    #[cfg(test)]
     pub fn snapshot(&self) -> Vec<u8> {
         let inner = self.lock();
         let mut out = Vec::with_capacity((inner.total - inner.start) as usize);
@@ -162,15 +164,18 @@ impl Scrollback {
     }
 
     /// Stream offset of the oldest byte held.
+    #[cfg(test)]
     pub fn start(&self) -> u64 {
         self.lock().start
     }
 
+    #[cfg(test)]
     pub fn cap(&self) -> usize {
         self.cap
     }
 
     /// The chunk size in effect (never larger than the cap, at least 1).
+    #[cfg(test)]
     pub fn chunk_size(&self) -> usize {
         self.chunk
     }

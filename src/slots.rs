@@ -15,7 +15,6 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::record::now_ms;
-use crate::timefmt::rfc3339_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -63,13 +62,8 @@ impl SlotRecord {
 /// A world GUID, `8-4-4-4-12` hex digits, returned in lowercase. Braces and
 /// other spellings are refused so one world has exactly one name.
 pub fn parse_world(name: &str) -> Result<String> {
-    let bytes = name.as_bytes();
-    let well_formed = bytes.len() == 36
-        && bytes.iter().enumerate().all(|(i, &b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => b.is_ascii_hexdigit(),
-        });
-    if well_formed {
+    // 36 characters of a uuid are its hyphenated form, the only one taken.
+    if name.len() == 36 && uuid::Uuid::try_parse(name).is_ok() {
         Ok(name.to_ascii_lowercase())
     } else {
         Err(Error::invalid(format!(
@@ -235,7 +229,7 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
         let start = end.saturating_sub(CHUNK);
         let chunk = &mut buf[..(end - start) as usize];
         file.read_exact_at(chunk, start)?;
-        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+        if let Some(i) = memchr::memrchr(b'\n', chunk) {
             return Ok(start + i as u64 + 1);
         }
         end = start;
@@ -291,7 +285,7 @@ impl SlotStore {
             ));
         }
         let mut record = record_from_json(json)?;
-        record.last_spawn = rfc3339_ms(now_ms());
+        record.last_spawn = format!("{:.3}", jiff::Timestamp::now());
         self.update(&world, |map| {
             map.insert(slot, record.clone());
         })?;
@@ -639,7 +633,7 @@ mod tests {
         assert_eq!(rec.workspace, "/w");
         assert_eq!(rec.harness, "codex");
         assert_ne!(rec.last_spawn, "x");
-        assert!(crate::timefmt::parse_rfc3339_ms(&rec.last_spawn).is_some());
+        assert!(rec.last_spawn.parse::<jiff::Timestamp>().is_ok());
         assert_eq!(s.get(W, 1).unwrap(), Some(rec.clone()));
         assert_eq!(s.get(&W.to_uppercase(), 1).unwrap(), Some(rec));
 

@@ -41,10 +41,22 @@ fn input_reaches_the_shell_and_output_shows_in_scrollback_and_screen() {
     assert_eq!(meta["key"], "shell:build");
     assert_eq!(meta["engine"], "shell");
     assert_eq!(meta["state"], "live");
+    let created = utc_ms(&meta["created"]);
+    assert!(created <= utc_ms(&meta["last_activity"]));
     // Only one master, and the session is in the root status.
     assert_eq!(host.masters().len(), 1);
     let root = m.json("status");
     assert_eq!(root["live"][0], "shell:build");
+    assert!(utc_ms(&root["started"]) <= created);
+}
+
+/// A time as meta.json and status write it, `2026-01-02T03:04:05.678Z`
+/// exactly (UTC, milliseconds), as milliseconds since the epoch.
+fn utc_ms(v: &serde_json::Value) -> i64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("{v} is not a string"));
+    let shape = s.len() == 24 && s.as_bytes()[19] == b'.' && s.ends_with('Z');
+    assert!(shape, "{s} is not YYYY-MM-DDTHH:MM:SS.mmmZ");
+    s.parse::<jiff::Timestamp>().unwrap().as_millisecond()
 }
 
 #[test]

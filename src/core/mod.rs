@@ -22,9 +22,9 @@ use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
 use crate::sidecar::{SessionMeta, Sidecar};
 use crate::slots::SlotStore;
-use crate::timefmt::rfc3339_ms;
 use crate::transcript::{self as transcript, Limits, StoreKind, TurnIndex};
 use crate::work::Pool;
+use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -284,10 +284,6 @@ impl Core {
             started_ms: now_ms(),
             work: Pool::default(),
         }))
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.config
     }
 
     /// Where the adapter runs what may wait on a session.
@@ -1021,8 +1017,8 @@ impl Core {
             "favourite": meta.favourite,
             "archived": meta.archived,
             "workspace": self.workspace_of(&meta, || info.clone()),
-            "created": rfc3339_ms(meta.created_ms),
-            "last_activity": rfc3339_ms(self.last_activity_ms(key)),
+            "created": utc_text(meta.created_ms),
+            "last_activity": utc_text(self.last_activity_ms(key)),
             "state": self.state_name(key),
             "pid": pid,
         }))
@@ -1052,7 +1048,7 @@ impl Core {
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
             "mounts": [self.mountpoint],
-            "started": rfc3339_ms(self.started_ms),
+            "started": utc_text(self.started_ms),
             "sessions": self.keys().len(),
             "live": live,
             "state_dir": self.config.state_dir,
@@ -1272,23 +1268,18 @@ impl Core {
     }
 }
 
-/// A fresh random UUID (v4 layout), as Claude's `--session-id` expects.
+/// `2026-11-29T18:53:10.123Z` for milliseconds since the epoch (the epoch
+/// itself for a value no calendar holds).
+fn utc_text(ms: u64) -> String {
+    let at = i64::try_from(ms)
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok());
+    format!("{:.3}", at.unwrap_or_default())
+}
+
+/// A fresh random UUID (v4), as Claude's `--session-id` expects.
 fn new_session_id() -> String {
-    let mut bytes = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
-    }
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 const README: &str = "\
@@ -1306,3 +1297,25 @@ sessionfs: agent and shell sessions as files
 Sessions outlive the daemon: each runs under its own dtach master, so
 `dtach -a` on the socket named in its status works beside this mount.
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_utc_with_milliseconds() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_text(1_795_978_390_120), "2026-11-29T18:53:10.120Z");
+        assert_eq!(utc_text(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(utc_text(u64::MAX), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn new_ids_are_lowercase_random_uuids() {
+        let (a, b) = (new_session_id(), new_session_id());
+        assert_ne!(a, b);
+        let id = uuid::Uuid::try_parse(&a).unwrap();
+        assert_eq!(id.get_version_num(), 4);
+        assert_eq!(id.to_string(), a);
+    }
+}

@@ -48,7 +48,8 @@ impl MetaField {
 
 /// `archive-older` cutoffs: an RFC 3339 time, or an age such as `30d`, `12h`.
 pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
-    if let Some(ms) = crate::timefmt::parse_rfc3339_ms(text) {
+    let at = text.parse::<jiff::Timestamp>().ok();
+    if let Some(ms) = at.and_then(|at| u64::try_from(at.as_millisecond()).ok()) {
         return Ok(ms);
     }
     let unit_ms = match text.chars().last() {

@@ -185,125 +185,53 @@ fn prefilter_message(s: &mut Skim<'_>, info: SkimInfo) -> Pre {
     }
 }
 
-/// What the index needs from a row the prefilter let through, read without
-/// building a `Value`: [`RowFacts::read`] succeeds exactly on the lines
-/// `parse_line` reads without error, and [`RowFacts::outcome`] agrees with
-/// [`classify`] on whether the row is a prompt or a title.
+/// One row of the store, read from its line once: the fields any reader of
+/// a row looks at, strings borrowed from the line unless they had escapes,
+/// everything else checked and dropped. The turn index and the pages both
+/// read rows through this, and [`classify`] says what a row is.
+///
+/// [`RawRow::parse`] fails exactly on the lines a `Value` parse refuses, and
+/// each field reads as `Value` would (`as_str`, `as_bool`; the last of a
+/// repeated key counts).
 #[derive(Debug, Default)]
-pub(crate) struct RowFacts<'a> {
+pub(crate) struct RawRow<'a> {
     ty: Option<Field<'a>>,
-    sidechain: Option<Field<'a>>,
-    is_meta: Option<Field<'a>>,
-    is_compact_summary: Option<Field<'a>>,
+    // Flags are kept as `as_bool` reads them: `None` unless a boolean.
+    sidechain: Option<bool>,
+    is_meta: Option<bool>,
+    is_compact_summary: Option<bool>,
     cwd: Option<Field<'a>>,
     subtype: Option<Field<'a>>,
     content: Option<Field<'a>>,
     summary: Option<Field<'a>>,
     custom_title: Option<Field<'a>>,
     ai_title: Option<Field<'a>>,
-    message: Option<MessageFacts<'a>>,
-}
-
-/// What the index does with a row.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Outcome {
-    Prompt,
-    Title(TitleKind, String),
-    Other,
+    message: Option<RawMessage<'a>>,
 }
 
 fn field_str<'b>(f: &'b Option<Field<'_>>) -> Option<&'b str> {
     f.as_ref().and_then(Field::as_str)
 }
 
-fn field_bool(f: &Option<Field<'_>>) -> Option<bool> {
-    f.as_ref().and_then(Field::as_bool)
-}
-
-impl<'a> RowFacts<'a> {
-    /// Reads one line; `None` when `parse_line` would not read it as is
-    /// (not JSON, or bytes that are not UTF-8).
-    pub fn read(line: &'a [u8]) -> Option<Self> {
-        // One check of the whole line instead of one per string.
-        let text = std::str::from_utf8(line).ok()?;
-        serde_json::from_str(text).ok()
+impl<'a> RawRow<'a> {
+    /// Reads one line given as text (see `scan::line_text`: bytes that are
+    /// not UTF-8 are replaced, as `parse_line` does).
+    pub fn parse(text: &'a str) -> serde_json::Result<Self> {
+        serde_json::from_str(text)
     }
 
     /// The row's `isSidechain`, if a boolean.
     pub fn sidechain(&self) -> Option<bool> {
-        field_bool(&self.sidechain)
+        self.sidechain
     }
 
     /// The row's `cwd`, if a string.
     pub fn cwd(&self) -> Option<&str> {
         field_str(&self.cwd)
     }
-
-    /// As [`classify`] with `sidechain_mode`, cut down to what the index keeps.
-    pub fn outcome(&self, sidechain_mode: bool) -> Outcome {
-        let ty = field_str(&self.ty).unwrap_or("");
-        let title = |f: &Option<Field<'_>>, kind| match field_str(f).map(str::trim) {
-            Some(t) if !t.is_empty() => Outcome::Title(kind, t.to_string()),
-            _ => Outcome::Other,
-        };
-        match ty {
-            "summary" => return title(&self.summary, TitleKind::Summary),
-            "custom-title" => return title(&self.custom_title, TitleKind::Custom),
-            "ai-title" => return title(&self.ai_title, TitleKind::Ai),
-            "user" | "system" => {}
-            _ => return Outcome::Other,
-        }
-        if self.sidechain().is_some_and(|side| side != sidechain_mode) {
-            return Outcome::Other;
-        }
-        let prompt = if ty == "user" {
-            self.user_is_prompt()
-        } else {
-            // A local command is typed when it is wrapped (see `system_row`).
-            field_str(&self.subtype) == Some("local_command")
-                && field_str(&self.content).is_some_and(|text| {
-                    text_kind(text).is_prompt() && text.trim_start().starts_with('<')
-                })
-        };
-        if prompt {
-            Outcome::Prompt
-        } else {
-            Outcome::Other
-        }
-    }
-
-    /// As [`user_row`]: whether it returns a prompt.
-    fn user_is_prompt(&self) -> bool {
-        if field_bool(&self.is_compact_summary) == Some(true)
-            || field_bool(&self.is_meta) == Some(true)
-        {
-            return false;
-        }
-        let Some(MessageFacts::Object { role, content }) = &self.message else {
-            return false;
-        };
-        if field_str(role).is_some_and(|r| r != "user") {
-            return false;
-        }
-        match content {
-            Some(Content::Str(s)) => text_kind(s).is_prompt(),
-            Some(Content::Blocks(b)) => {
-                if b.first_is_result {
-                    return false;
-                }
-                // As `user_blocks`: one text block reads like a string.
-                match (b.kept, &b.first_kept) {
-                    (0, _) => false,
-                    (1, Some(Kept::Text(t))) => text_kind(t).is_prompt(),
-                    _ => true,
-                }
-            }
-            Some(Content::Other) | None => false,
-        }
-    }
 }
 
-impl<'de> Deserialize<'de> for RowFacts<'de> {
+impl<'de> Deserialize<'de> for RawRow<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(RowVisitor)
     }
@@ -312,21 +240,29 @@ impl<'de> Deserialize<'de> for RowFacts<'de> {
 struct RowVisitor;
 
 impl<'de> Visitor<'de> for RowVisitor {
-    type Value = RowFacts<'de>;
+    type Value = RawRow<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RowFacts<'de>, A::Error> {
-        let mut r = RowFacts::default();
-        // A repeated key: the last one counts, as in a `Value`.
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawRow<'de>, A::Error> {
+        let mut r = RawRow::default();
         while let Some(Key(k)) = a.next_key()? {
             let slot = match &*k {
                 "type" => &mut r.ty,
-                "isSidechain" => &mut r.sidechain,
-                "isMeta" => &mut r.is_meta,
-                "isCompactSummary" => &mut r.is_compact_summary,
+                "isSidechain" => {
+                    r.sidechain = a.next_value::<Field>()?.as_bool();
+                    continue;
+                }
+                "isMeta" => {
+                    r.is_meta = a.next_value::<Field>()?.as_bool();
+                    continue;
+                }
+                "isCompactSummary" => {
+                    r.is_compact_summary = a.next_value::<Field>()?.as_bool();
+                    continue;
+                }
                 "cwd" => &mut r.cwd,
                 "subtype" => &mut r.subtype,
                 "content" => &mut r.content,
@@ -348,24 +284,25 @@ impl<'de> Visitor<'de> for RowVisitor {
     }
 
     // Not an object: valid, and nothing in it matters.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RowFacts<'de>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RawRow<'de>, A::Error> {
         while a.next_element::<Valid>()?.is_some() {}
-        Ok(RowFacts::default())
+        Ok(RawRow::default())
     }
-    scalars_give!(RowFacts<'de>, RowFacts::default());
+    scalars_give!(RawRow<'de>, RawRow::default());
 }
 
-/// A row's `message`.
+/// A row's `message`, when it has one.
 #[derive(Debug)]
-enum MessageFacts<'a> {
+enum RawMessage<'a> {
     Object {
         role: Option<Field<'a>>,
+        id: Option<Field<'a>>,
         content: Option<Content<'a>>,
     },
     NotObject,
 }
 
-impl<'de> Deserialize<'de> for MessageFacts<'de> {
+impl<'de> Deserialize<'de> for RawMessage<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(MessageVisitor)
     }
@@ -374,52 +311,38 @@ impl<'de> Deserialize<'de> for MessageFacts<'de> {
 struct MessageVisitor;
 
 impl<'de> Visitor<'de> for MessageVisitor {
-    type Value = MessageFacts<'de>;
+    type Value = RawMessage<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<MessageFacts<'de>, A::Error> {
-        let (mut role, mut content) = (None, None);
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawMessage<'de>, A::Error> {
+        let (mut role, mut id, mut content) = (None, None, None);
         while let Some(Key(k)) = a.next_key()? {
             match &*k {
                 "role" => role = Some(a.next_value()?),
+                "id" => id = Some(a.next_value()?),
                 "content" => content = Some(a.next_value()?),
                 _ => {
                     a.next_value::<Valid>()?;
                 }
             }
         }
-        Ok(MessageFacts::Object { role, content })
+        Ok(RawMessage::Object { role, id, content })
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<MessageFacts<'de>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RawMessage<'de>, A::Error> {
         while a.next_element::<Valid>()?.is_some() {}
-        Ok(MessageFacts::NotObject)
+        Ok(RawMessage::NotObject)
     }
-    scalars_give!(MessageFacts<'de>, MessageFacts::NotObject);
+    scalars_give!(RawMessage<'de>, RawMessage::NotObject);
 }
 
-/// A user message's `content`.
+/// A message's `content`: one string, or a list of blocks.
 #[derive(Debug)]
 enum Content<'a> {
     Str(Cow<'a, str>),
-    Blocks(BlockSummary<'a>),
+    Blocks(Vec<RawBlock<'a>>),
     Other,
-}
-
-/// What `user_row` and `user_blocks` look at in a list of blocks.
-#[derive(Debug, Default)]
-struct BlockSummary<'a> {
-    first_is_result: bool,
-    /// Blocks `user_blocks` keeps, and the first of them.
-    kept: usize,
-    first_kept: Option<Kept<'a>>,
-}
-
-#[derive(Debug)]
-enum Kept<'a> {
-    Text(Cow<'a, str>),
-    Image,
 }
 
 impl<'de> Deserialize<'de> for Content<'de> {
@@ -443,34 +366,11 @@ impl<'de> Visitor<'de> for ContentVisitor {
         Ok(Content::Str(Cow::Owned(s.to_string())))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Content<'de>, A::Error> {
-        let mut sum = BlockSummary::default();
-        let mut first = true;
-        while let Some(b) = a.next_element::<BlockFacts>()? {
-            let ty = field_str(&b.ty);
-            if first {
-                sum.first_is_result = ty == Some("tool_result");
-                first = false;
-            }
-            let kept = match ty {
-                Some("text") => {
-                    let text = field_str(&b.text).unwrap_or("");
-                    if is_injected(text) || text.trim().is_empty() {
-                        continue;
-                    }
-                    match b.text {
-                        Some(Field::Str(t)) => Kept::Text(t),
-                        _ => Kept::Text(Cow::Borrowed("")),
-                    }
-                }
-                Some("image") => Kept::Image,
-                _ => continue,
-            };
-            sum.kept += 1;
-            if sum.first_kept.is_none() {
-                sum.first_kept = Some(kept);
-            }
+        let mut blocks = Vec::new();
+        while let Some(b) = a.next_element()? {
+            blocks.push(b);
         }
-        Ok(Content::Blocks(sum))
+        Ok(Content::Blocks(blocks))
     }
     fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Content<'de>, A::Error> {
         ValidVisitor.visit_map(a).map(|_| Content::Other)
@@ -492,14 +392,23 @@ impl<'de> Visitor<'de> for ContentVisitor {
     }
 }
 
-/// One block of a user message: its `type` and `text`.
+/// One block of a message (anything in the list that is not an object
+/// reads as a block with no fields). A tool call's `input` and a tool
+/// result's `content` are kept whole: they are shown; an image's data is not.
 #[derive(Debug, Default)]
-struct BlockFacts<'a> {
+struct RawBlock<'a> {
     ty: Option<Field<'a>>,
     text: Option<Field<'a>>,
+    thinking: Option<Field<'a>>,
+    id: Option<Field<'a>>,
+    name: Option<Field<'a>>,
+    tool_use_id: Option<Field<'a>>,
+    is_error: Option<bool>,
+    input: Option<Value>,
+    content: Option<Value>,
 }
 
-impl<'de> Deserialize<'de> for BlockFacts<'de> {
+impl<'de> Deserialize<'de> for RawBlock<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(BlockVisitor)
     }
@@ -508,29 +417,47 @@ impl<'de> Deserialize<'de> for BlockFacts<'de> {
 struct BlockVisitor;
 
 impl<'de> Visitor<'de> for BlockVisitor {
-    type Value = BlockFacts<'de>;
+    type Value = RawBlock<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<BlockFacts<'de>, A::Error> {
-        let mut b = BlockFacts::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawBlock<'de>, A::Error> {
+        let mut b = RawBlock::default();
         while let Some(Key(k)) = a.next_key()? {
-            match &*k {
-                "type" => b.ty = Some(a.next_value()?),
-                "text" => b.text = Some(a.next_value()?),
+            let slot = match &*k {
+                "type" => &mut b.ty,
+                "text" => &mut b.text,
+                "thinking" => &mut b.thinking,
+                "id" => &mut b.id,
+                "name" => &mut b.name,
+                "tool_use_id" => &mut b.tool_use_id,
+                "is_error" => {
+                    b.is_error = a.next_value::<Field>()?.as_bool();
+                    continue;
+                }
+                "input" => {
+                    b.input = Some(a.next_value()?);
+                    continue;
+                }
+                "content" => {
+                    b.content = Some(a.next_value()?);
+                    continue;
+                }
                 _ => {
                     a.next_value::<Valid>()?;
+                    continue;
                 }
-            }
+            };
+            *slot = Some(a.next_value()?);
         }
         Ok(b)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<BlockFacts<'de>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RawBlock<'de>, A::Error> {
         while a.next_element::<Valid>()?.is_some() {}
-        Ok(BlockFacts::default())
+        Ok(RawBlock::default())
     }
-    scalars_give!(BlockFacts<'de>, BlockFacts::default());
+    scalars_give!(RawBlock<'de>, RawBlock::default());
 }
 
 /// Which title row.
@@ -553,45 +480,39 @@ pub(crate) enum Row {
     Skip,
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-/// Reads one parsed row. `sidechain_mode` is the file's side: rows whose
+/// Reads one row. `sidechain_mode` is the file's side: rows whose
 /// `isSidechain` says otherwise belong to a subagent and are skipped.
-pub(crate) fn classify(v: &Value, sidechain_mode: bool, opts: &ParseOptions) -> Row {
-    let ty = str_of(v, "type").unwrap_or("");
+pub(crate) fn classify(mut row: RawRow<'_>, sidechain_mode: bool, opts: &ParseOptions) -> Row {
+    let ty = field_str(&row.ty).unwrap_or("");
     match ty {
-        "summary" => return title(v, "summary", TitleKind::Summary),
-        "custom-title" => return title(v, "customTitle", TitleKind::Custom),
-        "ai-title" => return title(v, "aiTitle", TitleKind::Ai),
+        "summary" => return title(&row.summary, TitleKind::Summary),
+        "custom-title" => return title(&row.custom_title, TitleKind::Custom),
+        "ai-title" => return title(&row.ai_title, TitleKind::Ai),
         "user" | "assistant" | "system" => {}
         _ => return Row::Skip,
     }
-    if let Some(side) = v.get("isSidechain").and_then(Value::as_bool) {
-        if side != sidechain_mode {
-            return Row::Skip;
-        }
+    if row.sidechain().is_some_and(|side| side != sidechain_mode) {
+        return Row::Skip;
     }
     match ty {
-        "user" => user_row(v, opts),
-        "assistant" => assistant_row(v, opts),
-        _ => system_row(v, opts),
+        "user" => user_row(&mut row, opts),
+        "assistant" => assistant_row(row.message.take(), opts),
+        _ => system_row(&row, opts),
     }
 }
 
-fn title(v: &Value, key: &str, kind: TitleKind) -> Row {
-    match str_of(v, key).map(str::trim) {
+fn title(f: &Option<Field<'_>>, kind: TitleKind) -> Row {
+    match field_str(f).map(str::trim) {
         Some(t) if !t.is_empty() => Row::Title(kind, t.to_string()),
         _ => Row::Skip,
     }
 }
 
-fn system_row(v: &Value, opts: &ParseOptions) -> Row {
-    match str_of(v, "subtype") {
+fn system_row(row: &RawRow<'_>, opts: &ParseOptions) -> Row {
+    match field_str(&row.subtype) {
         Some("compact_boundary") => Row::Compaction,
         // Newer versions record local slash commands and their output here.
-        Some("local_command") => match str_of(v, "content") {
+        Some("local_command") => match field_str(&row.content) {
             // Only a wrapped command is typed; bare text is what it printed.
             Some(text) => match user_text(text, opts) {
                 Row::Prompt(_) if !text.trim_start().starts_with('<') => {
@@ -605,32 +526,32 @@ fn system_row(v: &Value, opts: &ParseOptions) -> Row {
     }
 }
 
-fn user_row(v: &Value, opts: &ParseOptions) -> Row {
-    if v.get("isCompactSummary").and_then(Value::as_bool) == Some(true) {
+fn user_row(row: &mut RawRow<'_>, opts: &ParseOptions) -> Row {
+    if row.is_compact_summary == Some(true) {
         return Row::Compaction;
     }
-    if v.get("isMeta").and_then(Value::as_bool) == Some(true) {
+    if row.is_meta == Some(true) {
         return Row::Skip;
     }
-    let Some(msg) = v.get("message") else {
+    let Some(RawMessage::Object { role, content, .. }) = row.message.take() else {
         return Row::Skip;
     };
-    if str_of(msg, "role").is_some_and(|r| r != "user") {
+    if field_str(&role).is_some_and(|r| r != "user") {
         return Row::Skip;
     }
-    match msg.get("content") {
-        Some(Value::String(s)) => user_text(s, opts),
-        Some(Value::Array(blocks)) => {
+    match content {
+        Some(Content::Str(s)) => user_text(&s, opts),
+        Some(Content::Blocks(blocks)) => {
             let first_is_result = blocks
                 .first()
-                .is_some_and(|b| str_of(b, "type") == Some("tool_result"));
+                .is_some_and(|b| field_str(&b.ty) == Some("tool_result"));
             if first_is_result {
                 tool_results(blocks, opts)
             } else {
-                user_blocks(blocks, opts)
+                user_blocks(&blocks, opts)
             }
         }
-        _ => Row::Skip,
+        Some(Content::Other) | None => Row::Skip,
     }
 }
 
@@ -733,7 +654,15 @@ fn text_kind(s: &str) -> TextKind {
 /// agent writes around slash commands and local output.
 fn user_text(s: &str, opts: &ParseOptions) -> Row {
     let t = s.trim_start();
-    match text_kind(s) {
+    let kind = text_kind(s);
+    if opts.turns_only {
+        return if kind.is_prompt() {
+            Row::Prompt(Message::new(Role::User, Vec::new()))
+        } else {
+            Row::Skip
+        };
+    }
+    match kind {
         TextKind::Command => {
             let name = tag(t, "<command-name>", "</command-name>")
                 .unwrap_or("")
@@ -789,12 +718,12 @@ fn user_text(s: &str, opts: &ParseOptions) -> Row {
 }
 
 /// A user message given as blocks (text, images) but no tool results.
-fn user_blocks(blocks: &[Value], opts: &ParseOptions) -> Row {
+fn user_blocks(blocks: &[RawBlock<'_>], opts: &ParseOptions) -> Row {
     let mut kept = Vec::new();
     for b in blocks {
-        match str_of(b, "type") {
+        match field_str(&b.ty) {
             Some("text") => {
-                let text = str_of(b, "text").unwrap_or("");
+                let text = field_str(&b.text).unwrap_or("");
                 if !is_injected(text) && !text.trim().is_empty() {
                     kept.push(Block::Text(text.to_string()));
                 }
@@ -812,6 +741,10 @@ fn user_blocks(blocks: &[Value], opts: &ParseOptions) -> Row {
         return Row::Skip;
     }
     Row::Prompt(Message::new(Role::User, kept))
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
 }
 
 /// Text of a tool result's `content`: a string or a list of blocks.
@@ -838,21 +771,21 @@ fn result_text(content: Option<&Value>) -> String {
     }
 }
 
-fn tool_results(blocks: &[Value], opts: &ParseOptions) -> Row {
+fn tool_results(blocks: Vec<RawBlock<'_>>, opts: &ParseOptions) -> Row {
     let mut out = Vec::new();
     for b in blocks {
-        match str_of(b, "type") {
+        match field_str(&b.ty) {
             Some("tool_result") => {
-                let (output, clipped_lines) = opts.clip(result_text(b.get("content")));
+                let (output, clipped_lines) = opts.clip(result_text(b.content.as_ref()));
                 out.push(Block::ToolResult(ToolResult {
-                    call_id: str_of(b, "tool_use_id").map(str::to_string),
+                    call_id: field_str(&b.tool_use_id).map(str::to_string),
                     output,
-                    is_error: b.get("is_error").and_then(Value::as_bool) == Some(true),
+                    is_error: b.is_error == Some(true),
                     clipped_lines,
                 }));
             }
             Some("text") => {
-                let text = str_of(b, "text").unwrap_or("");
+                let text = field_str(&b.text).unwrap_or("");
                 if !is_injected(text) && !text.trim().is_empty() {
                     out.push(Block::Text(text.to_string()));
                 }
@@ -864,38 +797,40 @@ fn tool_results(blocks: &[Value], opts: &ParseOptions) -> Row {
     Row::Message(Message::new(Role::Tool, out))
 }
 
-fn assistant_row(v: &Value, opts: &ParseOptions) -> Row {
-    let Some(msg) = v.get("message") else {
-        return Row::Skip;
+fn assistant_row(message: Option<RawMessage<'_>>, opts: &ParseOptions) -> Row {
+    let (id, content) = match message {
+        None => return Row::Skip,
+        Some(RawMessage::NotObject) => (None, None),
+        Some(RawMessage::Object { id, content, .. }) => (id, content),
     };
     let mut blocks = Vec::new();
-    match msg.get("content") {
-        Some(Value::String(s)) if !s.trim().is_empty() => blocks.push(Block::Text(s.clone())),
-        Some(Value::Array(items)) => {
+    match content {
+        Some(Content::Str(s)) if !s.trim().is_empty() => blocks.push(Block::Text(s.into_owned())),
+        Some(Content::Blocks(items)) => {
             for b in items {
-                let ty = str_of(b, "type").unwrap_or("");
+                let ty = field_str(&b.ty).unwrap_or("");
                 match ty {
                     "text" => {
-                        let t = str_of(b, "text").unwrap_or("");
+                        let t = field_str(&b.text).unwrap_or("");
                         if !t.trim().is_empty() {
                             blocks.push(Block::Text(t.to_string()));
                         }
                     }
                     "thinking" => blocks.push(Block::Thinking(
-                        str_of(b, "thinking").unwrap_or("").to_string(),
+                        field_str(&b.thinking).unwrap_or("").to_string(),
                     )),
                     "redacted_thinking" => blocks.push(Block::Thinking(String::new())),
                     "tool_use" | "server_tool_use" => blocks.push(Block::ToolCall(ToolCall {
-                        id: str_of(b, "id").map(str::to_string),
-                        name: str_of(b, "name").unwrap_or("?").to_string(),
-                        input: opts.clip_input(b.get("input").cloned().unwrap_or(Value::Null)),
+                        id: field_str(&b.id).map(str::to_string),
+                        name: field_str(&b.name).unwrap_or("?").to_string(),
+                        input: opts.clip_input(b.input.unwrap_or(Value::Null)),
                     })),
                     "image" => blocks.push(Block::Image),
                     // Server-side tools answer inside the reply itself.
                     t if t.ends_with("_tool_result") => {
-                        let (output, clipped_lines) = opts.clip(result_text(b.get("content")));
+                        let (output, clipped_lines) = opts.clip(result_text(b.content.as_ref()));
                         blocks.push(Block::ToolResult(ToolResult {
-                            call_id: str_of(b, "tool_use_id").map(str::to_string),
+                            call_id: field_str(&b.tool_use_id).map(str::to_string),
                             output,
                             is_error: false,
                             clipped_lines,
@@ -909,7 +844,7 @@ fn assistant_row(v: &Value, opts: &ParseOptions) -> Row {
     }
     Row::Message(Message {
         role: Role::Assistant,
-        id: str_of(msg, "id").map(str::to_string),
+        id: field_str(&id).map(str::to_string),
         blocks,
     })
 }
@@ -921,7 +856,7 @@ mod tests {
 
     fn row(line: &str) -> Row {
         classify(
-            &parse_line(line.as_bytes()).unwrap(),
+            RawRow::parse(line).unwrap(),
             false,
             &ParseOptions::default(),
         )
@@ -970,45 +905,17 @@ mod tests {
         assert!(matches!(row(said), Row::Message(m) if m.role == Role::Local));
     }
 
-    /// What the index keeps of `classify`.
-    fn kept(r: Row) -> Outcome {
-        match r {
-            Row::Prompt(_) => Outcome::Prompt,
-            Row::Title(k, t) => Outcome::Title(k, t),
-            _ => Outcome::Other,
-        }
-    }
-
     #[test]
-    fn row_facts_agree_with_classify() {
+    fn rows_read_as_value_reads_them() {
         let mut lines: Vec<String> = [
             r#"{"type":"user","message":{"role":"user","content":"hello"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"  \n "}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"<command-message>m</command-message>"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"<command-args>a</command-args><command-name>x</command-name>"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"<bash-stdout>o</bash-stdout>"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"<system-reminder>r</system-reminder>"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"[Request interrupted by user]"}}"#,
-            r#"{"type":"user","message":{"role":"assistant","content":"hi"}}"#,
             r#"{"type":"user","message":{"role":5,"content":"hi"}}"#,
             r#"{"type":"user","message":"hi"}"#,
-            r#"{"type":"user","message":{"role":"user","content":[]}}"#,
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"image"}]}}"#,
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":" "},{"type":"text","text":"<command-name>x</command-name>"}]}}"#,
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"a"},{"type":"image"}]}}"#,
             r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":5},"x",1]}}"#,
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result"},{"type":"text","text":"a"}]}}"#,
-            r#"{"type":"user","isMeta":"yes","message":{"role":"user","content":"hi"}}"#,
             r#"{"type":"user","isSidechain":true,"message":{"role":"user","content":"hi"},"isSidechain":false}"#,
             r#"{"type":"user","message":{"role":"user","content":"hi"},"type":"assistant"}"#,
-            r#"{"ty\u0070e":"user","message":{"role":"user","content":"hi"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":"a\"b\u00e9"}}"#,
-            r#"{"type":"system","subtype":"local_command","content":"Set model"}"#,
-            r#"{"type":"system","subtype":"local_command","content":" <bash-input>ls</bash-input>"}"#,
-            r#"{"type":"summary","summary":"  S  "}"#,
-            r#"{"type":"summary","summary":"  "}"#,
-            r#"{"type":"ai-title","aiTitle":"A","customTitle":"C"}"#,
-            r#"{"type":"custom-title","customTitle":7}"#,
+            r#"{"ty\u0070e":"user","cwd":"/a\"b","message":{"role":"user","content":"hi"}}"#,
+            r#"{"type":"user","cwd":7,"isSidechain":"yes"}"#,
             r#"["type","user"]"#,
             r#""user""#,
         ]
@@ -1018,21 +925,17 @@ mod tests {
             crate::transcript::testgen::claude(&crate::transcript::testgen::Shape::new(40, 3));
         lines.extend(String::from_utf8_lossy(&store).lines().map(String::from));
         for l in &lines {
-            let facts = RowFacts::read(l.as_bytes());
+            let raw = RawRow::parse(l);
             let Ok(v) = parse_line(l.as_bytes()) else {
-                assert!(facts.is_none(), "{l}");
+                assert!(raw.is_err(), "{l}");
                 continue;
             };
-            let facts = facts.unwrap_or_else(|| panic!("not read: {l}"));
+            let raw = raw.unwrap_or_else(|e| panic!("not read: {l}: {e}"));
             assert_eq!(
-                facts.sidechain(),
+                raw.sidechain(),
                 v.get("isSidechain").and_then(Value::as_bool)
             );
-            assert_eq!(facts.cwd(), v.get("cwd").and_then(Value::as_str));
-            for mode in [false, true] {
-                let want = kept(classify(&v, mode, &ParseOptions::default()));
-                assert_eq!(facts.outcome(mode), want, "{l} (sidechain mode {mode})");
-            }
+            assert_eq!(raw.cwd(), v.get("cwd").and_then(Value::as_str), "{l}");
         }
         // Not JSON as `Value` reads it: refused, never read otherwise.
         for bad in [
@@ -1040,10 +943,88 @@ mod tests {
             r#"{"a":1e999}"#,
             r#"{"a":1}x"#,
             "{\"a\":\"\u{1}\"}",
+            r#"{"message":{"content":[{"input":{"a":1e999}}]}}"#,
         ] {
             assert!(parse_line(bad.as_bytes()).is_err(), "{bad}");
-            assert!(RowFacts::read(bad.as_bytes()).is_none(), "{bad}");
+            assert!(RawRow::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn odd_rows_read_as_before() {
+        // A message that is not an object: an empty reply, not a prompt.
+        assert_eq!(
+            row(r#"{"type":"assistant","message":null}"#),
+            Row::Message(Message {
+                role: Role::Assistant,
+                id: None,
+                blocks: vec![]
+            })
+        );
+        assert_eq!(row(r#"{"type":"assistant"}"#), Row::Skip);
+        assert_eq!(row(r#"{"type":"user","message":[1]}"#), Row::Skip);
+        // Tool output that is neither text nor blocks is shown as JSON.
+        let odd = r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":true,"content":{"b":1,"a":[2]}}]}}"#;
+        let Row::Message(m) = row(odd) else {
+            panic!("not a message")
+        };
+        assert_eq!(
+            m.blocks,
+            vec![Block::ToolResult(ToolResult {
+                call_id: Some("t".into()),
+                output: r#"{"a":[2],"b":1}"#.into(),
+                is_error: true,
+                clipped_lines: 0,
+            })]
+        );
+        let call = r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"},"id":"c"},{"type":"image","source":{"data":"AAAA"}},{"type":"web_search_tool_result","tool_use_id":"c","content":[{"title":"T","url":"u"}]}]}}"#;
+        let Row::Message(m) = row(call) else {
+            panic!("not a message")
+        };
+        assert_eq!(m.id.as_deref(), Some("m"));
+        assert_eq!(
+            m.blocks,
+            vec![
+                Block::ToolCall(ToolCall {
+                    id: Some("c".into()),
+                    name: "Bash".into(),
+                    input: serde_json::json!({"command": "ls"}),
+                }),
+                Block::Image,
+                Block::ToolResult(ToolResult {
+                    call_id: Some("c".into()),
+                    output: "T — u".into(),
+                    is_error: false,
+                    clipped_lines: 0,
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn turns_only_keeps_what_starts_a_turn() {
+        let opts = ParseOptions {
+            turns_only: true,
+            ..ParseOptions::default()
+        };
+        let read = |l: &str| classify(RawRow::parse(l).unwrap(), false, &opts);
+        let empty = Row::Prompt(Message::new(Role::User, Vec::new()));
+        for l in [
+            r#"{"type":"user","message":{"role":"user","content":"hello"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<bash-input>ls</bash-input>"}}"#,
+            r#"{"type":"system","subtype":"local_command","content":"<command-name>/model</command-name>"}"#,
+        ] {
+            assert!(
+                matches!(row(l), Row::Prompt(m) if !m.blocks.is_empty()),
+                "{l}"
+            );
+            assert_eq!(read(l), empty, "{l}");
+        }
+        let out = r#"{"type":"user","message":{"role":"user","content":"<local-command-stdout>done</local-command-stdout>"}}"#;
+        assert!(matches!(row(out), Row::Message(_)));
+        assert_eq!(read(out), Row::Skip);
+        let t = r#"{"type":"custom-title","customTitle":"T"}"#;
+        assert_eq!(read(t), Row::Title(TitleKind::Custom, "T".into()));
     }
 
     #[test]
@@ -1058,11 +1039,7 @@ mod tests {
             r#"{"isSidechain":true,"type":"user","message":{"role":"user","content":"sub"}}"#,
         ];
         for l in lines {
-            let c = classify(
-                &parse_line(l.as_bytes()).unwrap(),
-                false,
-                &ParseOptions::default(),
-            );
+            let c = row(l);
             let keeps = matches!(c, Row::Prompt(_) | Row::Title(..));
             if keeps {
                 assert_eq!(

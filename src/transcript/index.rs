@@ -1,9 +1,9 @@
 //! The turn index of one store file: the byte offset where each turn starts,
 //! built by one scan and extended as the file grows.
 //!
-//! The scan finds line ends 64 bytes at a time and looks only at the first
-//! keys of each line; a line that could be a typed prompt or a title has
-//! only the fields that decide read (see `claude::RowFacts`). A line without
+//! The scan finds line ends with `memchr` and looks only at the first
+//! keys of each line; only a line that could be a typed prompt or a title is
+//! read (see `claude::prefilter` and `claude::RawRow`). A line without
 //! its newline yet is left for the next refresh. A long stretch of new bytes
 //! is scanned in two halves on two threads and the halves joined.
 
@@ -12,12 +12,13 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
+use memchr::memchr;
 use serde_json::Value;
 
 use super::claude;
 use super::codex;
 use super::model::{Message, ParseOptions};
-use super::scan::{find_newline, is_blank, last_timestamp, parse_line, title_from_text};
+use super::scan::{is_blank, last_timestamp, line_text, parse_line, title_from_text};
 use super::store::{self, StoreKind};
 
 const CHUNK: usize = 1 << 20;
@@ -123,6 +124,7 @@ impl TurnIndex {
     }
 
     /// Scans a store file once.
+    #[cfg(test)]
     pub fn build(kind: StoreKind, path: &Path) -> io::Result<Self> {
         let mut idx = Self::new(kind);
         idx.refresh(path)?;
@@ -139,6 +141,7 @@ impl TurnIndex {
     }
 
     /// Byte offset where each turn starts.
+    #[cfg(test)]
     pub fn turn_offsets(&self) -> &[u64] {
         &self.starts
     }
@@ -383,7 +386,7 @@ impl TurnIndex {
         let mut skipping = false;
         let mut prefix_checked = false;
         loop {
-            while let Some(rel) = find_newline(&buf[search_from..filled]) {
+            while let Some(rel) = memchr(b'\n', &buf[search_from..filled]) {
                 let nl = search_from + rel;
                 self.lines_scanned += 1;
                 if !skipping {
@@ -500,14 +503,11 @@ impl TurnIndex {
             self.apply_claude_skim(info);
             return;
         }
-        // Most rows that get here are prompts and their wrappers: read only
-        // the fields that decide, without building a `Value`.
-        let Some(row) = claude::RowFacts::read(line) else {
-            // Not UTF-8 or not JSON: the full parser decides (and says why).
-            if let Some(v) = self.parse(line, ctx) {
-                self.claude_value(&v, offset);
-            }
-            return;
+        // Most rows that get here are prompts and their wrappers.
+        let text = line_text(line);
+        let row = match claude::RawRow::parse(&text) {
+            Ok(row) => row,
+            Err(e) => return self.unreadable(&e, ctx),
         };
         if self.sidechain_mode.is_none() {
             self.sidechain_mode = row.sidechain();
@@ -515,52 +515,34 @@ impl TurnIndex {
         if want_cwd {
             self.info.cwd = row.cwd().map(str::to_string);
         }
-        match row.outcome(self.sidechain_mode.unwrap_or(false)) {
-            claude::Outcome::Prompt if self.info.first_prompt.is_none() => {
-                // The first prompt's text is the fallback title.
-                if let Ok(v) = parse_line(line) {
-                    self.claude_value(&v, offset);
-                }
-            }
-            claude::Outcome::Prompt => {
-                self.starts.push(offset);
-                self.start_lines.push(self.lines_scanned);
-            }
-            claude::Outcome::Title(kind, t) => self.set_title(kind, t),
-            claude::Outcome::Other => {}
+        let mode = self.sidechain_mode.unwrap_or(false);
+        let opts = ParseOptions {
+            // Only the first prompt's text is kept (as the fallback title).
+            turns_only: self.info.first_prompt.is_some(),
+            ..ParseOptions::default()
+        };
+        match claude::classify(row, mode, &opts) {
+            claude::Row::Prompt(m) => self.push_turn(offset, &m),
+            claude::Row::Title(kind, t) => self.set_title(kind, t),
+            _ => {}
         }
     }
 
     /// A line `parse_line` reads, else `None` with a warning.
     fn parse(&self, line: &[u8], ctx: &mut Ctx<'_>) -> Option<Value> {
-        match parse_line(line) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                match &mut ctx.deferred {
-                    Some(w) => w.push((self.lines_scanned, e.to_string())),
-                    None => log::warn!(
-                        "{}:{}: unreadable line skipped: {e}",
-                        ctx.path.display(),
-                        self.lines_scanned
-                    ),
-                }
-                None
-            }
-        }
+        parse_line(line).map_err(|e| self.unreadable(&e, ctx)).ok()
     }
 
-    fn claude_value(&mut self, v: &Value, offset: u64) {
-        if self.sidechain_mode.is_none() {
-            self.sidechain_mode = v.get("isSidechain").and_then(Value::as_bool);
-        }
-        if self.info.cwd.is_none() {
-            self.info.cwd = v.get("cwd").and_then(Value::as_str).map(str::to_string);
-        }
-        let opts = ParseOptions::default();
-        match claude::classify(v, self.sidechain_mode.unwrap_or(false), &opts) {
-            claude::Row::Prompt(m) => self.push_turn(offset, &m),
-            claude::Row::Title(kind, t) => self.set_title(kind, t),
-            _ => {}
+    /// Warns of a line that is not JSON (held back with its line number
+    /// when scanning a part on another thread).
+    fn unreadable(&self, e: &serde_json::Error, ctx: &mut Ctx<'_>) {
+        match &mut ctx.deferred {
+            Some(w) => w.push((self.lines_scanned, e.to_string())),
+            None => log::warn!(
+                "{}:{}: unreadable line skipped: {e}",
+                ctx.path.display(),
+                self.lines_scanned
+            ),
         }
     }
 
@@ -641,7 +623,7 @@ fn line_boundary(f: &File, at: u64, len: u64) -> io::Result<Option<u64>> {
         if n == 0 {
             break;
         }
-        if let Some(i) = find_newline(&buf[..n]) {
+        if let Some(i) = memchr(b'\n', &buf[..n]) {
             let start = pos + i as u64 + 1;
             return Ok((start < len).then_some(start));
         }

@@ -16,8 +16,9 @@
 //! ```
 //!
 //! - `model`: turns → messages → blocks, the same for every engine.
-//! - `claude`, `codex`: what each store's rows mean.
-//! - `scan`: newline search, line parsing, the first-keys skimmer.
+//! - `claude`, `codex`: what each store's rows mean (a Claude row is read
+//!   once, into `claude::RawRow`, by the index and the pages alike).
+//! - `scan`: line parsing, the first-keys skimmer, typed field readers.
 //! - `index`: byte offsets of turns, extended as the file grows.
 //! - `parse`: a byte range of a store into turns.
 //! - `render`: turns as console text.
@@ -34,17 +35,16 @@ mod render;
 mod scan;
 mod store;
 
-/// Generated stores for tests and benchmarks.
-#[doc(hidden)]
+/// Generated stores for tests and benchmarks (not in the shipped binary).
+#[cfg(any(test, feature = "testgen"))]
 pub mod testgen;
 #[cfg(test)]
 mod tests;
 
 pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
-pub use model::{
-    Block, Conversation, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn,
-};
+pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};
 pub use page::{render_page, Limits, PageError};
-pub use parse::parse_store;
-pub use render::{call_summary, render_conversation};
+pub use render::call_summary;
 pub use store::{is_compressed, open_store, StoreKind};
+#[cfg(test)]
+use {parse::parse_store, render::render_conversation};

@@ -106,7 +106,8 @@ pub struct Turn {
     pub entries: Vec<Entry>,
 }
 
-/// A whole conversation (or the part of it one page reads).
+/// A whole conversation, for tests (pages read one range of turns).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Conversation {
     /// Entries recorded before the first typed message.
@@ -123,6 +124,10 @@ pub struct ParseOptions {
     /// Cut every string inside tool call arguments to about this many bytes
     /// (a `Write` of a whole file need not stay in memory to be summarised).
     pub clip_tool_input: Option<usize>,
+    /// Only tell where turns start (and titles): prompts come without their
+    /// text, and what a string user message shows otherwise is skipped. For
+    /// the index, once it has the first prompt's text.
+    pub turns_only: bool,
 }
 
 impl ParseOptions {
@@ -266,6 +271,7 @@ impl Builder {
     }
 }
 
+#[cfg(test)]
 impl Conversation {
     pub(crate) fn push(&mut self, seg: Segment) {
         match seg {
@@ -312,6 +318,7 @@ mod tests {
         let o = ParseOptions {
             clip_tool_output: Some(2),
             clip_tool_input: Some(3),
+            turns_only: false,
         };
         assert_eq!(
             o.clip_input(serde_json::json!({"a": ["héllo"], "b": 1})),

@@ -127,6 +127,7 @@ pub(crate) fn page_parse_options() -> ParseOptions {
     ParseOptions {
         clip_tool_output: Some(OUTPUT_LINES),
         clip_tool_input: Some(4096),
+        turns_only: false,
     }
 }
 

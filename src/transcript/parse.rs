@@ -3,13 +3,11 @@
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::claude;
 use super::codex;
-use super::model::{Builder, Conversation, Divider, ParseOptions, Segment};
-use super::scan::{is_blank, parse_line};
-use super::store::{open_store, StoreKind};
+use super::model::{Builder, Divider, ParseOptions, Segment};
+use super::scan::{is_blank, line_text, parse_line};
+use super::store::StoreKind;
 
 /// Feeds lines of one store, in order, into a [`Builder`].
 pub(crate) struct RowReader<'a> {
@@ -42,23 +40,27 @@ impl<'a> RowReader<'a> {
         if is_blank(line) {
             return None;
         }
-        let v = match parse_line(line) {
-            Ok(v) => v,
-            Err(e) => {
-                log::warn!(
-                    "{}:{line_no}: unreadable line skipped: {e}",
-                    self.path.display()
-                );
-                return None;
-            }
+        let warn = |e: serde_json::Error| {
+            log::warn!(
+                "{}:{line_no}: unreadable line skipped: {e}",
+                self.path.display()
+            );
         };
         match self.kind {
             StoreKind::Claude => {
+                let text = line_text(line);
+                let row = match claude::RawRow::parse(&text) {
+                    Ok(row) => row,
+                    Err(e) => {
+                        warn(e);
+                        return None;
+                    }
+                };
                 if self.sidechain_mode.is_none() {
-                    self.sidechain_mode = v.get("isSidechain").and_then(Value::as_bool);
+                    self.sidechain_mode = row.sidechain();
                 }
                 let mode = self.sidechain_mode.unwrap_or(false);
-                match claude::classify(&v, mode, &self.opts) {
+                match claude::classify(row, mode, &self.opts) {
                     claude::Row::Prompt(m) => return b.start_turn(m),
                     claude::Row::Message(m) => b.add_message(m),
                     claude::Row::Compaction => b.add_divider(Divider::Compaction),
@@ -66,13 +68,22 @@ impl<'a> RowReader<'a> {
                     claude::Row::Title(..) | claude::Row::Skip => {}
                 }
             }
-            StoreKind::Codex => match codex::classify(&v, &self.opts) {
-                codex::Row::Prompt(m) => return b.start_turn(m),
-                codex::Row::Message(m) => b.add_message(m),
-                codex::Row::Compaction => b.add_divider(Divider::Compaction),
-                codex::Row::Notice(n) => b.add_notice(n),
-                codex::Row::Meta { .. } | codex::Row::Skip => {}
-            },
+            StoreKind::Codex => {
+                let v = match parse_line(line) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        warn(e);
+                        return None;
+                    }
+                };
+                match codex::classify(&v, &self.opts) {
+                    codex::Row::Prompt(m) => return b.start_turn(m),
+                    codex::Row::Message(m) => b.add_message(m),
+                    codex::Row::Compaction => b.add_divider(Divider::Compaction),
+                    codex::Row::Notice(n) => b.add_notice(n),
+                    codex::Row::Meta { .. } | codex::Row::Skip => {}
+                }
+            }
         }
         None
     }
@@ -108,11 +119,16 @@ pub(crate) fn read_segments(
     Ok(())
 }
 
-/// Parses a whole store file into the model (everything in memory: meant
-/// for tools and tests; pages use the index and read only their range).
-pub fn parse_store(kind: StoreKind, path: &Path, opts: ParseOptions) -> io::Result<Conversation> {
-    let r = open_store(path, 0)?;
-    let mut conv = Conversation::default();
+/// Parses a whole store file into the model (everything in memory: for
+/// tests; pages use the index and read only their range).
+#[cfg(test)]
+pub fn parse_store(
+    kind: StoreKind,
+    path: &Path,
+    opts: ParseOptions,
+) -> io::Result<super::model::Conversation> {
+    let r = super::store::open_store(path, 0)?;
+    let mut conv = super::model::Conversation::default();
     read_segments(r, RowReader::new(kind, None, opts, path), 1, |s| {
         conv.push(s)
     })?;

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::model::{Block, Conversation, Divider, Entry, Message, Role, Segment, ToolResult};
+use super::model::{Block, Divider, Entry, Message, Role, Segment, ToolResult};
 use super::scan::{clean_terminal_text, cut_chars};
 
 /// Lines of each tool output shown.
@@ -47,8 +47,9 @@ impl Lines for Vec<String> {
     }
 }
 
-/// Renders a whole conversation, uncapped.
-pub fn render_conversation(conv: &Conversation) -> String {
+/// Renders a whole conversation, uncapped (for tests).
+#[cfg(test)]
+pub fn render_conversation(conv: &super::model::Conversation) -> String {
     let mut lines: Vec<String> = Vec::new();
     if !conv.preamble.is_empty() {
         render_segment(&Segment::Preamble(conv.preamble.clone()), &mut lines);
@@ -329,7 +330,7 @@ fn string_summary(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::model::{Message, ToolCall, Turn};
+    use crate::transcript::model::{Conversation, Message, ToolCall, Turn};
     use serde_json::json;
 
     #[test]

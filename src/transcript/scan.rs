@@ -1,86 +1,47 @@
-//! Byte-level helpers shared by the parsers and the index: a fast newline
-//! search, a forgiving JSON line parser, a skimmer that reads only the
-//! first keys of a JSON object so most lines are classified without parsing,
-//! and pieces for reading a few fields of a line without building a `Value`
+//! Byte-level helpers shared by the parsers and the index: a forgiving JSON
+//! line parser, a skimmer that reads only the first keys of a JSON object so
+//! most lines are classified without parsing, and pieces for reading a few fields of a line without building a `Value`
 //! (yet refusing exactly the lines a `Value` parse refuses).
 
 use std::borrow::Cow;
 use std::fmt;
 
+use memchr::{memchr, memchr2, memmem};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
-const NL: u64 = LO * b'\n' as u64;
-
-#[inline]
-fn word(b: &[u8], i: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[i..i + 8]);
-    u64::from_le_bytes(w)
-}
-
-#[inline]
-fn zero_mask(w: u64) -> u64 {
-    w.wrapping_sub(LO) & !w & HI
-}
-
-/// Position of the first `\n` in `hay`: the index scan runs over every byte
-/// of the store here. Blocks of 64 bytes are tested with a fold the compiler
-/// turns into vector compares; the block that has one is searched a word at
-/// a time.
-pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
-    let n = hay.len();
-    let mut i = 0;
-    for block in hay.chunks_exact(64) {
-        if block.iter().fold(false, |any, &b| any | (b == b'\n')) {
-            break;
-        }
-        i += 64;
-    }
-    while i + 8 <= n {
-        let m = zero_mask(word(hay, i) ^ NL);
-        if m != 0 {
-            // The lowest flagged byte is exact: borrows only run upwards.
-            return Some(i + (m.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    hay[i..].iter().position(|&b| b == b'\n').map(|p| i + p)
-}
-
-const QUOTE: u64 = LO * b'"' as u64;
-const BACKSLASH: u64 = LO * b'\\' as u64;
-
-/// Position of the first `"` or `\\` in `hay`, eight bytes at a time: how a
-/// long string value is skipped.
-fn find_quote_or_backslash(hay: &[u8]) -> Option<usize> {
-    let n = hay.len();
-    let mut i = 0;
-    while i + 8 <= n {
-        let w = word(hay, i);
-        let m = zero_mask(w ^ QUOTE) | zero_mask(w ^ BACKSLASH);
-        if m != 0 {
-            return Some(i + (m.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    hay[i..]
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\')
-        .map(|p| i + p)
-}
 
 /// Index just past the string whose opening quote is at `b[start - 1]`.
 fn string_end(b: &[u8], start: usize) -> Option<usize> {
     let mut j = start;
     loop {
-        j += find_quote_or_backslash(b.get(j..)?)?;
+        j += quote_or_backslash(b.get(j..)?)?;
         if b[j] == b'"' {
             return Some(j + 1);
         }
         j += 2;
+    }
+}
+
+/// Position of the first `"` or `\\`. Most strings skimmed are keys and
+/// short values, ended within a few bytes: those are looked at directly,
+/// which costs less than setting up a vector search.
+#[inline]
+fn quote_or_backslash(hay: &[u8]) -> Option<usize> {
+    const SHORT: usize = 16;
+    let near = &hay[..hay.len().min(SHORT)];
+    match near.iter().position(|&c| c == b'"' || c == b'\\') {
+        Some(i) => Some(i),
+        None => Some(SHORT + memchr2(b'"', b'\\', hay.get(SHORT..)?)?),
+    }
+}
+
+/// A store line as text: bytes that are not UTF-8 are replaced rather than
+/// failing the line. (`String::from_utf8_lossy` alone checks a valid line
+/// more slowly than `from_utf8` does.)
+pub(crate) fn line_text(line: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(line) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(line),
     }
 }
 
@@ -379,7 +340,7 @@ impl<'a> Skim<'a> {
 
 /// Decodes a raw JSON string body taken from [`Skim`] (escapes included).
 pub(crate) fn unescape(raw: &[u8]) -> Option<String> {
-    if !raw.contains(&b'\\') {
+    if memchr(b'\\', raw).is_none() {
         return Some(String::from_utf8_lossy(raw).into_owned());
     }
     let mut quoted = Vec::with_capacity(raw.len() + 2);
@@ -396,9 +357,9 @@ pub(crate) fn unescape(raw: &[u8]) -> Option<String> {
 /// inside strings do not match).
 pub(crate) fn last_timestamp(bytes: &[u8]) -> Option<String> {
     const KEY: &[u8] = b"\"timestamp\":\"";
-    let pos = bytes.windows(KEY.len()).rposition(|w| w == KEY)?;
+    let pos = memmem::rfind(bytes, KEY)?;
     let rest = &bytes[pos + KEY.len()..];
-    let end = rest.iter().position(|&b| b == b'"')?;
+    let end = memchr(b'"', rest)?;
     let ts = &rest[..end];
     (ts.len() <= 40 && ts.iter().all(|b| b.is_ascii_graphic()))
         .then(|| String::from_utf8_lossy(ts).into_owned())
@@ -479,20 +440,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn newline_search_matches_naive() {
-        let mut data = vec![b'x'; 300];
-        for p in [0usize, 1, 7, 8, 31, 32, 33, 63, 64, 100, 255, 299] {
-            data.iter_mut().for_each(|b| *b = b'x');
-            data[p] = b'\n';
-            for start in [0usize, 1, 5] {
-                let expect = data[start..].iter().position(|&b| b == b'\n');
-                assert_eq!(find_newline(&data[start..]), expect, "p={p} start={start}");
+    fn string_ends_are_found_on_both_sides_of_the_short_path() {
+        for len in [0usize, 1, 15, 16, 17, 40, 100] {
+            for at in 0..len {
+                for c in [b'"', b'\\'] {
+                    let mut hay = vec![b'x'; len];
+                    hay[at] = c;
+                    assert_eq!(quote_or_backslash(&hay), Some(at), "len={len} at={at}");
+                }
             }
+            assert_eq!(quote_or_backslash(&vec![b'x'; len]), None);
         }
-        assert_eq!(find_newline(b""), None);
-        assert_eq!(find_newline(&[0x8a, 0x0b, 0x0a]), Some(2));
-        let hi: Vec<u8> = (0..=255u8).filter(|&b| b != b'\n').collect();
-        assert_eq!(find_newline(&hi), None);
+        assert_eq!(string_end(br#""a\"b" "#, 1), Some(6));
+        assert_eq!(string_end(br#""a\""#, 1), None);
     }
 
     #[test]
