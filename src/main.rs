@@ -184,7 +184,12 @@ fn main() -> ExitCode {
             };
             let listing = Config::from_env(config.as_deref())
                 .and_then(sessionfs::core::Core::for_listing)
-                .map(|core| core.listing(&query));
+                .map(|core| {
+                    let listing = core.listing(&query);
+                    // What it had to read is kept for the next listing.
+                    core.save_catalog();
+                    listing
+                });
             match listing {
                 Ok(listing) => {
                     if json {

@@ -5,7 +5,6 @@ use super::{lock, Core, HOSTED};
 use crate::catalog::StoreFile;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::listing::{self, Entry, Listing, Query};
 use crate::metaedit::{self, MetaChange};
 use crate::sidecar::SessionMeta;
 use serde_json::Value;
@@ -112,7 +111,7 @@ impl Core {
             "{key}: restored {} from its archived copy",
             origin.display()
         );
-        self.catalog.all(true);
+        self.catalog.refresh();
         Ok(())
     }
 
@@ -172,9 +171,10 @@ impl Core {
     /// Archives every active session whose last activity is before the cutoff.
     pub fn archive_older(&self, cutoff_ms: u64) -> Result<usize> {
         let old: Vec<SessionKey> = self
-            .keys()
+            .rows(false)
             .into_iter()
-            .filter(|k| !self.is_archived(k) && self.last_activity_ms(k) < cutoff_ms)
+            .filter(|r| !r.meta.archived && r.last_activity_ms < cutoff_ms)
+            .map(|r| r.key)
             .collect();
         for key in &old {
             self.archive(key)?;
@@ -185,7 +185,8 @@ impl Core {
 
     /// Changes the sidecar record, creating it for a discovered session.
     fn set_meta(&self, key: &SessionKey, change: impl FnOnce(&mut SessionMeta)) -> Result<()> {
-        let created = self.last_activity_ms(key);
+        // A discovered conversation was created when its store began.
+        let created = self.row(key).meta.created_ms;
         self.sidecar.update(|all| {
             let meta = all.entry(key.to_string()).or_insert_with(|| SessionMeta {
                 created_ms: created,
@@ -309,20 +310,6 @@ impl Core {
         let change = self.check_field(key, field, bytes)?;
         self.apply_meta(key, change)
             .map_err(|e| self.refuse(key, e))
-    }
-
-    /// Every session's `meta.json`, as the listing wants them.
-    pub fn entries(&self) -> Vec<Entry> {
-        self.keys()
-            .into_iter()
-            .filter_map(|k| self.meta_value(&k).ok())
-            .filter_map(|m| Entry::from_meta(m).ok())
-            .collect()
-    }
-
-    /// `sessions.json` and `sessionfs ls`.
-    pub fn listing(&self, query: &Query) -> Listing {
-        listing::list(self.entries(), query)
     }
 }
 

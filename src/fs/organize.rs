@@ -311,9 +311,8 @@ impl SessionFs {
         Ok(match node {
             Node::View(ViewDir::Archived) => self
                 .core
-                .keys()
+                .keys_in(true)
                 .into_iter()
-                .filter(|k| self.core.is_archived(k))
                 .map(|k| {
                     let name = k.to_string();
                     (

@@ -22,6 +22,7 @@
 //! - `parse`: a byte range of a store into turns.
 //! - `render`: turns as console text.
 //! - `page`: pages of turns, with caps.
+//! - `skim`: what a listing needs, from bounded windows of a store.
 //! - `store`: opening store files (the seam for compressed ones).
 
 mod claude;
@@ -32,6 +33,7 @@ mod page;
 mod parse;
 mod render;
 mod scan;
+mod skim;
 mod store;
 
 /// Generated stores for tests and benchmarks.
@@ -47,4 +49,5 @@ pub use model::{
 pub use page::{render_page, Limits, PageError};
 pub use parse::parse_store;
 pub use render::{call_summary, render_conversation};
+pub use skim::{from_next_line, Skim};
 pub use store::{is_compressed, open_store, StoreKind};

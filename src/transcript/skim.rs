@@ -1,0 +1,165 @@
+//! What a listing needs from a store, read from bounded windows of it (its
+//! head, its tail, or what was appended since the last look) rather than
+//! from a turn index: the first row's time, the working directory, the
+//! store's own title and the first prompt.
+
+use super::claude::{self, TitleKind};
+use super::codex;
+use super::model::ParseOptions;
+use super::scan::{find_newline, is_blank, parse_line, title_from_text};
+use super::store::StoreKind;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What the windows read so far say; later windows add to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skim {
+    /// Time of the first row that has one, milliseconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Codex: `session_meta.payload.id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ai_title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_prompt: Option<String>,
+    /// Claude: whether the file is a subagent's own (decided by its first row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidechain: Option<bool>,
+}
+
+impl Skim {
+    /// The store's own title, else the first prompt (as the turn index says).
+    pub fn title(&self) -> Option<String> {
+        self.custom_title
+            .clone()
+            .or_else(|| self.ai_title.clone())
+            .or_else(|| self.summary.clone())
+            .or_else(|| self.first_prompt.clone())
+    }
+
+    /// Reads the complete lines of `window` (a partial first line must be
+    /// cut off by the caller; a partial last line is ignored). Returns how
+    /// many bytes of complete lines were read.
+    pub fn read(&mut self, kind: StoreKind, window: &[u8]) -> usize {
+        let mut at = 0;
+        while let Some(rel) = find_newline(&window[at..]) {
+            let line = &window[at..at + rel];
+            at += rel + 1;
+            if is_blank(line) {
+                continue;
+            }
+            let Ok(row) = parse_line(line) else {
+                continue;
+            };
+            self.row(kind, &row);
+        }
+        at
+    }
+
+    fn row(&mut self, kind: StoreKind, row: &Value) {
+        if self.created_ms.is_none() {
+            self.created_ms = row
+                .get("timestamp")
+                .and_then(Value::as_str)
+                .and_then(crate::timefmt::parse_rfc3339_ms);
+        }
+        let opts = ParseOptions::default();
+        match kind {
+            StoreKind::Claude => {
+                if self.sidechain.is_none() {
+                    self.sidechain = row.get("isSidechain").and_then(Value::as_bool);
+                }
+                if self.cwd.is_none() {
+                    self.cwd = row.get("cwd").and_then(Value::as_str).map(str::to_string);
+                }
+                match claude::classify(row, self.sidechain.unwrap_or(false), &opts) {
+                    claude::Row::Prompt(m) if self.first_prompt.is_none() => {
+                        self.first_prompt =
+                            title_from_text(&m.text()).or_else(|| Some("[image]".to_string()));
+                    }
+                    claude::Row::Title(kind, text) => {
+                        let slot = match kind {
+                            TitleKind::Custom => &mut self.custom_title,
+                            TitleKind::Ai => &mut self.ai_title,
+                            TitleKind::Summary => &mut self.summary,
+                        };
+                        *slot = Some(text);
+                    }
+                    _ => {}
+                }
+            }
+            StoreKind::Codex => match codex::classify(row, &opts) {
+                codex::Row::Prompt(m) if self.first_prompt.is_none() => {
+                    self.first_prompt =
+                        title_from_text(&m.text()).or_else(|| Some("[image]".to_string()));
+                }
+                codex::Row::Meta { id, cwd } => {
+                    if self.session_id.is_none() {
+                        self.session_id = id;
+                    }
+                    if self.cwd.is_none() {
+                        self.cwd = cwd;
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
+/// The bytes of `window` after its first newline: a window that starts
+/// inside a line begins at the next one.
+pub fn from_next_line(window: &[u8]) -> &[u8] {
+    match find_newline(window) {
+        Some(i) => &window[i + 1..],
+        None => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_titles_prompt_cwd_and_the_first_time() {
+        let lines = concat!(
+            r#"{"type":"file-history-snapshot","messageId":"x"}"#,
+            "\n",
+            r#"{"type":"user","isSidechain":false,"cwd":"/w","timestamp":"2026-01-02T00:00:00.000Z","message":{"role":"user","content":"fix the build\nplease"}}"#,
+            "\n",
+            r#"{"type":"ai-title","aiTitle":"Build fix"}"#,
+            "\n",
+            r#"{"type":"user","timestamp":"2026-01-03T00:00:00.000Z","message":{"role":"user","content":"second"}}"#,
+            "\n",
+            r#"{"type":"custom-title","customTitle":"half"#,
+        );
+        let mut skim = Skim::default();
+        let read = skim.read(StoreKind::Claude, lines.as_bytes());
+        assert_eq!(read, lines.rfind('\n').unwrap() + 1);
+        assert_eq!(skim.created_ms, Some(1_767_312_000_000));
+        assert_eq!(skim.cwd.as_deref(), Some("/w"));
+        assert_eq!(skim.first_prompt.as_deref(), Some("fix the build"));
+        assert_eq!(skim.title().as_deref(), Some("Build fix"));
+        // A later window's title rows win.
+        skim.read(
+            StoreKind::Claude,
+            b"{\"type\":\"custom-title\",\"customTitle\":\"Mine\"}\n",
+        );
+        assert_eq!(skim.title().as_deref(), Some("Mine"));
+        assert_eq!(skim.first_prompt.as_deref(), Some("fix the build"));
+    }
+
+    #[test]
+    fn a_window_inside_a_line_starts_at_the_next() {
+        assert_eq!(from_next_line(b"tail of a line\n{}\n"), b"{}\n");
+        assert_eq!(from_next_line(b"no newline"), b"");
+    }
+}
