@@ -25,7 +25,7 @@ use crate::transcript::StoreKind;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use walk::{Root, Seen};
@@ -122,6 +122,8 @@ pub struct CatalogStats {
     pub watching: bool,
     /// Every summary read so far is saved.
     pub saved: bool,
+    /// Files this process summarised (a bounded read each) since it started.
+    pub files_read: usize,
 }
 
 /// The stores of every engine, indexed.
@@ -135,6 +137,8 @@ pub struct Catalog {
     applying: Mutex<()>,
     walking: AtomicBool,
     saved: Option<PathBuf>,
+    /// Files summarised by this process (each a bounded read).
+    reads: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -182,6 +186,7 @@ impl Catalog {
             applying: Mutex::new(()),
             walking: AtomicBool::new(false),
             saved: None,
+            reads: AtomicUsize::new(0),
         }
     }
 
@@ -553,6 +558,7 @@ impl Catalog {
         if stale.is_empty() {
             return;
         }
+        self.reads.fetch_add(stale.len(), Ordering::Relaxed);
         let read: Vec<(SessionKey, Arc<Indexed>, Summary)> = stale
             .into_iter()
             .map(|(k, e)| {
@@ -653,6 +659,7 @@ impl Catalog {
             summarised: index.files.values().filter(|e| e.is_summarised()).count(),
             watching,
             saved: index.new_summaries == 0,
+            files_read: self.reads.load(Ordering::Relaxed),
         }
     }
 }
@@ -734,6 +741,166 @@ mod tests {
             .find(&SessionKey::parse("codex:019e1625-789d-76c0-80ab-3724b5ddb799").unwrap())
             .unwrap();
         assert!(store_cwd(&file).is_some());
+    }
+
+    /// A Claude store root in a temporary directory, and its engines.
+    fn claude_world() -> (tempfile::TempDir, EngineTable) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("claude/projects/-p")).unwrap();
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let env: Map<String, String> = [(
+            "CLAUDE_CONFIG_DIR".to_string(),
+            dir.path().join("claude").to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        (dir, engines)
+    }
+
+    fn conversation(dir: &Path, id: &str, prompt: &str) -> PathBuf {
+        let path = dir.join(format!("claude/projects/-p/{id}.jsonl"));
+        let row = serde_json::json!({
+            "type": "user", "sessionId": id, "cwd": "/w",
+            "timestamp": "2026-01-02T03:04:05.000Z",
+            "message": {"role": "user", "content": prompt},
+        });
+        std::fs::write(&path, format!("{row}\n")).unwrap();
+        path
+    }
+
+    fn append(path: &Path, text: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn title(c: &Catalog, id: &str) -> Option<String> {
+        let key = SessionKey::new("claude", id).unwrap();
+        c.summarised().get(&key).and_then(|e| e.title())
+    }
+
+    /// Makes the next write visible as a new mtime even on coarse clocks.
+    fn later(path: &Path) {
+        let t = std::fs::metadata(path).unwrap().modified().unwrap();
+        let f = std::fs::File::options().append(true).open(path).unwrap();
+        f.set_modified(t + Duration::from_secs(2)).unwrap();
+    }
+
+    #[test]
+    fn only_changed_files_are_read_again() {
+        let (dir, engines) = claude_world();
+        let ids: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+        let paths: Vec<PathBuf> = ids
+            .iter()
+            .map(|id| conversation(dir.path(), id, &format!("prompt of {id}")))
+            .collect();
+        let c = Catalog::open(&engines, &dir.path().join("state"), false);
+        assert_eq!(c.summarised().len(), 5);
+        assert_eq!(c.stats().files_read, 5);
+        assert_eq!(title(&c, "c3").as_deref(), Some("prompt of c3"));
+        let created = c.summarised()[&SessionKey::new("claude", "c3").unwrap()].created_ms();
+        assert_eq!(
+            created,
+            crate::timefmt::parse_rfc3339_ms("2026-01-02T03:04:05.000Z")
+        );
+
+        // Nothing changed: nothing is read.
+        c.rescan();
+        c.summarised();
+        assert_eq!(c.stats().files_read, 5);
+
+        // One file grows: only it is read, and only what was appended — a
+        // title far from both ends of the file is still found.
+        let filler = serde_json::json!({"type": "assistant", "message": {"role": "assistant", "content": "x".repeat(1000)}});
+        let filler = format!("{filler}\n").repeat(100);
+        append(&paths[1], &filler);
+        later(&paths[1]);
+        c.rescan();
+        assert_eq!(title(&c, "c1").as_deref(), Some("prompt of c1"));
+        assert_eq!(c.stats().files_read, 6);
+        append(
+            &paths[1],
+            &format!("{{\"type\":\"custom-title\",\"customTitle\":\"Renamed\"}}\n{filler}"),
+        );
+        later(&paths[1]);
+        c.rescan();
+        assert_eq!(title(&c, "c1").as_deref(), Some("Renamed"));
+        assert_eq!(c.stats().files_read, 7);
+        // Read from scratch, head and tail alone would not have seen it.
+        let fresh = Catalog::open(&engines, &dir.path().join("elsewhere"), false);
+        assert_eq!(title(&fresh, "c1").as_deref(), Some("prompt of c1"));
+
+        // A new file is read; a removed one is gone.
+        conversation(dir.path(), "c9", "new one");
+        std::fs::remove_file(&paths[4]).unwrap();
+        c.rescan();
+        let files = c.summarised();
+        assert_eq!(c.stats().files_read, 8);
+        assert!(files.contains_key(&SessionKey::new("claude", "c9").unwrap()));
+        assert!(!files.contains_key(&SessionKey::new("claude", "c4").unwrap()));
+    }
+
+    #[test]
+    fn saved_summaries_are_taken_again_at_the_next_start() {
+        let (dir, engines) = claude_world();
+        let state = dir.path().join("state");
+        for i in 0..4 {
+            conversation(dir.path(), &format!("s{i}"), &format!("prompt {i}"));
+        }
+        let first = Catalog::open(&engines, &state, false);
+        first.summarised();
+        assert_eq!(first.stats().files_read, 4);
+        first.save_if_new();
+        assert!(state.join("catalog.json").is_file());
+        drop(first);
+
+        // A restart reads nothing it already knows.
+        let second = Catalog::open(&engines, &state, false);
+        assert_eq!(second.stats().summarised, 4);
+        assert_eq!(title(&second, "s2").as_deref(), Some("prompt 2"));
+        assert_eq!(second.stats().files_read, 0);
+
+        // A file changed while no daemon ran is the only one read.
+        let path = dir.path().join("claude/projects/-p/s1.jsonl");
+        append(&path, "{\"type\":\"ai-title\",\"aiTitle\":\"Later\"}\n");
+        later(&path);
+        let third = Catalog::open(&engines, &state, false);
+        assert_eq!(title(&third, "s1").as_deref(), Some("Later"));
+        assert_eq!(third.stats().files_read, 1);
+
+        // A damaged file is only a cache: everything is read again.
+        std::fs::write(state.join("catalog.json"), b"{not json").unwrap();
+        let fourth = Catalog::open(&engines, &state, false);
+        assert_eq!(fourth.summarised().len(), 4);
+        assert_eq!(fourth.stats().files_read, 4);
+    }
+
+    #[test]
+    fn inotify_shows_new_files_without_a_walk() {
+        let (dir, engines) = claude_world();
+        conversation(dir.path(), "w0", "first");
+        let c = Catalog::open(&engines, &dir.path().join("state"), true);
+        assert!(c.stats().watching);
+        let walked = lock(&c.index).walked;
+        conversation(dir.path(), "w1", "second");
+        // A new project folder, and a file in it.
+        std::fs::create_dir_all(dir.path().join("claude/projects/-q")).unwrap();
+        let row = r#"{"type":"user","message":{"role":"user","content":"third"}}"#;
+        std::fs::write(
+            dir.path().join("claude/projects/-q/w2.jsonl"),
+            format!("{row}\n"),
+        )
+        .unwrap();
+        let files = c.files();
+        assert!(files.contains_key(&SessionKey::new("claude", "w1").unwrap()));
+        assert!(files.contains_key(&SessionKey::new("claude", "w2").unwrap()));
+        assert_eq!(lock(&c.index).walked, walked, "no walk was needed");
+        std::fs::remove_file(dir.path().join("claude/projects/-p/w0.jsonl")).unwrap();
+        assert!(!c
+            .files()
+            .contains_key(&SessionKey::new("claude", "w0").unwrap()));
+        assert_eq!(title(&c, "w2").as_deref(), Some("third"));
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct Watcher {
     dirs: HashMap<WatchDescriptor, (usize, PathBuf, u8)>,
     /// A failed watch is logged once.
     warned: bool,
+    /// When each root not watched was last walked to watch it.
+    root_tries: HashMap<usize, std::time::Instant>,
 }
 
 /// Bounded: one read takes what fits, the rest stays queued in the kernel.
@@ -41,6 +43,7 @@ impl Watcher {
             inotify: Inotify::init()?,
             dirs: HashMap::new(),
             warned: false,
+            root_tries: HashMap::new(),
         })
     }
 
@@ -78,6 +81,24 @@ impl Watcher {
     pub fn drain(&mut self, roots: &[Root]) -> Vec<Change> {
         let mut buf = vec![0u8; BUFFER];
         let mut out = Vec::new();
+        // A store that did not exist when last looked at: one `stat` each,
+        // walked (and so watched) once it appears.
+        for (i, r) in roots.iter().enumerate() {
+            let watched = self.dirs.values().any(|(root, _, d)| *root == i && *d == 0);
+            let tried = self
+                .root_tries
+                .get(&i)
+                .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1));
+            if !watched && !tried && r.path.is_dir() {
+                // At most once a second, should watching it keep failing.
+                self.root_tries.insert(i, std::time::Instant::now());
+                out.push(Change::NewDir {
+                    root: i,
+                    path: r.path.clone(),
+                    depth: 0,
+                });
+            }
+        }
         // A few buffers at most per call; what is left is read next time.
         for _ in 0..16 {
             let events = match self.inotify.read_events(&mut buf) {
