@@ -151,17 +151,21 @@ pub struct Facets {
     pub engines: BTreeMap<String, usize>,
 }
 
-/// One page of a listing, serialised as `sessions.json`.
+/// One page of a listing, serialised as `sessions.json`; `T` is how each
+/// session's `meta.json` is held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Listing {
+pub struct Page<T> {
     /// Sessions matching the filters, over all pages.
     pub total: usize,
     pub offset: usize,
     pub limit: Option<usize>,
     /// Each session's `meta.json`.
-    pub sessions: Vec<Value>,
+    pub sessions: Vec<T>,
     pub facets: Facets,
 }
+
+/// A page with each `meta.json` as a JSON value.
+pub type Listing = Page<Value>;
 
 /// What listing needs of a session; the core's rows and `meta.json`
 /// documents ([`Entry`]) both have it.
@@ -173,6 +177,27 @@ pub trait Listed {
     /// Milliseconds since the epoch.
     fn last_activity_ms(&self) -> u64;
     fn title(&self) -> Option<&str>;
+}
+
+impl<T: Listed> Listed for &T {
+    fn key(&self) -> &SessionKey {
+        (*self).key()
+    }
+    fn favourite(&self) -> bool {
+        (*self).favourite()
+    }
+    fn archived(&self) -> bool {
+        (*self).archived()
+    }
+    fn project(&self) -> Option<&str> {
+        (*self).project()
+    }
+    fn last_activity_ms(&self) -> u64 {
+        (*self).last_activity_ms()
+    }
+    fn title(&self) -> Option<&str> {
+        (*self).title()
+    }
 }
 
 impl Listed for Entry {
@@ -255,7 +280,7 @@ pub fn list(entries: Vec<Entry>, query: &Query) -> Listing {
 
 /// [`list`] over any listed items; `meta` makes the `meta.json` document
 /// of each item on the page only.
-pub fn list_by<T: Listed>(entries: Vec<T>, query: &Query, meta: impl FnMut(T) -> Value) -> Listing {
+pub fn list_by<T: Listed, U>(entries: Vec<T>, query: &Query, meta: impl FnMut(T) -> U) -> Page<U> {
     let scoped: Vec<T> = entries
         .into_iter()
         .filter(|e| e.archived() == query.archived)
@@ -286,7 +311,7 @@ pub fn list_by<T: Listed>(entries: Vec<T>, query: &Query, meta: impl FnMut(T) ->
         .take(query.limit.unwrap_or(usize::MAX))
         .map(meta)
         .collect();
-    Listing {
+    Page {
         total,
         offset: query.offset,
         limit: query.limit,

@@ -67,8 +67,8 @@ impl Indexed {
     }
 
     /// The store's own title, else its first prompt.
-    pub fn title(&self) -> Option<String> {
-        self.summary.as_ref().and_then(|s| s.title())
+    pub fn title(&self) -> Option<&str> {
+        self.summary.as_deref().and_then(|s| s.title())
     }
 
     /// The directory the agent ran in.
@@ -99,8 +99,10 @@ struct Index {
     walked: Option<Instant>,
     /// Differs from what was saved.
     dirty: bool,
-    /// Files summarised for the first time since the last save.
-    new_summaries: usize,
+    /// Counts files summarised for the first time; `saved_summaries` is
+    /// its value in the last file written.
+    new_summaries: u64,
+    saved_summaries: u64,
     changed_at: Option<Instant>,
     saved_at: Option<Instant>,
     /// Events were lost: walk everything.
@@ -109,6 +111,7 @@ struct Index {
 
 impl Index {
     fn touch(&mut self) {
+        self.seq += 1;
         self.dirty = true;
         self.changed_at = Some(Instant::now());
     }
@@ -249,7 +252,8 @@ impl Catalog {
                 .changed_at
                 .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
             let long_ago = index.saved_at.is_none_or(|t| t.elapsed() > SAFETY_RESCAN);
-            index.dirty && quiet && (index.new_summaries > 0 || long_ago)
+            let unsaved = index.new_summaries > index.saved_summaries;
+            index.dirty && quiet && (unsaved || long_ago)
         };
         if due {
             self.save();
@@ -259,23 +263,32 @@ impl Catalog {
     /// Writes the index to the state directory.
     pub fn save(&self) {
         let Some(path) = &self.saved else { return };
-        let files = {
+        let (files, summaries) = {
             let mut index = lock(&self.index);
             index.dirty = false;
-            index.new_summaries = 0;
             index.saved_at = Some(Instant::now());
-            index.files.clone()
+            (index.files.clone(), index.new_summaries)
         };
-        if let Err(e) = persist::save(path, &files) {
-            log::warn!("cannot save {}: {e}", path.display());
-            lock(&self.index).dirty = true;
+        match persist::save(path, &files) {
+            Ok(()) => {
+                let mut index = lock(&self.index);
+                index.saved_summaries = index.saved_summaries.max(summaries);
+            }
+            Err(e) => {
+                log::warn!("cannot save {}: {e}", path.display());
+                lock(&self.index).dirty = true;
+            }
         }
     }
 
     /// Saves if something was summarised since the last save (for
     /// one-shot users such as `sessionfs ls`).
     pub fn save_if_new(&self) {
-        if lock(&self.index).new_summaries > 0 {
+        let unsaved = {
+            let index = lock(&self.index);
+            index.new_summaries > index.saved_summaries
+        };
+        if unsaved {
             self.save();
         }
     }
@@ -522,6 +535,12 @@ impl Catalog {
         }
     }
 
+    /// Changes whenever the index does (after reading the events queued).
+    pub fn version(&self) -> u64 {
+        self.sync();
+        lock(&self.index).seq
+    }
+
     /// Every conversation, current as of this call.
     pub fn files(&self) -> Arc<Files> {
         self.sync();
@@ -658,7 +677,7 @@ impl Catalog {
             conversations: index.files.len(),
             summarised: index.files.values().filter(|e| e.is_summarised()).count(),
             watching,
-            saved: index.new_summaries == 0,
+            saved: index.new_summaries == index.saved_summaries,
             files_read: self.reads.load(Ordering::Relaxed),
         }
     }
@@ -777,7 +796,9 @@ mod tests {
 
     fn title(c: &Catalog, id: &str) -> Option<String> {
         let key = SessionKey::new("claude", id).unwrap();
-        c.summarised().get(&key).and_then(|e| e.title())
+        c.summarised()
+            .get(&key)
+            .and_then(|e| e.title().map(str::to_string))
     }
 
     /// Makes the next write visible as a new mtime even on coarse clocks.

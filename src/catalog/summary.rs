@@ -34,7 +34,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn title(&self) -> Option<String> {
+    pub fn title(&self) -> Option<&str> {
         self.skim.title()
     }
 }

@@ -12,12 +12,19 @@ use crate::listing::{self, Entry, Listed, Listing, Query};
 use crate::runtime::Outcome;
 use crate::sidecar::SessionMeta;
 use crate::timefmt::rfc3339_ms;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+/// How long a cached listing may be served while nothing it depends on
+/// changed (a master of another daemon dying leaves no trace to see).
+const CACHE_FOR: Duration = Duration::from_secs(1);
 
 /// One session as the listing and `meta.json` show it.
 #[derive(Debug, Clone)]
@@ -29,8 +36,58 @@ pub(crate) struct Row {
     pub last_activity_ms: u64,
     pub state: &'static str,
     pub pid: Option<u32>,
+}
+
+impl Row {
     /// The title shown: the sidecar's, else the store's.
-    pub title: Option<String>,
+    pub fn title(&self) -> Option<&str> {
+        self.meta
+            .title
+            .as_deref()
+            .or_else(|| self.store.as_deref().and_then(Indexed::title))
+    }
+}
+
+/// A session's `meta.json`, its fields in the order the file shows them.
+#[derive(Debug, Serialize)]
+pub(crate) struct MetaDoc<'a> {
+    archived: bool,
+    created: String,
+    engine: &'a str,
+    favourite: bool,
+    id: &'a str,
+    key: String,
+    last_activity: String,
+    pid: Option<u32>,
+    project: Option<&'a str>,
+    state: &'a str,
+    title: Option<&'a str>,
+    workspace: Cow<'a, Path>,
+}
+
+/// What a listing depends on besides time; equal stamps, equal listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp {
+    catalog: u64,
+    sidecar: std::time::SystemTime,
+    /// The runtime directory (sockets come and go) and every runtime's state.
+    runtimes: u64,
+    /// The hosted runs' transcripts.
+    hosted: u64,
+}
+
+/// Listings made recently, served again while their stamp holds.
+#[derive(Debug, Default)]
+pub(super) struct ListingCache {
+    rows: Mutex<Option<(Stamp, Instant, Arc<Vec<Row>>)>>,
+    sessions_json: Mutex<Option<(Stamp, Instant, Arc<Vec<u8>>)>>,
+}
+
+fn cached<T: Clone>(slot: &Mutex<Option<(Stamp, Instant, T)>>, stamp: Stamp) -> Option<T> {
+    match &*lock(slot) {
+        Some((s, at, v)) if *s == stamp && at.elapsed() < CACHE_FOR => Some(v.clone()),
+        _ => None,
+    }
 }
 
 impl Listed for Row {
@@ -50,7 +107,7 @@ impl Listed for Row {
         self.last_activity_ms
     }
     fn title(&self) -> Option<&str> {
-        self.title.as_deref()
+        Row::title(self)
     }
 }
 
@@ -137,10 +194,6 @@ impl Core {
         let state = state_of(meta.archived, parts.runtime, || {
             socket && std::os::unix::net::UnixStream::connect(self.paths.socket(&key)).is_ok()
         });
-        let title = meta
-            .title
-            .clone()
-            .or_else(|| parts.store.as_ref().and_then(|s| s.title()));
         Row {
             key,
             meta,
@@ -148,7 +201,6 @@ impl Core {
             last_activity_ms: last,
             state,
             pid,
-            title,
         }
     }
 
@@ -178,12 +230,40 @@ impl Core {
         self.archived_store(key).map(|f| f.mtime_ms)
     }
 
-    /// Every session, in listing order (favourites, newest activity, key).
-    /// With `summaries`, store titles are current (changed files are read,
-    /// a bounded part each); without, only what `readdir` needs is gathered.
-    pub(crate) fn rows(&self, summaries: bool) -> Vec<Row> {
-        // A session this daemon launched may since have got its engine's
-        // own conversation id: bind it first, so it lists once.
+    /// What the listing depends on, as of now.
+    fn listing_stamp(&self) -> Stamp {
+        let mut runtimes = std::collections::hash_map::DefaultHasher::new();
+        std::fs::metadata(&self.config.runtime_dir)
+            .and_then(|m| m.modified())
+            .ok()
+            .hash(&mut runtimes);
+        for (key, rt) in lock(&self.sessions).iter() {
+            let state = lock(&rt.state);
+            (
+                key,
+                state.client.is_some(),
+                state.outcome.as_ref().map(std::mem::discriminant),
+                state.last_input_ms,
+                state.launched,
+            )
+                .hash(&mut runtimes);
+            (rt.scrollback.total(), rt.scrollback.last_append()).hash(&mut runtimes);
+        }
+        let mut hosted = std::collections::hash_map::DefaultHasher::new();
+        for id in self.slots.transcripts() {
+            (mtime_ms(&self.slots.transcript_path(&id)), id).hash(&mut hosted);
+        }
+        Stamp {
+            catalog: self.catalog.version(),
+            sidecar: self.sidecar.modified(),
+            runtimes: runtimes.finish(),
+            hosted: hosted.finish(),
+        }
+    }
+
+    /// A session this daemon launched may since have got its engine's own
+    /// conversation id: binds it, so it lists once.
+    fn bind_launched(&self) {
         let launched: Vec<SessionKey> = lock(&self.sessions)
             .iter()
             .filter(|(_, rt)| lock(&rt.state).launched.is_some())
@@ -192,12 +272,37 @@ impl Core {
         for key in &launched {
             self.store_file(key);
         }
-        let sidecar = self.sidecar.all();
-        let files = if summaries {
-            self.catalog.summarised()
-        } else {
-            self.catalog.files()
-        };
+    }
+
+    /// Every session, in listing order (favourites, newest activity, key).
+    /// With `summaries`, store titles are current (changed files are read,
+    /// a bounded part each); without, only what `readdir` needs is gathered.
+    pub(crate) fn rows(&self, summaries: bool) -> Arc<Vec<Row>> {
+        self.bind_launched();
+        if summaries {
+            // Reads what changed first, so the stamp covers it.
+            self.catalog.summarised();
+        }
+        let stamp = self.listing_stamp();
+        if !summaries {
+            if let Some(rows) = cached(&self.listings.rows, stamp) {
+                return rows;
+            }
+        }
+        let rows = Arc::new(self.gather_rows());
+        if !summaries
+            || rows
+                .iter()
+                .all(|r| r.store.as_ref().is_none_or(|s| s.is_summarised()))
+        {
+            *lock(&self.listings.rows) = Some((stamp, Instant::now(), rows.clone()));
+        }
+        rows
+    }
+
+    fn gather_rows(&self) -> Vec<Row> {
+        let mut sidecar = self.sidecar.all();
+        let files = self.catalog.files();
         let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
         let sockets = self.socket_names();
         let hosted: HashMap<String, Option<u64>> = self
@@ -210,58 +315,66 @@ impl Core {
             })
             .collect();
 
-        let mut keys: HashSet<SessionKey> = HashSet::with_capacity(sidecar.len() + files.len());
+        let mut metas: HashMap<SessionKey, SessionMeta> = HashMap::with_capacity(sidecar.len());
         let mut claimed: HashSet<SessionKey> = HashSet::new();
-        for (k, meta) in &sidecar {
-            let Ok(key) = SessionKey::parse(k) else {
+        for (k, meta) in std::mem::take(&mut sidecar) {
+            let Ok(key) = SessionKey::parse(&k) else {
                 continue;
             };
             if meta.conversation.is_some() {
-                claimed.insert(Self::conversation_key(&key, Some(meta)));
+                claimed.insert(Self::conversation_key(&key, Some(&meta)));
             }
-            keys.insert(key);
+            metas.insert(key, meta);
         }
+        let mut keys: Vec<SessionKey> = metas.keys().cloned().collect();
         for (key, rt) in &runtimes {
-            if rt.live_client().is_some() {
-                keys.insert(key.clone());
+            if rt.live_client().is_some() && !metas.contains_key(key) {
+                keys.push(key.clone());
             }
         }
         for id in hosted.keys() {
             if let Ok(key) = SessionKey::new(HOSTED, id) {
-                keys.insert(key);
+                if !metas.contains_key(&key) && !runtimes.contains_key(&key) {
+                    keys.push(key);
+                }
             }
         }
         // A conversation bound to a session shows as that session only.
         for key in files.keys() {
-            if !claimed.contains(key) {
-                keys.insert(key.clone());
+            if !claimed.contains(key) && !metas.contains_key(key) {
+                keys.push(key.clone());
             }
         }
+        keys.sort_unstable();
+        keys.dedup();
 
         let mut rows: Vec<Row> = keys
             .into_iter()
             .map(|key| {
-                let name = key.to_string();
-                let meta = sidecar.get(&name).cloned();
-                let store = if self.catalog.kind_of(key.engine()).is_some() {
+                let meta = metas.remove(&key);
+                let has_store = self.catalog.kind_of(key.engine()).is_some();
+                let store = if !has_store {
+                    None
+                } else if meta.as_ref().is_some_and(|m| m.conversation.is_some()) {
                     files
                         .get(&Self::conversation_key(&key, meta.as_ref()))
                         .cloned()
                 } else {
-                    None
+                    files.get(&key).cloned()
                 };
                 let other_mtime_ms = if key.engine() == HOSTED {
                     hosted.get(key.id()).copied().flatten()
-                } else if store.is_none() && self.catalog.kind_of(key.engine()).is_some() {
+                } else if store.is_none() && has_store {
                     self.archived_copy_mtime(&key, meta.as_ref())
                 } else {
                     None
                 };
-                let socket = self
-                    .paths
-                    .socket(&key)
-                    .file_name()
-                    .is_some_and(|n| sockets.contains(n));
+                let socket = !sockets.is_empty()
+                    && self
+                        .paths
+                        .socket(&key)
+                        .file_name()
+                        .is_some_and(|n| sockets.contains(n));
                 let parts = Parts {
                     meta,
                     store,
@@ -310,28 +423,34 @@ impl Core {
     }
 
     /// The `meta.json` document of a row.
+    pub(crate) fn meta_doc<'a>(&'a self, row: &'a Row) -> MetaDoc<'a> {
+        let workspace = match (
+            &row.meta.workspace,
+            row.store.as_deref().and_then(Indexed::cwd),
+        ) {
+            (Some(w), _) => Cow::Borrowed(Path::new(w.as_str())),
+            (None, Some(cwd)) => Cow::Borrowed(Path::new(cwd)),
+            (None, None) => Cow::Borrowed(self.config.home.as_path()),
+        };
+        MetaDoc {
+            archived: row.meta.archived,
+            created: rfc3339_ms(row.meta.created_ms),
+            engine: row.key.engine(),
+            favourite: row.meta.favourite,
+            id: row.key.id(),
+            key: row.key.to_string(),
+            last_activity: rfc3339_ms(row.last_activity_ms),
+            pid: row.pid,
+            project: row.meta.project.as_deref(),
+            state: row.state,
+            title: row.title(),
+            workspace,
+        }
+    }
+
+    /// The `meta.json` document of a row, as a value.
     pub(crate) fn meta_of(&self, row: &Row) -> Value {
-        let workspace: PathBuf = row
-            .meta
-            .workspace
-            .clone()
-            .or_else(|| row.store.as_ref().and_then(|s| s.cwd().map(str::to_string)))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| self.config.home.clone());
-        json!({
-            "key": row.key.to_string(),
-            "engine": row.key.engine(),
-            "id": row.key.id(),
-            "title": row.title,
-            "project": row.meta.project,
-            "favourite": row.meta.favourite,
-            "archived": row.meta.archived,
-            "workspace": workspace,
-            "created": rfc3339_ms(row.meta.created_ms),
-            "last_activity": rfc3339_ms(row.last_activity_ms),
-            "state": row.state,
-            "pid": row.pid,
-        })
+        serde_json::to_value(self.meta_doc(row)).expect("meta.json serialises")
     }
 
     /// The session's `meta.json` as a value.
@@ -340,40 +459,74 @@ impl Core {
         Ok(self.meta_of(&self.row(key)))
     }
 
+    /// The session's `meta.json`.
+    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        let row = self.row(key);
+        let mut text =
+            serde_json::to_vec_pretty(&self.meta_doc(&row)).expect("meta.json serialises");
+        text.push(b'\n');
+        Ok(text)
+    }
+
+    /// `sessions.json`: every active session's `meta.json`, in listing
+    /// order, with the facets. Made once while nothing changes, so a
+    /// `stat` and the `read` after it cost one listing.
+    pub fn sessions_json(&self) -> Arc<Vec<u8>> {
+        self.bind_launched();
+        self.catalog.summarised();
+        let stamp = self.listing_stamp();
+        if let Some(text) = cached(&self.listings.sessions_json, stamp) {
+            return text;
+        }
+        let rows = self.rows(true);
+        let page = listing::list_by(rows.iter().collect(), &Query::default(), |row| {
+            self.meta_doc(row)
+        });
+        // About 400 bytes a session: one allocation, not a dozen doublings.
+        let mut text = Vec::with_capacity(512 + page.sessions.len() * 448);
+        serde_json::to_writer_pretty(&mut text, &page).expect("listing serialises");
+        text.push(b'\n');
+        let text = Arc::new(text);
+        *lock(&self.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
+        text
+    }
+
     /// Every session this daemon knows (the sidecar's, the live ones, the
     /// hosted runs' and the stores' conversations), in listing order.
     pub fn keys(&self) -> Vec<SessionKey> {
-        self.rows(false).into_iter().map(|r| r.key).collect()
+        self.rows(false).iter().map(|r| r.key.clone()).collect()
     }
 
     /// The sessions of one scope (archived or active), in listing order.
     pub fn keys_in(&self, archived: bool) -> Vec<SessionKey> {
         self.rows(false)
-            .into_iter()
+            .iter()
             .filter(|r| r.meta.archived == archived)
-            .map(|r| r.key)
+            .map(|r| r.key.clone())
             .collect()
     }
 
     /// Every session as the listing's entries (the views group them).
     pub fn entries(&self) -> Vec<Entry> {
         self.rows(false)
-            .into_iter()
+            .iter()
             .map(|r| Entry {
-                key: r.key,
+                key: r.key.clone(),
                 meta: Value::Null,
                 favourite: r.meta.favourite,
                 archived: r.meta.archived,
-                project: r.meta.project,
+                project: r.meta.project.clone(),
                 last_activity_ms: r.last_activity_ms,
-                title: r.title,
+                title: r.title().map(str::to_string),
             })
             .collect()
     }
 
-    /// `sessions.json` and `sessionfs ls`.
+    /// `sessionfs ls`: one page, as `sessions.json` would show it.
     pub fn listing(&self, query: &Query) -> Listing {
-        listing::list_by(self.rows(true), query, |row| self.meta_of(&row))
+        let rows = self.rows(true);
+        listing::list_by(rows.iter().collect(), query, |row| self.meta_of(row))
     }
 
     /// Saves the catalog's index if this process read summaries (one-shot

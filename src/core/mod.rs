@@ -126,6 +126,7 @@ pub struct Core {
     dtach: PathBuf,
     mountpoint: PathBuf,
     started_ms: u64,
+    listings: listing::ListingCache,
 }
 
 /// A `resize` argument: `COLSxROWS`, each 1..=1000.
@@ -205,6 +206,7 @@ impl Core {
             dtach,
             mountpoint: mountpoint.to_path_buf(),
             started_ms: now_ms(),
+            listings: listing::ListingCache::default(),
         }))
     }
 
@@ -681,11 +683,6 @@ impl Core {
             "scrollback_bytes": rt.map_or(0, |rt| rt.scrollback.len()),
             "error": error,
         })))
-    }
-
-    /// The session's `meta.json`.
-    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
-        Ok(to_json_text(&self.meta_value(key)?))
     }
 
     /// The session's `screen`: the VT mirror's text.

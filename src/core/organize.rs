@@ -172,9 +172,9 @@ impl Core {
     pub fn archive_older(&self, cutoff_ms: u64) -> Result<usize> {
         let old: Vec<SessionKey> = self
             .rows(false)
-            .into_iter()
+            .iter()
             .filter(|r| !r.meta.archived && r.last_activity_ms < cutoff_ms)
-            .map(|r| r.key)
+            .map(|r| r.key.clone())
             .collect();
         for key in &old {
             self.archive(key)?;

@@ -8,7 +8,6 @@ use super::SessionFs;
 use crate::core::MetaField;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::listing::Query;
 use fuser::FileType;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -265,7 +264,7 @@ impl SessionFs {
             Node::SessionsJson => (
                 FileType::RegularFile,
                 0o444,
-                self.sessions_json().len() as u64,
+                self.core.sessions_json().len() as u64,
             ),
             Node::View(_) | Node::Facet(..) => (FileType::Directory, 0o755, 0),
             Node::ViewLink(..) => (FileType::Symlink, 0o777, link_target(node).len() as u64),
@@ -283,10 +282,7 @@ impl SessionFs {
     }
 
     pub(super) fn sessions_json(&self) -> Vec<u8> {
-        let mut text = serde_json::to_vec_pretty(&self.core.listing(&Query::default()))
-            .expect("listing serialises");
-        text.push(b'\n');
-        text
+        self.core.sessions_json().to_vec()
     }
 
     /// Active sessions with what the views group them by.

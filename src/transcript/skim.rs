@@ -37,12 +37,12 @@ pub struct Skim {
 
 impl Skim {
     /// The store's own title, else the first prompt (as the turn index says).
-    pub fn title(&self) -> Option<String> {
+    pub fn title(&self) -> Option<&str> {
         self.custom_title
-            .clone()
-            .or_else(|| self.ai_title.clone())
-            .or_else(|| self.summary.clone())
-            .or_else(|| self.first_prompt.clone())
+            .as_deref()
+            .or(self.ai_title.as_deref())
+            .or(self.summary.as_deref())
+            .or(self.first_prompt.as_deref())
     }
 
     /// Reads the complete lines of `window` (a partial first line must be
@@ -147,13 +147,13 @@ mod tests {
         assert_eq!(skim.created_ms, Some(1_767_312_000_000));
         assert_eq!(skim.cwd.as_deref(), Some("/w"));
         assert_eq!(skim.first_prompt.as_deref(), Some("fix the build"));
-        assert_eq!(skim.title().as_deref(), Some("Build fix"));
+        assert_eq!(skim.title(), Some("Build fix"));
         // A later window's title rows win.
         skim.read(
             StoreKind::Claude,
             b"{\"type\":\"custom-title\",\"customTitle\":\"Mine\"}\n",
         );
-        assert_eq!(skim.title().as_deref(), Some("Mine"));
+        assert_eq!(skim.title(), Some("Mine"));
         assert_eq!(skim.first_prompt.as_deref(), Some("fix the build"));
     }
 
