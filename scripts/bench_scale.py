@@ -56,10 +56,12 @@ def vm(pid, field):
     broke(f"no {field} for pid {pid}")
 
 
-def timed(argv, env=None, reps=5):
+def timed(argv, env=None, reps=5, before=None):
     times = []
     out = None
     for _ in range(reps):
+        if before:
+            before()
         t0 = time.perf_counter()
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         times.append(time.perf_counter() - t0)
@@ -160,11 +162,25 @@ def run(binary, work, n):
             broke("sessions.json and ls -f disagree on the order")
         d.wait_catalog(n)
 
+        # A conversation written to (as a live one is all the time): the
+        # daemon's listings made before no longer hold.
+        touched = [0]
+
+        def write_one():
+            touched[0] += 1
+            p = os.path.join(claude, "projects", "-work-p0", f"{ids[0]}.jsonl")
+            t = BASE_S + 30 + touched[0]
+            os.utime(p, (t, t))
+            time.sleep(0.01)
+
         ls_f, _ = timed(["ls", "-f", mnt])
+        ls_f_changed, _ = timed(["ls", "-f", mnt], before=write_one)
         tmpfs, _ = timed(["ls", "-f", anchor])
         sj, out = timed(["cat", os.path.join(mnt, "sessions.json")], reps=3)
         sj_bytes = len(out)
-        cli, out = timed([binary, "ls", "--limit", "20"], env=env, reps=3)
+        sj_changed, _ = timed(["cat", os.path.join(mnt, "sessions.json")], reps=3,
+                              before=write_one)
+        cli, out = timed([binary, "ls", "--limit", "20"], env=env, reps=3, before=write_one)
         if f"20 of {n} sessions" not in out.decode():
             broke(f"sessionfs ls --limit 20 printed: {out.decode()[-200:]}")
         meta_times = []
@@ -202,12 +218,18 @@ def run(binary, work, n):
          None if big else ready < 1.0),
         ("first ls -f MNT", f"{first_ls * 1e3:.1f} ms", "-", None),
         ("first sessions.json (reads every summary)", f"{first_json * 1e3:.0f} ms", "-", None),
-        ("ls -f MNT, median of 5", f"{ls_f * 1e3:.1f} ms",
+        ("ls -f MNT, nothing changed, median of 5", f"{ls_f * 1e3:.1f} ms",
          f"<= 3x tmpfs ({3 * tmpfs * 1e3:.1f} ms)", ls_f <= 3 * tmpfs),
+        ("ls -f MNT, a conversation written before each, median of 5",
+         f"{ls_f_changed * 1e3:.1f} ms", f"<= 3x tmpfs ({3 * tmpfs * 1e3:.1f} ms)",
+         ls_f_changed <= 3 * tmpfs),
         ("ls -f of N tmpfs dirs, median of 5", f"{tmpfs * 1e3:.1f} ms", "-", None),
-        (f"cat sessions.json ({sj_bytes / MiB:.1f} MiB), median of 3", f"{sj * 1e3:.0f} ms",
-         "< 200 ms", sj < 0.200),
-        ("sessionfs ls --limit 20, median of 3", f"{cli * 1e3:.0f} ms", "< 100 ms", cli < 0.100),
+        (f"cat sessions.json ({sj_bytes / MiB:.1f} MiB), nothing changed, median of 3",
+         f"{sj * 1e3:.0f} ms", "< 200 ms", sj < 0.200),
+        ("cat sessions.json, a conversation written before each, median of 3",
+         f"{sj_changed * 1e3:.0f} ms", "< 200 ms", sj_changed < 0.200),
+        ("sessionfs ls --limit 20, a conversation written before each, median of 3",
+         f"{cli * 1e3:.0f} ms", "< 100 ms", cli < 0.100),
         (f"one meta.json, median of {len(meta_times)}", f"{meta_t * 1e3:.2f} ms", "< 5 ms",
          meta_t < 0.005),
         ("daemon RSS after all of the above", f"{rss / MiB:.1f} MiB (peak {hwm / MiB:.1f})",
@@ -215,7 +237,8 @@ def run(binary, work, n):
         ("restart: mount ready (summaries saved)", f"{restart_ready * 1e3:.0f} ms",
          f"< {ready_target:.0f} s", restart_ready < ready_target),
         ("restart: first sessions.json", f"{restart_json * 1e3:.0f} ms", "-", None),
-        ("restart: files read again", f"{reread}", "0", reread == 0),
+        ("restart: files read again (1 written after the last save)", f"{reread}", "<= 1",
+         reread <= 1),
         ("restart: daemon RSS", f"{restart_rss / MiB:.1f} MiB", "-", None),
     ]
     print(f"scale, {n} conversations in {PROJECTS} projects; {os.cpu_count()} CPUs")

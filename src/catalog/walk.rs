@@ -122,7 +122,23 @@ pub fn walk(
         };
         if depth == r.file_depth() {
             if let Some(id) = r.id_of(&name) {
-                found.extend(stat(root, id, entry.path()));
+                // Relative to the open directory, not a path walk per file;
+                // a link is followed the long way.
+                let meta = entry
+                    .metadata()
+                    .ok()
+                    .filter(|m| !m.file_type().is_symlink())
+                    .or_else(|| std::fs::metadata(entry.path()).ok());
+                if let Some(meta) = meta.filter(|m| m.is_file()) {
+                    found.push(Seen {
+                        root,
+                        id,
+                        path: entry.path(),
+                        size: meta.len(),
+                        mtime_ms: mtime_ms(&meta),
+                        ino: meta.ino(),
+                    });
+                }
             }
         } else if r.wants_dir(depth + 1, &name) && entry.path().is_dir() {
             walk(roots, root, &entry.path(), depth + 1, on_dir, found);
