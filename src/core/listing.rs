@@ -326,27 +326,32 @@ impl Core {
             }
             metas.insert(key, meta);
         }
+        // Each key once: the sidecar's, then live ones it lacks, then hosted
+        // runs, then conversations none of these is.
         let mut keys: Vec<SessionKey> = metas.keys().cloned().collect();
-        for (key, rt) in &runtimes {
-            if rt.live_client().is_some() && !metas.contains_key(key) {
+        let live = |key: &SessionKey| {
+            runtimes
+                .get(key)
+                .is_some_and(|rt| rt.live_client().is_some())
+        };
+        for key in runtimes.keys() {
+            if live(key) && !metas.contains_key(key) {
                 keys.push(key.clone());
             }
         }
         for id in hosted.keys() {
             if let Ok(key) = SessionKey::new(HOSTED, id) {
-                if !metas.contains_key(&key) && !runtimes.contains_key(&key) {
+                if !metas.contains_key(&key) && !live(&key) {
                     keys.push(key);
                 }
             }
         }
         // A conversation bound to a session shows as that session only.
         for key in files.keys() {
-            if !claimed.contains(key) && !metas.contains_key(key) {
+            if !claimed.contains(key) && !metas.contains_key(key) && !live(key) {
                 keys.push(key.clone());
             }
         }
-        keys.sort_unstable();
-        keys.dedup();
 
         let mut rows: Vec<Row> = keys
             .into_iter()
