@@ -76,14 +76,17 @@ pub(super) struct Stamp {
     hosted: u64,
 }
 
+/// One cached result: what it was made from, when, and it.
+type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
+
 /// Listings made recently, served again while their stamp holds.
 #[derive(Debug, Default)]
 pub(super) struct ListingCache {
-    rows: Mutex<Option<(Stamp, Instant, Arc<Vec<Row>>)>>,
-    sessions_json: Mutex<Option<(Stamp, Instant, Arc<Vec<u8>>)>>,
+    rows: Slot<Arc<Vec<Row>>>,
+    sessions_json: Slot<Arc<Vec<u8>>>,
 }
 
-fn cached<T: Clone>(slot: &Mutex<Option<(Stamp, Instant, T)>>, stamp: Stamp) -> Option<T> {
+fn cached<T: Clone>(slot: &Slot<T>, stamp: Stamp) -> Option<T> {
     match &*lock(slot) {
         Some((s, at, v)) if *s == stamp && at.elapsed() < CACHE_FOR => Some(v.clone()),
         _ => None,
