@@ -65,6 +65,25 @@ pub(crate) struct MetaDoc<'a> {
     workspace: Cow<'a, Path>,
 }
 
+/// A [`listing::Page`] whose documents are made as they are written.
+#[derive(Serialize)]
+struct DocPage<'a> {
+    total: usize,
+    offset: usize,
+    limit: Option<usize>,
+    sessions: Docs<'a>,
+    facets: listing::Facets,
+}
+
+/// Rows serialised as their `meta.json` documents, one at a time.
+struct Docs<'a>(&'a Core, Vec<&'a Row>);
+
+impl Serialize for Docs<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.1.iter().map(|row| self.0.meta_doc(row)))
+    }
+}
+
 /// What a listing depends on besides time; equal stamps, equal listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Stamp {
@@ -84,6 +103,23 @@ type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
 pub(super) struct ListingCache {
     rows: Slot<Arc<Vec<Row>>>,
     sessions_json: Slot<Arc<Vec<u8>>>,
+}
+
+impl ListingCache {
+    /// Drops what is too old to be served again.
+    pub(super) fn expire(&self) {
+        // Freed here, outside the slots' locks.
+        drop(expired(&self.rows));
+        drop(expired(&self.sessions_json));
+    }
+}
+
+fn expired<T>(slot: &Slot<T>) -> Option<T> {
+    let mut slot = lock(slot);
+    if slot.as_ref().is_some_and(|(_, at, _)| at.elapsed() >= CACHE_FOR) {
+        return slot.take().map(|(_, _, v)| v);
+    }
+    None
 }
 
 fn cached<T: Clone>(slot: &Slot<T>, stamp: Stamp) -> Option<T> {
@@ -329,70 +365,98 @@ impl Core {
             }
             metas.insert(key, meta);
         }
-        // Each key once: the sidecar's, then live ones it lacks, then hosted
-        // runs, then conversations none of these is.
-        let mut keys: Vec<SessionKey> = metas.keys().cloned().collect();
-        let live = |key: &SessionKey| {
-            runtimes
-                .get(key)
-                .is_some_and(|rt| rt.live_client().is_some())
-        };
-        for key in runtimes.keys() {
-            if live(key) && !metas.contains_key(key) {
-                keys.push(key.clone());
-            }
-        }
-        for id in hosted.keys() {
-            if let Ok(key) = SessionKey::new(HOSTED, id) {
-                if !metas.contains_key(&key) && !live(&key) {
-                    keys.push(key);
-                }
-            }
-        }
-        // A conversation bound to a session shows as that session only.
-        for key in files.keys() {
-            if !claimed.contains(key) && !metas.contains_key(key) && !live(key) {
-                keys.push(key.clone());
-            }
-        }
-
-        let mut rows: Vec<Row> = keys
-            .into_iter()
-            .map(|key| {
-                let meta = metas.remove(&key);
-                let has_store = self.catalog.kind_of(key.engine()).is_some();
-                let store = if !has_store {
-                    None
-                } else if meta.as_ref().is_some_and(|m| m.conversation.is_some()) {
-                    files
-                        .get(&Self::conversation_key(&key, meta.as_ref()))
-                        .cloned()
-                } else {
-                    files.get(&key).cloned()
-                };
-                let other_mtime_ms = if key.engine() == HOSTED {
-                    hosted.get(key.id()).copied().flatten()
-                } else if store.is_none() && has_store {
-                    self.archived_copy_mtime(&key, meta.as_ref())
-                } else {
-                    None
-                };
-                let socket = !sockets.is_empty()
-                    && self
-                        .paths
-                        .socket(&key)
-                        .file_name()
-                        .is_some_and(|n| sockets.contains(n));
-                let parts = Parts {
-                    meta,
-                    store,
-                    runtime: runtimes.get(&key),
-                    socket,
-                    other_mtime_ms,
-                };
-                self.make_row(key, parts)
-            })
+        let live: HashSet<&SessionKey> = runtimes
+            .iter()
+            .filter(|(_, rt)| rt.live_client().is_some())
+            .map(|(k, _)| k)
             .collect();
+        // Most sessions are conversations nobody touched: the checks below
+        // look in a map only when it has something in it.
+        let taken = |key: &SessionKey| {
+            (!metas.is_empty() && metas.contains_key(key))
+                || (!live.is_empty() && live.contains(key))
+        };
+        let socket = |key: &SessionKey| {
+            !sockets.is_empty()
+                && self
+                    .paths
+                    .socket(key)
+                    .file_name()
+                    .is_some_and(|n| sockets.contains(n))
+        };
+        let runtime = |key: &SessionKey| {
+            if runtimes.is_empty() {
+                None
+            } else {
+                runtimes.get(key)
+            }
+        };
+        let mut rows: Vec<Row> = Vec::with_capacity(metas.len() + files.len() + hosted.len());
+
+        // Each session once: conversations no record or live session is
+        // (a conversation bound to a session shows as that session only)...
+        for (key, entry) in files.iter() {
+            if taken(key) || (!claimed.is_empty() && claimed.contains(key)) {
+                continue;
+            }
+            let parts = Parts {
+                meta: None,
+                store: Some(entry.clone()),
+                runtime: runtime(key),
+                socket: socket(key),
+                other_mtime_ms: None,
+            };
+            rows.push(self.make_row(key.clone(), parts));
+        }
+        // ...hosted runs without a record...
+        for (id, at) in &hosted {
+            let Ok(key) = SessionKey::new(HOSTED, id) else {
+                continue;
+            };
+            if taken(&key) {
+                continue;
+            }
+            let parts = Parts {
+                meta: None,
+                store: None,
+                runtime: runtime(&key),
+                socket: socket(&key),
+                other_mtime_ms: *at,
+            };
+            rows.push(self.make_row(key, parts));
+        }
+        // ...live sessions without a record, and the records.
+        let mut recorded: Vec<(SessionKey, Option<SessionMeta>)> = live
+            .iter()
+            .filter(|k| !metas.contains_key(**k))
+            .map(|k| ((*k).clone(), None))
+            .collect();
+        recorded.extend(metas.into_iter().map(|(k, m)| (k, Some(m))));
+        for (key, meta) in recorded {
+            let has_store = self.catalog.kind_of(key.engine()).is_some();
+            let store = if has_store {
+                files
+                    .get(&Self::conversation_key(&key, meta.as_ref()))
+                    .cloned()
+            } else {
+                None
+            };
+            let other_mtime_ms = if key.engine() == HOSTED {
+                hosted.get(key.id()).copied().flatten()
+            } else if store.is_none() && has_store {
+                self.archived_copy_mtime(&key, meta.as_ref())
+            } else {
+                None
+            };
+            let parts = Parts {
+                meta,
+                store,
+                runtime: runtime(&key),
+                socket: socket(&key),
+                other_mtime_ms,
+            };
+            rows.push(self.make_row(key, parts));
+        }
         listing::order(&mut rows);
         rows
     }
@@ -479,7 +543,7 @@ impl Core {
 
     /// `sessions.json`: every active session's `meta.json`, in listing
     /// order, with the facets. Made once while nothing changes, so a
-    /// `stat` and the `read` after it cost one listing.
+    /// `stat` and the `open` after it cost one listing.
     pub fn sessions_json(&self) -> Arc<Vec<u8>> {
         self.bind_launched();
         self.catalog.summarised();
@@ -487,16 +551,36 @@ impl Core {
         if let Some(text) = cached(&self.listings.sessions_json, stamp) {
             return text;
         }
+        // The old text goes before the new one is made: at 100,000
+        // sessions each is tens of megabytes.
+        lock(&self.listings.sessions_json).take();
+        let text = Arc::new(self.render_sessions_json());
+        *lock(&self.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
+        text
+    }
+
+    /// `sessions.json` for a reader that keeps its own copy: the cached
+    /// text is handed over rather than copied.
+    pub fn take_sessions_json(&self) -> Vec<u8> {
+        let text = self.sessions_json();
+        lock(&self.listings.sessions_json).take();
+        Arc::try_unwrap(text).unwrap_or_else(|shared| shared.to_vec())
+    }
+
+    fn render_sessions_json(&self) -> Vec<u8> {
         let rows = self.rows(true);
-        let page = listing::list_by(rows.iter().collect(), &Query::default(), |row| {
-            self.meta_doc(row)
-        });
-        // About 400 bytes a session: one allocation, not a dozen doublings.
-        let mut text = Vec::with_capacity(512 + page.sessions.len() * 448);
+        let page = listing::list_by(rows.iter().collect(), &Query::default(), |row| row);
+        let page = DocPage {
+            total: page.total,
+            offset: page.offset,
+            limit: page.limit,
+            sessions: Docs(self, page.sessions),
+            facets: page.facets,
+        };
+        // About 420 bytes a session: one allocation, not a dozen doublings.
+        let mut text = Vec::with_capacity(512 + page.sessions.1.len() * 448);
         serde_json::to_writer_pretty(&mut text, &page).expect("listing serialises");
         text.push(b'\n');
-        let text = Arc::new(text);
-        *lock(&self.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
         text
     }
 
@@ -541,5 +625,21 @@ impl Core {
     /// commands; a daemon saves from its catalog thread).
     pub fn save_catalog(&self) {
         self.catalog.save_if_new();
+    }
+}
+
+/// Drops cached listings once they are too old to serve, so a big one made
+/// for a single `stat` does not stay in memory.
+pub(super) fn start_janitor(core: &Arc<Core>) {
+    let core = Arc::downgrade(core);
+    let spawned = std::thread::Builder::new()
+        .name("listings".into())
+        .spawn(move || loop {
+            std::thread::sleep(CACHE_FOR);
+            let Some(core) = core.upgrade() else { return };
+            core.listings.expire();
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot start the listing janitor: {e}");
     }
 }

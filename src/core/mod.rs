@@ -171,6 +171,7 @@ impl Core {
         let dtach = find_dtach()?;
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
+        listing::start_janitor(&core);
         Ok(core)
     }
 

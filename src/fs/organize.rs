@@ -282,7 +282,7 @@ impl SessionFs {
     }
 
     pub(super) fn sessions_json(&self) -> Vec<u8> {
-        self.core.sessions_json().to_vec()
+        self.core.take_sessions_json()
     }
 
     /// Active sessions with what the views group them by.
