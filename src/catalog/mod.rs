@@ -135,9 +135,6 @@ pub struct Catalog {
     roots: Vec<Root>,
     index: Mutex<Index>,
     watcher: Mutex<Option<Watcher>>,
-    /// Serialises reading events with applying them, so an older event's
-    /// `stat` never lands after a newer one's.
-    applying: Mutex<()>,
     walking: AtomicBool,
     saved: Option<PathBuf>,
     /// Files summarised by this process (each a bounded read).
@@ -186,7 +183,6 @@ impl Catalog {
             roots: Self::roots(engines),
             index: Mutex::new(Index::default()),
             watcher: Mutex::new(None),
-            applying: Mutex::new(()),
             walking: AtomicBool::new(false),
             saved: None,
             reads: AtomicUsize::new(0),
@@ -335,8 +331,9 @@ impl Catalog {
             }
         }
         let mut index = lock(&self.index);
-        index.seq += 1;
-        let seq = index.seq;
+        // What the walk saw is as of its start: any batch of events read
+        // since is newer.
+        let seq = started;
         let old = index.files.clone();
         let mut next: Files = HashMap::with_capacity(seen.len());
         for (k, e) in old.iter() {
@@ -384,12 +381,24 @@ impl Catalog {
 
     /// Reads the events queued so far and applies them; without inotify,
     /// walks again if the last walk is older than a second.
+    ///
+    /// Each batch of events gets a sequence number when it is read; what
+    /// its `stat`s find is merged only over entries older than it, so two
+    /// threads applying batches (no lock is held meanwhile) never undo a
+    /// newer one.
     pub fn sync(&self) {
-        let _applying = lock(&self.applying);
         // Bound first: a guard in a match's scrutinee would live through its arms.
-        let drained = lock(&self.watcher).as_mut().map(|w| w.drain(&self.roots));
-        let changes = match drained {
-            Some(changes) => changes,
+        let drained = {
+            let mut watcher = lock(&self.watcher);
+            watcher.as_mut().map(|w| {
+                let changes = w.drain(&self.roots);
+                let mut index = lock(&self.index);
+                index.seq += 1;
+                (changes, index.seq)
+            })
+        };
+        let (changes, batch) = match drained {
+            Some(drained) => drained,
             None => {
                 let stale = lock(&self.index)
                     .walked
@@ -438,26 +447,42 @@ impl Catalog {
                 Change::Overflow => lock(&self.index).overflow = true,
             }
         }
+        let seq = batch;
         let mut index = lock(&self.index);
-        index.seq += 1;
-        let seq = index.seq;
         let mut changed = false;
         {
             let index = &mut *index;
             let files = Arc::make_mut(&mut index.files);
             for dir in gone_dirs {
-                let before = files.len();
-                files.retain(|_, e| !e.file.path.starts_with(&dir));
-                changed |= files.len() != before;
-            }
-            for (key, path) in removals {
-                if files.get(&key).is_some_and(|e| e.file.path == path) {
+                let gone: Vec<SessionKey> = files
+                    .iter()
+                    .filter(|(_, e)| e.seq <= seq && e.file.path.starts_with(&dir))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in gone {
                     files.remove(&key);
                     index.tombs.insert(key, seq);
                     changed = true;
                 }
             }
+            for (key, path) in removals {
+                if files
+                    .get(&key)
+                    .is_some_and(|e| e.file.path == path && e.seq <= seq)
+                {
+                    files.remove(&key);
+                    let tomb = index.tombs.entry(key).or_insert(seq);
+                    *tomb = (*tomb).max(seq);
+                    changed = true;
+                }
+            }
             for (key, s) in upserts {
+                // A newer batch or walk already said more of this file.
+                if index.tombs.get(&key).is_some_and(|t| *t > seq)
+                    || files.get(&key).is_some_and(|e| e.seq > seq)
+                {
+                    continue;
+                }
                 let stamp = Stamp {
                     size: s.size,
                     mtime_ms: s.mtime_ms,
@@ -922,6 +947,28 @@ mod tests {
             .files()
             .contains_key(&SessionKey::new("claude", "w0").unwrap()));
         assert_eq!(title(&c, "w2").as_deref(), Some("third"));
+    }
+
+    #[test]
+    fn a_walk_never_undoes_what_events_said_after_it_started() {
+        let (dir, engines) = claude_world();
+        let a = conversation(dir.path(), "a", "doomed");
+        let c = Catalog::open(&engines, &dir.path().join("state"), true);
+        // A walk sees `a` and not `b`...
+        let started = lock(&c.index).seq;
+        let found = walk::walk_all(&c.roots, &mut |_, _, _| {});
+        // ...meanwhile `a` goes and `b` comes, and the events are applied...
+        std::fs::remove_file(&a).unwrap();
+        conversation(dir.path(), "b", "newborn");
+        c.sync();
+        // ...then the walk's older view is merged.
+        c.merge_walk(found, started);
+        let files = lock(&c.index).files.clone();
+        assert!(!files.contains_key(&SessionKey::new("claude", "a").unwrap()));
+        assert!(files.contains_key(&SessionKey::new("claude", "b").unwrap()));
+        // The next walk agrees.
+        c.rescan();
+        assert_eq!(c.files().len(), 1);
     }
 
     #[test]
