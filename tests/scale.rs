@@ -159,6 +159,16 @@ fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store(
         .iter()
         .all(|s| s["created"] != "1970-01-01T00:00:00.000Z"));
 
+    // A view of them all, looked up one by one (`ls -l` stats each link).
+    let links = sh_ok(&format!("ls -l {}", m.q("engines/claude")));
+    assert_eq!(
+        links
+            .lines()
+            .filter(|l| l.contains(" -> ../../claude:"))
+            .count(),
+        N
+    );
+
     // Nothing per session was made for listing: no session is live, and
     // the daemon stayed small.
     let status = m.json("status");

@@ -393,7 +393,9 @@ impl Catalog {
             watcher.as_mut().map(|w| {
                 let changes = w.drain(&self.roots);
                 let mut index = lock(&self.index);
-                index.seq += 1;
+                if !changes.is_empty() {
+                    index.seq += 1;
+                }
                 (changes, index.seq)
             })
         };

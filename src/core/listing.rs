@@ -8,7 +8,7 @@ use super::{lock, Core, SessionRuntime, HOSTED};
 use crate::catalog::Indexed;
 use crate::error::Result;
 use crate::key::SessionKey;
-use crate::listing::{self, Entry, Listed, Listing, Query};
+use crate::listing::{self, Listed, Listing, Query};
 use crate::runtime::Outcome;
 use crate::sidecar::SessionMeta;
 use crate::timefmt::rfc3339_ms;
@@ -116,7 +116,10 @@ impl ListingCache {
 
 fn expired<T>(slot: &Slot<T>) -> Option<T> {
     let mut slot = lock(slot);
-    if slot.as_ref().is_some_and(|(_, at, _)| at.elapsed() >= CACHE_FOR) {
+    if slot
+        .as_ref()
+        .is_some_and(|(_, at, _)| at.elapsed() >= CACHE_FOR)
+    {
         return slot.take().map(|(_, _, v)| v);
     }
     None
@@ -599,19 +602,26 @@ impl Core {
             .collect()
     }
 
-    /// Every session as the listing's entries (the views group them).
-    pub fn entries(&self) -> Vec<Entry> {
+    /// What the views group one session by: archived, favourite, project.
+    pub fn flags(&self, key: &SessionKey) -> (bool, bool, Option<String>) {
+        let meta = self.sidecar.get(key.as_str()).unwrap_or_default();
+        (meta.archived, meta.favourite, meta.project)
+    }
+
+    /// Whether an active session (key, project) is so; stops at the first.
+    pub fn any_active(&self, pred: impl Fn(&SessionKey, Option<&str>) -> bool) -> bool {
         self.rows(false)
             .iter()
-            .map(|r| Entry {
-                key: r.key.clone(),
-                meta: Value::Null,
-                favourite: r.meta.favourite,
-                archived: r.meta.archived,
-                project: r.meta.project.clone(),
-                last_activity_ms: r.last_activity_ms,
-                title: r.title().map(str::to_string),
-            })
+            .any(|r| !r.meta.archived && pred(&r.key, r.meta.project.as_deref()))
+    }
+
+    /// Active sessions with what the views group them by (favourite,
+    /// project), in listing order.
+    pub fn active_groups(&self) -> Vec<(SessionKey, bool, Option<String>)> {
+        self.rows(false)
+            .iter()
+            .filter(|r| !r.meta.archived)
+            .map(|r| (r.key.clone(), r.meta.favourite, r.meta.project.clone()))
             .collect()
     }
 

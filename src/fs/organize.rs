@@ -285,14 +285,18 @@ impl SessionFs {
         self.core.take_sessions_json()
     }
 
-    /// Active sessions with what the views group them by.
+    /// Active sessions with what the views group them by, in listing order.
     fn active(&self) -> Vec<(SessionKey, bool, Option<String>)> {
-        self.core
-            .entries()
-            .into_iter()
-            .filter(|e| !e.archived)
-            .map(|e| (e.key, e.favourite, e.project))
-            .collect()
+        self.core.active_groups()
+    }
+
+    /// Whether an active session has this project (or engine): a facet
+    /// directory exists while one does.
+    fn facet_exists(&self, view: ViewDir, name: &str) -> bool {
+        self.core.any_active(|key, project| match view {
+            ViewDir::Projects => project == Some(name),
+            _ => key.engine() == name,
+        })
     }
 
     pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, FileType, String)>> {
@@ -352,6 +356,42 @@ impl SessionFs {
     }
 
     pub(super) fn views_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
+        let missing = || Error::not_found(format!("no {name} here"));
+        // A session in a view is looked at alone: `ls -l` of a view of
+        // thousands looks each one up, and must not list them all each time.
+        if let Node::View(ViewDir::Archived | ViewDir::Favourites) | Node::Facet(..) = parent {
+            let key = SessionKey::parse(name).map_err(|_| missing())?;
+            if !self.core.exists(&key) {
+                return Err(missing());
+            }
+            let (archived, favourite, project) = self.core.flags(&key);
+            return match parent {
+                Node::View(ViewDir::Archived) if archived => {
+                    Ok(Node::Session(key, SessionFile::Dir))
+                }
+                Node::View(ViewDir::Favourites) if favourite && !archived => {
+                    Ok(Node::ViewLink(ViewDir::Favourites, None, key))
+                }
+                Node::Facet(view @ ViewDir::Projects, facet)
+                    if !archived && project.as_ref() == Some(facet) =>
+                {
+                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
+                }
+                Node::Facet(view @ ViewDir::Engines, facet)
+                    if !archived && key.engine() == facet =>
+                {
+                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
+                }
+                _ => Err(missing()),
+            };
+        }
+        if let Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) = parent {
+            return if self.facet_exists(*view, name) {
+                Ok(Node::Facet(*view, name.to_string()))
+            } else {
+                Err(missing())
+            };
+        }
         self.views_entries(parent)?
             .into_iter()
             .find(|(_, _, n)| n == name)
