@@ -217,27 +217,36 @@ impl Catalog {
         let catalog = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("catalog".into())
-            .spawn(move || loop {
-                std::thread::sleep(TICK);
-                let Some(c) = catalog.upgrade() else { return };
-                c.background_tick();
+            .spawn(move || {
+                let mut looked_at = None;
+                loop {
+                    std::thread::sleep(TICK);
+                    let Some(c) = catalog.upgrade() else { return };
+                    c.background_tick(&mut looked_at);
+                }
             });
         if let Err(e) = spawned {
             log::warn!("cannot start the catalog thread: {e}");
         }
     }
 
-    fn background_tick(&self) {
+    /// `looked_at`: the index's version when every summary was last found
+    /// current, so an idle index is not searched every tick.
+    fn background_tick(&self, looked_at: &mut Option<u64>) {
         self.sync();
-        let due = {
+        let (due, version) = {
             let index = lock(&self.index);
-            index.overflow || index.walked.is_none_or(|t| t.elapsed() > SAFETY_RESCAN)
+            let due = index.overflow || index.walked.is_none_or(|t| t.elapsed() > SAFETY_RESCAN);
+            (due, index.seq)
         };
         if due {
             self.rescan();
         }
-        // Summaries first, so a listing rarely has to read any itself.
-        while self.summarise_stale(Some(BATCH)) == BATCH {}
+        if due || *looked_at != Some(version) {
+            // Summaries first, so a listing rarely has to read any itself.
+            while self.summarise_stale(Some(BATCH)) == BATCH {}
+            *looked_at = Some(lock(&self.index).seq);
+        }
         self.save_if_due();
     }
 

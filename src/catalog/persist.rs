@@ -85,6 +85,8 @@ pub fn save(path: &Path, files: &HashMap<SessionKey, Arc<Indexed>>) -> std::io::
         version: VERSION,
         files: files
             .iter()
+            // JSON holds only UTF-8 paths; another one is read again next time.
+            .filter(|(_, e)| e.file.path.to_str().is_some())
             .map(|(key, e)| SavedFile {
                 key: key.to_string(),
                 path: e.file.path.clone(),

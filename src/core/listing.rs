@@ -18,7 +18,6 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -62,7 +61,7 @@ pub(crate) struct MetaDoc<'a> {
     project: Option<&'a str>,
     state: &'a str,
     title: Option<&'a str>,
-    workspace: Cow<'a, Path>,
+    workspace: Cow<'a, str>,
 }
 
 /// A [`listing::Page`] whose documents are made as they are written.
@@ -503,9 +502,10 @@ impl Core {
             &row.meta.workspace,
             row.store.as_deref().and_then(Indexed::cwd),
         ) {
-            (Some(w), _) => Cow::Borrowed(Path::new(w.as_str())),
-            (None, Some(cwd)) => Cow::Borrowed(Path::new(cwd)),
-            (None, None) => Cow::Borrowed(self.config.home.as_path()),
+            (Some(w), _) => Cow::Borrowed(w.as_str()),
+            (None, Some(cwd)) => Cow::Borrowed(cwd),
+            // A home that is not UTF-8 still makes a document.
+            (None, None) => self.config.home.to_string_lossy(),
         };
         MetaDoc {
             archived: row.meta.archived,
