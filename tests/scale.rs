@@ -238,3 +238,37 @@ fn readdir_offsets_hold_while_sessions_are_made_during_one_ls() {
     assert_eq!(after.len(), N + 40);
     assert!(after[..40].iter().all(|k| k.starts_with("shell:new-")));
 }
+
+#[test]
+fn sessionfs_ls_asks_the_daemon_that_knows_the_live_sessions() {
+    let host = host_with(20);
+    let m = host.mount("mnt");
+    // `old` is made first, then `new`; typing into `old` makes it the
+    // newest activity, which only the daemon knows.
+    sh_ok(&format!("mkdir {}", m.q("shell:old")));
+    std::thread::sleep(Duration::from_millis(20));
+    sh_ok(&format!("mkdir {}", m.q("shell:new")));
+    m.type_line("shell:old", "echo typed");
+    m.wait_output_line("shell:old", "typed");
+
+    let json = m.json("sessions.json");
+    let keys = keys_of(&json);
+    assert_eq!(&keys[..2], ["shell:old", "shell:new"], "{json}");
+    let env = format!(
+        "HOME='{}' XDG_STATE_HOME='{}' XDG_RUNTIME_DIR='{}' CLAUDE_CONFIG_DIR='{}' CODEX_HOME='{}'",
+        host.path("home").display(),
+        host.path("state").display(),
+        host.path("run").display(),
+        host.path("claude").display(),
+        host.path("codex").display(),
+    );
+    let bin = env!("CARGO_BIN_EXE_sessionfs");
+    let cli: Value = serde_json::from_str(&sh_ok(&format!("{env} {bin} ls --json"))).unwrap();
+    assert_eq!(keys_of(&cli), keys);
+    let old = &cli["sessions"][0];
+    assert_eq!(old["state"], "live");
+    let page: Value =
+        serde_json::from_str(&sh_ok(&format!("{env} {bin} ls --json --engine shell"))).unwrap();
+    assert_eq!(keys_of(&page), ["shell:old", "shell:new"]);
+    assert_eq!(page["facets"], json["facets"]);
+}

@@ -653,3 +653,99 @@ pub(super) fn start_janitor(core: &Arc<Core>) {
         log::warn!("cannot start the listing janitor: {e}");
     }
 }
+
+/// The mount points of sessionfs daemons, from `/proc/self/mounts`.
+fn sessionfs_mounts() -> Vec<std::path::PathBuf> {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let (source, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            // Mounted as root the subtype is not shown: the source names it.
+            let ours = kind == "fuse.sessionfs" || (kind == "fuse" && source == "sessionfs");
+            ours.then(|| unescape_mount_field(point))
+        })
+        .collect()
+}
+
+/// `/proc/self/mounts` writes space, tab, newline and backslash as `\ooo`.
+fn unescape_mount_field(field: &str) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    std::path::PathBuf::from(OsString::from_vec(out))
+}
+
+/// `sessionfs ls` while a daemon serves the same state directory: the
+/// active sessions as that daemon lists them (its live sessions' activity
+/// is known only to it), so both agree. `None` when no such daemon is
+/// mounted, or for the archived scope (nothing live there: the state on
+/// disk says all).
+pub fn listing_from_daemon(config: &crate::config::Config, query: &Query) -> Option<Listing> {
+    if query.archived {
+        return None;
+    }
+    let ours = config.state_dir.canonicalize().ok()?;
+    for mnt in sessionfs_mounts() {
+        let Ok(status) = std::fs::read(mnt.join("status")) else {
+            continue;
+        };
+        let Ok(status) = serde_json::from_slice::<Value>(&status) else {
+            continue;
+        };
+        let theirs = status["state_dir"].as_str().map(std::path::PathBuf::from);
+        if theirs.and_then(|d| d.canonicalize().ok()).as_ref() != Some(&ours) {
+            continue;
+        }
+        let Ok(text) = std::fs::read(mnt.join("sessions.json")) else {
+            continue;
+        };
+        let Ok(all) = serde_json::from_slice::<Listing>(&text) else {
+            log::warn!("{}: sessions.json did not parse", mnt.display());
+            continue;
+        };
+        let entries: Vec<crate::listing::Entry> = all
+            .sessions
+            .into_iter()
+            .filter_map(|meta| crate::listing::Entry::from_meta(meta).ok())
+            .collect();
+        return Some(listing::list(entries, query));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(
+            unescape_mount_field(r"/tmp/a\040b\134c\011d"),
+            std::path::PathBuf::from("/tmp/a b\\c\td")
+        );
+        assert_eq!(
+            unescape_mount_field(r"/plain\x"),
+            std::path::PathBuf::from(r"/plain\x")
+        );
+    }
+}

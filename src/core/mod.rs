@@ -5,6 +5,7 @@
 mod listing;
 mod organize;
 
+pub use listing::listing_from_daemon;
 pub use organize::MetaField;
 
 use crate::binding;
