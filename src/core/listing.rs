@@ -719,23 +719,140 @@ pub fn listing_from_daemon(config: &crate::config::Config, query: &Query) -> Opt
         let Ok(text) = std::fs::read(mnt.join("sessions.json")) else {
             continue;
         };
-        let Ok(all) = serde_json::from_slice::<Listing>(&text) else {
-            log::warn!("{}: sessions.json did not parse", mnt.display());
-            continue;
-        };
-        let entries: Vec<crate::listing::Entry> = all
-            .sessions
-            .into_iter()
-            .filter_map(|meta| crate::listing::Entry::from_meta(meta).ok())
-            .collect();
-        return Some(listing::list(entries, query));
+        match page_of(&text, query) {
+            Ok(listing) => return Some(listing),
+            Err(e) => log::warn!("{}: sessions.json did not parse: {e}", mnt.display()),
+        }
     }
     None
+}
+
+/// One page of a daemon's `sessions.json` (the active scope, in listing
+/// order, facets over that scope): filtered and paged without building a
+/// value of every session.
+fn page_of(text: &[u8], query: &Query) -> serde_json::Result<Listing> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Doc<'a> {
+        #[serde(borrow)]
+        sessions: Vec<&'a RawValue>,
+        facets: listing::Facets,
+    }
+    /// What the filters look at.
+    #[derive(serde::Deserialize)]
+    struct Fields {
+        key: String,
+        title: Option<String>,
+        project: Option<String>,
+    }
+    let doc: Doc = serde_json::from_slice(text)?;
+    let filtered = query.q.as_deref().is_some_and(|q| !q.is_empty())
+        || query.project.as_deref().is_some_and(|p| !p.is_empty())
+        || query.engine.as_deref().is_some_and(|e| !e.is_empty());
+    let needle = query
+        .q
+        .as_deref()
+        .filter(|q| !q.is_empty())
+        .map(str::to_lowercase);
+    let mut matching: Vec<&RawValue> = Vec::new();
+    for raw in doc.sessions {
+        if filtered {
+            let f: Fields = serde_json::from_str(raw.get())?;
+            if let Some(engine) = query.engine.as_deref().filter(|e| !e.is_empty()) {
+                if f.key.split_once(':').map(|(e, _)| e) != Some(engine) {
+                    continue;
+                }
+            }
+            if let Some(project) = query.project.as_deref().filter(|p| !p.is_empty()) {
+                if f.project.as_deref() != Some(project) {
+                    continue;
+                }
+            }
+            if let Some(needle) = &needle {
+                let found = |hay: &str| hay.to_lowercase().contains(needle.as_str());
+                let title = f.title.as_deref().filter(|t| !t.is_empty());
+                let project = f.project.as_deref().filter(|p| !p.is_empty());
+                if !(found(&f.key) || title.is_some_and(found) || project.is_some_and(found)) {
+                    continue;
+                }
+            }
+        }
+        matching.push(raw);
+    }
+    let sessions = matching
+        .iter()
+        .skip(query.offset)
+        .take(query.limit.unwrap_or(usize::MAX))
+        .map(|raw| serde_json::from_str(raw.get()))
+        .collect::<serde_json::Result<Vec<Value>>>()?;
+    Ok(Listing {
+        total: matching.len(),
+        offset: query.offset,
+        limit: query.limit,
+        sessions,
+        facets: doc.facets,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listing::Entry;
+
+    #[test]
+    fn a_daemons_page_is_the_page_a_listing_gives() {
+        let meta = |key: &str, title: &str, project: Option<&str>, at: u64| {
+            serde_json::json!({
+                "key": key, "title": title, "project": project, "favourite": false,
+                "archived": false, "last_activity": crate::timefmt::rfc3339_ms(at),
+                "state": "stopped",
+            })
+        };
+        let metas = vec![
+            meta("shell:a", "Fix the PARSER", Some("web"), 9_000),
+            meta("claude:b", "other", Some("api"), 8_000),
+            meta("shell:c", "more", None, 7_000),
+            meta("codex:d", "parser again", Some("web"), 6_000),
+        ];
+        let entries: Vec<Entry> = metas
+            .iter()
+            .map(|m| Entry::from_meta(m.clone()).unwrap())
+            .collect();
+        let whole = listing::list(entries.clone(), &Query::default());
+        let text = serde_json::to_vec_pretty(&whole).unwrap();
+        let queries = [
+            Query::default(),
+            Query {
+                limit: Some(2),
+                offset: 1,
+                ..Query::default()
+            },
+            Query {
+                q: Some("parser".into()),
+                ..Query::default()
+            },
+            Query {
+                project: Some("web".into()),
+                limit: Some(1),
+                ..Query::default()
+            },
+            Query {
+                engine: Some("shell".into()),
+                ..Query::default()
+            },
+            Query {
+                q: Some("API".into()),
+                ..Query::default()
+            },
+        ];
+        for query in queries {
+            assert_eq!(
+                page_of(&text, &query).unwrap(),
+                listing::list(entries.clone(), &query),
+                "{query:?}"
+            );
+        }
+    }
 
     #[test]
     fn mount_points_are_unescaped() {
