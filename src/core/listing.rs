@@ -808,7 +808,7 @@ mod tests {
                 "state": "stopped",
             })
         };
-        let metas = vec![
+        let metas = [
             meta("shell:a", "Fix the PARSER", Some("web"), 9_000),
             meta("claude:b", "other", Some("api"), 8_000),
             meta("shell:c", "more", None, 7_000),
