@@ -55,7 +55,7 @@ pub(crate) struct MetaDoc<'a> {
     engine: &'a str,
     favourite: bool,
     id: &'a str,
-    key: String,
+    key: &'a str,
     last_activity: String,
     pid: Option<u32>,
     project: Option<&'a str>,
@@ -325,6 +325,12 @@ impl Core {
             self.catalog.summarised();
         }
         let stamp = self.listing_stamp();
+        self.rows_as_of(stamp, summaries)
+    }
+
+    /// [`rows`](Self::rows) once the launched sessions are bound and, with
+    /// `summaries`, the summaries read; `stamp` taken after that.
+    fn rows_as_of(&self, stamp: Stamp, summaries: bool) -> Arc<Vec<Row>> {
         if !summaries {
             if let Some(rows) = cached(&self.listings.rows, stamp) {
                 return rows;
@@ -513,7 +519,7 @@ impl Core {
             engine: row.key.engine(),
             favourite: row.meta.favourite,
             id: row.key.id(),
-            key: row.key.to_string(),
+            key: row.key.as_str(),
             last_activity: rfc3339_ms(row.last_activity_ms),
             pid: row.pid,
             project: row.meta.project.as_deref(),
@@ -557,7 +563,7 @@ impl Core {
         // The old text goes before the new one is made: at 100,000
         // sessions each is tens of megabytes.
         lock(&self.listings.sessions_json).take();
-        let text = Arc::new(self.render_sessions_json());
+        let text = Arc::new(self.render_sessions_json(&self.rows_as_of(stamp, true)));
         *lock(&self.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
         text
     }
@@ -570,8 +576,7 @@ impl Core {
         Arc::try_unwrap(text).unwrap_or_else(|shared| shared.to_vec())
     }
 
-    fn render_sessions_json(&self) -> Vec<u8> {
-        let rows = self.rows(true);
+    fn render_sessions_json(&self, rows: &[Row]) -> Vec<u8> {
         let page = listing::list_by(rows.iter().collect(), &Query::default(), |row| row);
         let page = DocPage {
             total: page.total,
