@@ -171,9 +171,17 @@ fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store(
 
     // Nothing per session was made for listing: no session is live, and
     // the daemon stayed small.
+    for i in [3, 4] {
+        let key = format!("claude:{}", id_of(i));
+        let status = m.json(&format!("{key}/status"));
+        assert_eq!(status["state"], "stopped");
+        m.read(&format!("{key}/screen"));
+        m.read(&format!("{key}/title"));
+    }
     let status = m.json("status");
     assert_eq!(status["live"], serde_json::json!([]));
     assert_eq!(status["sessions"], N);
+    assert_eq!(status["runtimes"], 0, "{status}");
     let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", m.pid()))
         .unwrap()
         .lines()

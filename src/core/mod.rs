@@ -690,7 +690,12 @@ impl Core {
     /// The session's `screen`: the VT mirror's text.
     pub fn screen(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
-        Ok(lock(&self.runtime(key).screen).text().into_bytes())
+        // A session never opened shows a blank screen, without a mirror kept for it.
+        let text = match lock(&self.sessions).get(key).cloned() {
+            Some(rt) => lock(&rt.screen).text(),
+            None => Screen::default().text(),
+        };
+        Ok(text.into_bytes())
     }
 
     /// The root `status`.
@@ -709,6 +714,8 @@ impl Core {
             "started": rfc3339_ms(self.started_ms),
             "sessions": self.keys().len(),
             "catalog": self.catalog.stats(),
+            // Sessions holding a ring and a VT mirror here: only those opened.
+            "runtimes": lock(&self.sessions).len(),
             "live": live,
             "state_dir": self.config.state_dir,
             "runtime_dir": self.config.runtime_dir,

@@ -199,12 +199,12 @@ impl Core {
 
     /// Whether the session has ever run (its workspace is then fixed).
     fn launched(&self, key: &SessionKey) -> bool {
-        let rt = self.runtime(key);
-        let state = lock(&rt.state);
-        state.client.is_some()
-            || state.launched.is_some()
-            || self.paths.record(key).exists()
-            || self.store_file(key).is_some()
+        // Looked at, not created: a session never opened has no runtime.
+        let here = lock(&self.sessions).get(key).is_some_and(|rt| {
+            let state = lock(&rt.state);
+            state.client.is_some() || state.launched.is_some()
+        });
+        here || self.paths.record(key).exists() || self.store_file(key).is_some()
     }
 
     /// Applies a validated change: fields first, then archive or unarchive.
