@@ -2,15 +2,40 @@
 
 use crate::error::{Error, Result};
 use std::fmt;
+use std::sync::Arc;
 
 /// Longest ID: one leading alphanumeric and up to 127 more.
 pub const MAX_ID_LEN: usize = 128;
 
-/// A validated `ENGINE:ID`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A validated `ENGINE:ID`, kept as one shared string: listing thousands
+/// of sessions clones keys, and a clone is then a count, not two copies.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct SessionKey {
-    engine: String,
-    id: String,
+    text: Arc<str>,
+    /// Where the `:` is.
+    colon: usize,
+}
+
+impl fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionKey")
+            .field("engine", &self.engine())
+            .field("id", &self.id())
+            .finish()
+    }
+}
+
+/// By engine, then id (not by the joined text: `a-b:x` sorts after `a:x`).
+impl Ord for SessionKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.engine(), self.id()).cmp(&(other.engine(), other.id()))
+    }
+}
+
+impl PartialOrd for SessionKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 fn valid_name(s: &str, max: usize) -> bool {
@@ -36,8 +61,8 @@ impl SessionKey {
             )));
         }
         Ok(SessionKey {
-            engine: engine.to_string(),
-            id: id.to_string(),
+            text: format!("{engine}:{id}").into(),
+            colon: engine.len(),
         })
     }
 
@@ -52,17 +77,22 @@ impl SessionKey {
     }
 
     pub fn engine(&self) -> &str {
-        &self.engine
+        &self.text[..self.colon]
     }
 
     pub fn id(&self) -> &str {
-        &self.id
+        &self.text[self.colon + 1..]
+    }
+
+    /// `ENGINE:ID`, without making a new string.
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 }
 
 impl fmt::Display for SessionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.engine, self.id)
+        f.write_str(&self.text)
     }
 }
 
@@ -76,6 +106,18 @@ mod tests {
         assert_eq!((key.engine(), key.id()), ("shell", "build"));
         assert!(SessionKey::parse("claude:0b7c-11.x_y").is_ok());
         assert!(SessionKey::parse(&format!("shell:{}", "a".repeat(128))).is_ok());
+    }
+
+    #[test]
+    fn order_is_by_engine_then_id() {
+        let mut keys: Vec<SessionKey> = ["a-b:x", "a:y", "a:x", "b:a"]
+            .into_iter()
+            .map(|k| SessionKey::parse(k).unwrap())
+            .collect();
+        keys.sort();
+        let names: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        assert_eq!(names, ["a:x", "a:y", "a-b:x", "b:a"]);
+        assert_eq!(keys[2].as_str(), "a-b:x");
     }
 
     #[test]

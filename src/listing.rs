@@ -74,50 +74,117 @@ pub struct Facets {
     pub engines: BTreeMap<String, usize>,
 }
 
-/// One page of a listing, serialised as `sessions.json`.
+/// One page of a listing, serialised as `sessions.json`; `T` is how each
+/// session's `meta.json` is held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Listing {
+pub struct Page<T> {
     /// Sessions matching the filters, over all pages.
     pub total: usize,
     pub offset: usize,
     pub limit: Option<usize>,
     /// Each session's `meta.json`.
-    pub sessions: Vec<Value>,
+    pub sessions: Vec<T>,
     pub facets: Facets,
 }
 
-/// Favourites first, then newest activity first, then by key so equal
-/// entries keep one order across reads.
-pub fn order(entries: &mut [Entry]) {
-    entries.sort_by(|a, b| {
-        (Reverse(a.favourite), Reverse(a.last_activity_ms), &a.key).cmp(&(
-            Reverse(b.favourite),
-            Reverse(b.last_activity_ms),
-            &b.key,
+/// A page with each `meta.json` as a JSON value.
+pub type Listing = Page<Value>;
+
+/// What listing needs of a session; the core's rows and `meta.json`
+/// documents ([`Entry`]) both have it.
+pub trait Listed {
+    fn key(&self) -> &SessionKey;
+    fn favourite(&self) -> bool;
+    fn archived(&self) -> bool;
+    fn project(&self) -> Option<&str>;
+    /// Milliseconds since the epoch.
+    fn last_activity_ms(&self) -> u64;
+    fn title(&self) -> Option<&str>;
+}
+
+impl<T: Listed> Listed for &T {
+    fn key(&self) -> &SessionKey {
+        (*self).key()
+    }
+    fn favourite(&self) -> bool {
+        (*self).favourite()
+    }
+    fn archived(&self) -> bool {
+        (*self).archived()
+    }
+    fn project(&self) -> Option<&str> {
+        (*self).project()
+    }
+    fn last_activity_ms(&self) -> u64 {
+        (*self).last_activity_ms()
+    }
+    fn title(&self) -> Option<&str> {
+        (*self).title()
+    }
+}
+
+impl Listed for Entry {
+    fn key(&self) -> &SessionKey {
+        &self.key
+    }
+    fn favourite(&self) -> bool {
+        self.favourite
+    }
+    fn archived(&self) -> bool {
+        self.archived
+    }
+    fn project(&self) -> Option<&str> {
+        self.project.as_deref()
+    }
+    fn last_activity_ms(&self) -> u64 {
+        self.last_activity_ms
+    }
+    fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+}
+
+/// The order of the root, the views and `sessions.json`: favourites first,
+/// then newest activity first, then by key so equal entries keep one order
+/// across reads.
+pub fn compare<T: Listed>(a: &T, b: &T) -> std::cmp::Ordering {
+    (
+        Reverse(a.favourite()),
+        Reverse(a.last_activity_ms()),
+        a.key(),
+    )
+        .cmp(&(
+            Reverse(b.favourite()),
+            Reverse(b.last_activity_ms()),
+            b.key(),
         ))
-    });
 }
 
-fn nonempty(s: &Option<String>) -> Option<&str> {
-    s.as_deref().filter(|s| !s.is_empty())
+/// Sorts in listing order: O(N log N).
+pub fn order<T: Listed>(entries: &mut [T]) {
+    entries.sort_unstable_by(compare);
 }
 
-fn matches(entry: &Entry, query: &Query, needle: Option<&str>) -> bool {
-    if let Some(engine) = nonempty(&query.engine) {
-        if entry.key.engine() != engine {
+fn nonempty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}
+
+fn matches<T: Listed>(entry: &T, query: &Query, needle: Option<&str>) -> bool {
+    if let Some(engine) = nonempty(query.engine.as_deref()) {
+        if entry.key().engine() != engine {
             return false;
         }
     }
-    if let Some(project) = nonempty(&query.project) {
-        if entry.project.as_deref() != Some(project) {
+    if let Some(project) = nonempty(query.project.as_deref()) {
+        if entry.project() != Some(project) {
             return false;
         }
     }
     if let Some(needle) = needle {
         let found = |hay: &str| hay.to_lowercase().contains(needle);
-        if !(found(&entry.key.to_string())
-            || entry.title.as_deref().is_some_and(found)
-            || entry.project.as_deref().is_some_and(found))
+        if !(found(&entry.key().to_string())
+            || entry.title().is_some_and(found)
+            || entry.project().is_some_and(found))
         {
             return false;
         }
@@ -131,24 +198,30 @@ fn matches(entry: &Entry, query: &Query, needle: Option<&str>) -> bool {
 /// stays offered however narrow the filter; `total` counts the filtered set
 /// before paging so "more" describes the filtered result.
 pub fn list(entries: Vec<Entry>, query: &Query) -> Listing {
-    let scoped: Vec<Entry> = entries
+    list_by(entries, query, |e| e.meta)
+}
+
+/// [`list`] over any listed items; `meta` makes the `meta.json` document
+/// of each item on the page only.
+pub fn list_by<T: Listed, U>(entries: Vec<T>, query: &Query, meta: impl FnMut(T) -> U) -> Page<U> {
+    let scoped: Vec<T> = entries
         .into_iter()
-        .filter(|e| e.archived == query.archived)
+        .filter(|e| e.archived() == query.archived)
         .collect();
 
     let mut facets = Facets::default();
     for entry in &scoped {
-        if let Some(project) = nonempty(&entry.project) {
+        if let Some(project) = nonempty(entry.project()) {
             *facets.projects.entry(project.to_string()).or_default() += 1;
         }
         *facets
             .engines
-            .entry(entry.key.engine().to_string())
+            .entry(entry.key().engine().to_string())
             .or_default() += 1;
     }
 
-    let needle = nonempty(&query.q).map(str::to_lowercase);
-    let mut filtered: Vec<Entry> = scoped
+    let needle = nonempty(query.q.as_deref()).map(str::to_lowercase);
+    let mut filtered: Vec<T> = scoped
         .into_iter()
         .filter(|e| matches(e, query, needle.as_deref()))
         .collect();
@@ -159,9 +232,9 @@ pub fn list(entries: Vec<Entry>, query: &Query) -> Listing {
         .into_iter()
         .skip(query.offset)
         .take(query.limit.unwrap_or(usize::MAX))
-        .map(|e| e.meta)
+        .map(meta)
         .collect();
-    Listing {
+    Page {
         total,
         offset: query.offset,
         limit: query.limit,

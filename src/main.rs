@@ -37,7 +37,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Lists sessions from the same state, mounted or not.
+    /// Lists sessions from the same state, mounted or not (asking the
+    /// daemon that serves that state, when one is mounted).
     Ls {
         /// Text to find in the key, title or project.
         #[arg(long)]
@@ -210,9 +211,18 @@ fn main() -> ExitCode {
                 limit,
                 offset,
             };
-            let listing = Config::from_env(config.as_deref())
-                .and_then(sessionfs::core::Core::for_listing)
-                .map(|core| core.listing(&query));
+            let listing = Config::from_env(config.as_deref()).and_then(|config| {
+                // A daemon on the same state knows its live sessions' activity.
+                if let Some(listing) = sessionfs::core::listing_from_daemon(&config, &query) {
+                    return Ok(listing);
+                }
+                sessionfs::core::Core::for_listing(config).map(|core| {
+                    let listing = core.listing(&query);
+                    // What it had to read is kept for the next listing.
+                    core.save_catalog();
+                    listing
+                })
+            });
             match listing {
                 Ok(listing) => {
                     if json {

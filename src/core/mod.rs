@@ -2,9 +2,11 @@
 //! returning `Result<_, Error>`. The FUSE adapter only translates; tests can
 //! drive this without a mount.
 
+mod listing;
 mod organize;
 pub mod scratch;
 
+pub use listing::listing_from_daemon;
 pub use organize::{MetaField, META_FILE_MAX};
 
 use crate::binding;
@@ -29,7 +31,7 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The engine of runs the host records itself.
 pub const HOSTED: &str = "hosted";
@@ -197,7 +199,7 @@ pub struct Core {
     paths: RuntimePaths,
     sidecar: Sidecar,
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
-    catalog: Catalog,
+    catalog: Arc<Catalog>,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
     slots: SlotStore,
     hosted: Mutex<HashMap<String, Arc<EntryIndex>>>,
@@ -207,6 +209,7 @@ pub struct Core {
     started_ms: u64,
     /// Slow operations (input, ctl, launches, stops, archives) run here.
     work: Pool,
+    listings: listing::ListingCache,
 }
 
 /// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
@@ -249,16 +252,21 @@ impl Core {
     /// Prepares directories and finds the programs the runtime needs.
     pub fn new(config: Config, mountpoint: &Path) -> Result<Arc<Core>> {
         let dtach = find_dtach()?;
-        Self::build(config, mountpoint, dtach)
+        let core = Self::build(config, mountpoint, dtach, true)?;
+        core.catalog.start();
+        listing::start_janitor(&core);
+        Ok(core)
     }
 
     /// The same state for reading only (`sessionfs ls`): starts nothing, so
     /// it needs no dtach.
     pub fn for_listing(config: Config) -> Result<Arc<Core>> {
-        Self::build(config, Path::new(""), PathBuf::from("dtach"))
+        Self::build(config, Path::new(""), PathBuf::from("dtach"), false)
     }
 
-    fn build(config: Config, mountpoint: &Path, dtach: PathBuf) -> Result<Arc<Core>> {
+    /// `watch`: keep the catalog current with inotify (a daemon); else it
+    /// is walked when consulted (a one-shot command).
+    fn build(config: Config, mountpoint: &Path, dtach: PathBuf, watch: bool) -> Result<Arc<Core>> {
         config.prepare_dirs()?;
         let paths = RuntimePaths::new(&config.runtime_dir, &config.lock_dir);
         if !paths.socket_dir_usable() {
@@ -271,7 +279,7 @@ impl Core {
             .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
         Ok(Arc::new(Core {
             sidecar: Sidecar::open(&config.state_dir),
-            catalog: Catalog::new(&config.engines),
+            catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
             transcripts: Mutex::new(HashMap::new()),
             slots: SlotStore::open(&config.state_dir),
             hosted: Mutex::new(HashMap::new()),
@@ -283,6 +291,7 @@ impl Core {
             mountpoint: mountpoint.to_path_buf(),
             started_ms: now_ms(),
             work: Pool::default(),
+            listings: listing::ListingCache::default(),
         }))
     }
 
@@ -337,47 +346,6 @@ impl Core {
     /// Records a refusal made outside the core (the adapter's parsing).
     pub fn record_refusal(&self, key: &SessionKey, err: Error) -> Error {
         self.refuse(key, err)
-    }
-
-    /// Every session this daemon knows: the sidecar's and the live ones.
-    pub fn keys(&self) -> Vec<SessionKey> {
-        let mut keys: Vec<SessionKey> = self
-            .sidecar
-            .all()
-            .keys()
-            .filter_map(|k| SessionKey::parse(k).ok())
-            .collect();
-        for (key, rt) in lock(&self.sessions).iter() {
-            if rt.live_client().is_some() && !keys.contains(key) {
-                keys.push(key.clone());
-            }
-        }
-        for id in self.slots.transcripts() {
-            if let Ok(key) = SessionKey::new(HOSTED, &id) {
-                if !keys.contains(&key) {
-                    keys.push(key);
-                }
-            }
-        }
-        // A conversation bound to a session shows as that session only.
-        let mut claimed: HashMap<String, HashSet<String>> = HashMap::new();
-        for key in self.catalog.all(false).into_keys() {
-            let taken = claimed
-                .entry(key.engine().to_string())
-                .or_insert_with(|| self.claimed_conversations(key.engine()));
-            if !keys.contains(&key) && !taken.contains(key.id()) {
-                keys.push(key);
-            }
-        }
-        keys.sort_by_cached_key(|k| {
-            let meta = self.sidecar.get(&k.to_string()).unwrap_or_default();
-            (
-                !meta.favourite,
-                std::cmp::Reverse(self.last_activity_ms(k)),
-                k.clone(),
-            )
-        });
-        keys
     }
 
     pub fn exists(&self, key: &SessionKey) -> bool {
@@ -517,43 +485,12 @@ impl Core {
         Ok(key)
     }
 
-    fn last_activity_ms(&self, key: &SessionKey) -> u64 {
-        let meta = self.meta(key);
-        let mut last = meta.created_ms;
-        if let Some(file) = self.store_file(key) {
-            last = last.max(file.mtime_ms);
-        }
-        if key.engine() == HOSTED {
-            let path = self.slots.transcript_path(key.id());
-            if let Ok(t) = std::fs::metadata(path).and_then(|m| m.modified()) {
-                let ms = t
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64);
-                last = last.max(ms);
-            }
-        }
-        if let Some(rt) = lock(&self.sessions).get(key) {
-            let output = rt
-                .scrollback
-                .last_append()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0);
-            let state = lock(&rt.state);
-            last = last.max(state.last_input_ms);
-            if rt.scrollback.total() > 0 {
-                last = last.max(output);
-            }
-        }
-        last
-    }
-
     /// Whether the engine's own store already holds this conversation, so a
     /// launch resumes it rather than starting a new one.
     fn conversation_exists(&self, key: &SessionKey, engine: &Engine) -> bool {
         match &engine.store {
             Store::Claude(_) | Store::Codex(_) => {
-                self.catalog.all(true);
+                self.catalog.refresh();
                 self.store_file(key).is_some()
             }
             Store::None | Store::Hosted => false,
@@ -563,20 +500,10 @@ impl Core {
     /// Where the agent runs: the sidecar's workspace, else the store's `cwd`,
     /// else `$HOME`.
     fn workspace(&self, key: &SessionKey) -> PathBuf {
-        let meta = self.meta(key);
-        self.workspace_of(&meta, || self.store_info(key))
-    }
-
-    fn workspace_of(
-        &self,
-        meta: &SessionMeta,
-        info: impl FnOnce() -> Option<transcript::SessionInfo>,
-    ) -> PathBuf {
-        meta.workspace
-            .clone()
-            .or_else(|| info().and_then(|i| i.cwd))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| self.config.home.clone())
+        let row = self.row(key);
+        self.meta_of(&row)["workspace"]
+            .as_str()
+            .map_or_else(|| self.config.home.clone(), PathBuf::from)
     }
 
     /// Opens a session (ATTACH / LAUNCH / BUSY) unless it is already live
@@ -934,40 +861,32 @@ impl Core {
     }
 
     fn state_name(&self, key: &SessionKey) -> &'static str {
-        if self.is_archived(key) {
-            return "archived";
-        }
-        let rt = self.runtime(key);
-        let (joined, outcome) = {
-            let state = lock(&rt.state);
-            (state.client.is_some(), state.outcome)
-        };
-        if joined {
-            "live"
-        } else if dtach::answers(&self.paths.socket(key)) {
-            // Served by a master this daemon has not joined (another daemon's).
-            "live"
-        } else if outcome == Some(Outcome::Busy) {
-            "busy"
-        } else {
-            "stopped"
-        }
+        let rt = lock(&self.sessions).get(key).cloned();
+        // A master stuck with a full listen queue still answers: never waits.
+        listing::state_of(self.is_archived(key), rt.as_ref(), || {
+            dtach::answers(&self.paths.socket(key))
+        })
     }
 
     /// The session's `status` file.
     pub fn status(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
-        let rt = self.runtime(key);
+        // Read, not created: a session nobody opened has no runtime.
+        let rt = lock(&self.sessions).get(key).cloned();
         let state_name = self.state_name(key);
         let live = state_name == "live";
-        let (outcome, mut record, mut error, cols, rows) = {
-            let s = lock(&rt.state);
-            (s.outcome, s.record.clone(), s.error.clone(), s.cols, s.rows)
+        let (outcome, mut record, mut error, cols, rows) = match &rt {
+            Some(rt) => {
+                let s = lock(&rt.state);
+                (s.outcome, s.record.clone(), s.error.clone(), s.cols, s.rows)
+            }
+            None => (None, None, None, DEFAULT_COLS, DEFAULT_ROWS),
         };
         if live && record.is_none() {
             // Joined a master whose wrapper had not written its record yet.
+            // Read before taking the lock: no lock is held across I/O.
             record = live_record(&self.paths, key);
-            if record.is_some() {
+            if let (Some(rt), Some(_)) = (&rt, &record) {
                 lock(&rt.state).record.clone_from(&record);
             }
         }
@@ -985,54 +904,20 @@ impl Core {
             "socket": self.paths.socket(key),
             "lock": self.paths.lock(key),
             "size": format!("{cols}x{rows}"),
-            "scrollback_bytes": rt.scrollback.len(),
+            "scrollback_bytes": rt.map_or(0, |rt| rt.scrollback.len()),
             "error": error,
         })))
-    }
-
-    /// The session's `meta.json` as a value.
-    pub fn meta_value(&self, key: &SessionKey) -> Result<Value> {
-        self.require(key)?;
-        let meta = self.meta(key);
-        // Only when the sidecar lacks them: refreshing the index costs a stat.
-        let info = if meta.title.is_none() || meta.workspace.is_none() {
-            self.store_info(key)
-        } else {
-            None
-        };
-        let rt = self.runtime(key);
-        let pid = {
-            let state = lock(&rt.state);
-            state
-                .client
-                .as_ref()
-                .and(state.record.as_ref().map(|r| r.agent_pid))
-        };
-        Ok(json!({
-            "key": key.to_string(),
-            "engine": key.engine(),
-            "id": key.id(),
-            "title": meta.title.clone().or_else(|| info.as_ref().and_then(|i| i.title())),
-            "project": meta.project,
-            "favourite": meta.favourite,
-            "archived": meta.archived,
-            "workspace": self.workspace_of(&meta, || info.clone()),
-            "created": utc_text(meta.created_ms),
-            "last_activity": utc_text(self.last_activity_ms(key)),
-            "state": self.state_name(key),
-            "pid": pid,
-        }))
-    }
-
-    /// The session's `meta.json`.
-    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
-        Ok(to_json_text(&self.meta_value(key)?))
     }
 
     /// The session's `screen`: the VT mirror's text.
     pub fn screen(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
-        Ok(lock(&self.runtime(key).screen).text().into_bytes())
+        // A session never opened shows a blank screen, without a mirror kept for it.
+        let text = match lock(&self.sessions).get(key).cloned() {
+            Some(rt) => lock(&rt.screen).text(),
+            None => Screen::default().text(),
+        };
+        Ok(text.into_bytes())
     }
 
     /// The root `status`.
@@ -1050,6 +935,9 @@ impl Core {
             "mounts": [self.mountpoint],
             "started": utc_text(self.started_ms),
             "sessions": self.keys().len(),
+            "catalog": self.catalog.stats(),
+            // Sessions holding a ring and a VT mirror here: only those opened.
+            "runtimes": lock(&self.sessions).len(),
             "live": live,
             "state_dir": self.config.state_dir,
             "runtime_dir": self.config.runtime_dir,
@@ -1251,15 +1139,6 @@ impl Core {
         );
         c.last_page = Some((page, stamp, text.clone()));
         Ok(text)
-    }
-
-    /// The store's own title (or its first prompt), for `meta.json`.
-    /// What the engine's own store says of the session (title, cwd),
-    /// gathered by the turn index's scan rather than read again.
-    fn store_info(&self, key: &SessionKey) -> Option<transcript::SessionInfo> {
-        let cache = self.transcript(key).ok()??;
-        let info = lock(&cache).index.info().clone();
-        Some(info)
     }
 
     /// The root `README`.

@@ -5,7 +5,6 @@ use super::{lock, Core, HOSTED};
 use crate::catalog::StoreFile;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::listing::{self, Entry, Listing, Query};
 use crate::metaedit::{self, MetaChange};
 use crate::sidecar::SessionMeta;
 use serde_json::Value;
@@ -117,7 +116,7 @@ impl Core {
             "{key}: restored {} from its archived copy",
             origin.display()
         );
-        self.catalog.all(true);
+        self.catalog.refresh();
         Ok(())
     }
 
@@ -177,9 +176,10 @@ impl Core {
     /// Archives every active session whose last activity is before the cutoff.
     pub fn archive_older(&self, cutoff_ms: u64) -> Result<usize> {
         let old: Vec<SessionKey> = self
-            .keys()
-            .into_iter()
-            .filter(|k| !self.is_archived(k) && self.last_activity_ms(k) < cutoff_ms)
+            .rows(false)
+            .iter()
+            .filter(|r| !r.meta.archived && r.last_activity_ms < cutoff_ms)
+            .map(|r| r.key.clone())
             .collect();
         for key in &old {
             self.archive(key)?;
@@ -190,7 +190,8 @@ impl Core {
 
     /// Changes the sidecar record, creating it for a discovered session.
     fn set_meta(&self, key: &SessionKey, change: impl FnOnce(&mut SessionMeta)) -> Result<()> {
-        let created = self.last_activity_ms(key);
+        // A discovered conversation was created when its store began.
+        let created = self.row(key).meta.created_ms;
         self.sidecar.update(|all| {
             let meta = all.entry(key.to_string()).or_insert_with(|| SessionMeta {
                 created_ms: created,
@@ -203,12 +204,12 @@ impl Core {
 
     /// Whether the session has ever run (its workspace is then fixed).
     fn launched(&self, key: &SessionKey) -> bool {
-        let rt = self.runtime(key);
-        let state = lock(&rt.state);
-        state.client.is_some()
-            || state.launched.is_some()
-            || self.paths.record(key).exists()
-            || self.store_file(key).is_some()
+        // Looked at, not created: a session never opened has no runtime.
+        let here = lock(&self.sessions).get(key).is_some_and(|rt| {
+            let state = lock(&rt.state);
+            state.client.is_some() || state.launched.is_some()
+        });
+        here || self.paths.record(key).exists() || self.store_file(key).is_some()
     }
 
     /// Applies a validated change: fields first, then archive or unarchive.
@@ -314,20 +315,6 @@ impl Core {
         let change = self.check_field(key, field, bytes)?;
         self.apply_meta(key, change)
             .map_err(|e| self.refuse(key, e))
-    }
-
-    /// Every session's `meta.json`, as the listing wants them.
-    pub fn entries(&self) -> Vec<Entry> {
-        self.keys()
-            .into_iter()
-            .filter_map(|k| self.meta_value(&k).ok())
-            .filter_map(|m| Entry::from_meta(m).ok())
-            .collect()
-    }
-
-    /// `sessions.json` and `sessionfs ls`.
-    pub fn listing(&self, query: &Query) -> Listing {
-        listing::list(self.entries(), query)
     }
 }
 

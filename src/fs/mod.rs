@@ -66,11 +66,17 @@ pub struct SessionFs {
     inodes: Arc<InodeTable>,
     handles: Arc<Mutex<HashMap<u64, Handle>>>,
     scratch: Arc<ScratchFiles>,
+    /// Each open directory's entries, taken at `opendir`: offsets stay
+    /// stable however the directory changes during one listing.
+    dirs: Arc<Mutex<HashMap<u64, DirSnapshot>>>,
     next_fh: Arc<AtomicU64>,
     uid: u32,
     gid: u32,
     started: SystemTime,
 }
+
+/// A directory's entries as one `opendir` saw them: inode, type, name.
+type DirSnapshot = Arc<Vec<(u64, FileType, String)>>;
 
 fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.errno)
@@ -133,6 +139,7 @@ impl SessionFs {
             inodes: Arc::new(InodeTable::default()),
             handles: Arc::new(Mutex::new(HashMap::new())),
             scratch: Arc::new(ScratchFiles::default()),
+            dirs: Arc::new(Mutex::new(HashMap::new())),
             next_fh: Arc::new(AtomicU64::new(1)),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
@@ -711,10 +718,7 @@ impl SessionFs {
                         name.to_string(),
                     ));
                 }
-                for key in self.core.keys() {
-                    if self.core.is_archived(&key) {
-                        continue;
-                    }
+                for key in self.core.keys_in(false) {
                     let ino = self
                         .inodes
                         .ino(&Node::Session(key.clone(), SessionFile::Dir));
@@ -1217,18 +1221,16 @@ impl Filesystem for SessionFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.node(ino.0) {
-            Ok(
-                Node::Root
-                | Node::Session(_, SessionFile::Dir)
-                | Node::Session(_, SessionFile::TranscriptDir)
-                | Node::SlotsDir
-                | Node::World(_)
-                | Node::TranscriptsDir
-                | Node::View(_)
-                | Node::Facet(..),
-            ) => reply.opened(FileHandle(0), FopenFlags::empty()),
-            Ok(_) => reply.error(Errno::ENOTDIR),
+        // The listing is taken here, once: `readdir` only pages through it.
+        match self.readdir_entries(ino.0) {
+            Ok(entries) => {
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                self.dirs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(fh, Arc::new(entries));
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -1237,22 +1239,46 @@ impl Filesystem for SessionFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.readdir_entries(ino.0) {
-            Ok(entries) => {
-                for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize)
-                {
-                    if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
-                        break;
-                    }
-                }
-                reply.ok();
+        let snapshot = self
+            .dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&fh.0)
+            .cloned();
+        // A handle this daemon did not open (none should come): list afresh.
+        let entries = match snapshot {
+            Some(entries) => entries,
+            None => match self.readdir_entries(ino.0) {
+                Ok(entries) => Arc::new(entries),
+                Err(e) => return reply.error(errno(&e)),
+            },
+        };
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(start) {
+            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+                break;
             }
-            Err(e) => reply.error(errno(&e)),
         }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fh.0);
+        reply.ok();
     }
 
     // No extended attributes here; saying so once stops the kernel asking.

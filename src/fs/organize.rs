@@ -9,7 +9,6 @@ use crate::core::scratch::{ScratchFile, ScratchInfo};
 use crate::core::{MetaField, META_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::listing::Query;
 use fuser::FileType;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -278,7 +277,7 @@ impl SessionFs {
             Node::SessionsJson => (
                 FileType::RegularFile,
                 0o444,
-                self.sessions_json().len() as u64,
+                self.core.sessions_json().len() as u64,
             ),
             Node::View(_) | Node::Facet(..) => (FileType::Directory, 0o755, 0),
             Node::ViewLink(..) => (FileType::Symlink, 0o777, link_target(node).len() as u64),
@@ -296,20 +295,21 @@ impl SessionFs {
     }
 
     pub(super) fn sessions_json(&self) -> Vec<u8> {
-        let mut text = serde_json::to_vec_pretty(&self.core.listing(&Query::default()))
-            .expect("listing serialises");
-        text.push(b'\n');
-        text
+        self.core.take_sessions_json()
     }
 
-    /// Active sessions with what the views group them by.
+    /// Active sessions with what the views group them by, in listing order.
     fn active(&self) -> Vec<(SessionKey, bool, Option<String>)> {
-        self.core
-            .entries()
-            .into_iter()
-            .filter(|e| !e.archived)
-            .map(|e| (e.key, e.favourite, e.project))
-            .collect()
+        self.core.active_groups()
+    }
+
+    /// Whether an active session has this project (or engine): a facet
+    /// directory exists while one does.
+    fn facet_exists(&self, view: ViewDir, name: &str) -> bool {
+        self.core.any_active(|key, project| match view {
+            ViewDir::Projects => project == Some(name),
+            _ => key.engine() == name,
+        })
     }
 
     pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, FileType, String)>> {
@@ -324,9 +324,8 @@ impl SessionFs {
         Ok(match node {
             Node::View(ViewDir::Archived) => self
                 .core
-                .keys()
+                .keys_in(true)
                 .into_iter()
-                .filter(|k| self.core.is_archived(k))
                 .map(|k| {
                     let name = k.to_string();
                     (
@@ -370,6 +369,42 @@ impl SessionFs {
     }
 
     pub(super) fn views_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
+        let missing = || Error::not_found(format!("no {name} here"));
+        // A session in a view is looked at alone: `ls -l` of a view of
+        // thousands looks each one up, and must not list them all each time.
+        if let Node::View(ViewDir::Archived | ViewDir::Favourites) | Node::Facet(..) = parent {
+            let key = SessionKey::parse(name).map_err(|_| missing())?;
+            if !self.core.exists(&key) {
+                return Err(missing());
+            }
+            let (archived, favourite, project) = self.core.flags(&key);
+            return match parent {
+                Node::View(ViewDir::Archived) if archived => {
+                    Ok(Node::Session(key, SessionFile::Dir))
+                }
+                Node::View(ViewDir::Favourites) if favourite && !archived => {
+                    Ok(Node::ViewLink(ViewDir::Favourites, None, key))
+                }
+                Node::Facet(view @ ViewDir::Projects, facet)
+                    if !archived && project.as_ref() == Some(facet) =>
+                {
+                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
+                }
+                Node::Facet(view @ ViewDir::Engines, facet)
+                    if !archived && key.engine() == facet =>
+                {
+                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
+                }
+                _ => Err(missing()),
+            };
+        }
+        if let Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) = parent {
+            return if self.facet_exists(*view, name) {
+                Ok(Node::Facet(*view, name.to_string()))
+            } else {
+                Err(missing())
+            };
+        }
         self.views_entries(parent)?
             .into_iter()
             .find(|(_, _, n)| n == name)

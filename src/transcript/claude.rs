@@ -201,6 +201,7 @@ pub(crate) struct RawRow<'a> {
     is_meta: Option<bool>,
     is_compact_summary: Option<bool>,
     cwd: Option<Field<'a>>,
+    timestamp: Option<Field<'a>>,
     subtype: Option<Field<'a>>,
     content: Option<Field<'a>>,
     summary: Option<Field<'a>>,
@@ -228,6 +229,11 @@ impl<'a> RawRow<'a> {
     /// The row's `cwd`, if a string.
     pub fn cwd(&self) -> Option<&str> {
         field_str(&self.cwd)
+    }
+
+    /// The row's `timestamp`, if a string.
+    pub fn timestamp(&self) -> Option<&str> {
+        field_str(&self.timestamp)
     }
 }
 
@@ -264,6 +270,7 @@ impl<'de> Visitor<'de> for RowVisitor {
                     continue;
                 }
                 "cwd" => &mut r.cwd,
+                "timestamp" => &mut r.timestamp,
                 "subtype" => &mut r.subtype,
                 "content" => &mut r.content,
                 "summary" => &mut r.summary,

@@ -23,6 +23,7 @@
 //! - `parse`: a byte range of a store into turns.
 //! - `render`: turns as console text.
 //! - `page`: pages of turns, with caps.
+//! - `skim`: what a listing needs, from bounded windows of a store.
 //! - `store`: opening store files (the seam for compressed ones).
 
 mod claude;
@@ -33,6 +34,7 @@ mod page;
 mod parse;
 mod render;
 mod scan;
+mod skim;
 mod store;
 
 /// Generated stores for tests and benchmarks (not in the shipped binary).
@@ -45,6 +47,7 @@ pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
 pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};
 pub use page::{render_page, Limits, PageError};
 pub use render::call_summary;
+pub use skim::{from_next_line, Skim};
 pub use store::{is_compressed, open_store, StoreKind};
 #[cfg(test)]
 use {parse::parse_store, render::render_conversation};

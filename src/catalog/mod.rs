@@ -1,0 +1,993 @@
+//! Conversations found in the engines' own stores (SPEC §2): every Claude
+//! Code and Codex session already on the machine shows up without being
+//! asked. Nothing is ever written into a store.
+//!
+//! The catalog is an index, not a scan: one entry per conversation with its
+//! file's size, mtime and inode and a summary read from a bounded head and
+//! tail of it. inotify says which files appeared, changed or went (its
+//! queue is read, without waiting, whenever the index is consulted, so a
+//! file written before a request is seen by it); a periodic walk is the
+//! safety net. The index is saved in the state directory, so a restart
+//! re-reads only files whose size or mtime changed. Walks and reads happen
+//! outside the index's lock; their results are merged under it.
+
+mod persist;
+mod summary;
+mod walk;
+mod watch;
+
+pub use summary::{Stamp, Summary};
+pub use walk::codex_rollout_id;
+
+use crate::engine::{EngineTable, Store};
+use crate::key::SessionKey;
+use crate::transcript::StoreKind;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use walk::{Root, Seen};
+use watch::{Change, Watcher};
+
+/// Without inotify, how long a walk is trusted before a listing walks again.
+const RESCAN_AFTER: Duration = Duration::from_secs(1);
+/// With inotify, how often the background thread walks anyway.
+const SAFETY_RESCAN: Duration = Duration::from_secs(60);
+/// How often the background thread looks at the event queue.
+const TICK: Duration = Duration::from_millis(250);
+/// Files summarised per batch (each batch merged at once).
+const BATCH: usize = 256;
+
+/// One conversation file of an engine's store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFile {
+    pub kind: StoreKind,
+    pub path: PathBuf,
+    /// Modification time, milliseconds since the epoch.
+    pub mtime_ms: u64,
+}
+
+/// One conversation as the index knows it.
+#[derive(Debug, Clone)]
+pub struct Indexed {
+    pub file: StoreFile,
+    pub stamp: Stamp,
+    /// Possibly of an older state of the file: see [`Indexed::is_summarised`].
+    pub summary: Option<Arc<Summary>>,
+    /// When this entry was last changed (the index's sequence number).
+    seq: u64,
+}
+
+impl Indexed {
+    /// Whether the summary is of the file as it is now.
+    pub fn is_summarised(&self) -> bool {
+        self.summary.as_ref().is_some_and(|s| s.at == self.stamp)
+    }
+
+    /// The store's own title, else its first prompt.
+    pub fn title(&self) -> Option<&str> {
+        self.summary.as_deref().and_then(|s| s.title())
+    }
+
+    /// The directory the agent ran in.
+    pub fn cwd(&self) -> Option<&str> {
+        self.summary.as_ref().and_then(|s| s.skim.cwd.as_deref())
+    }
+
+    /// The time of the store's first row.
+    pub fn created_ms(&self) -> Option<u64> {
+        self.summary.as_ref().and_then(|s| s.skim.created_ms)
+    }
+}
+
+/// Every conversation, by key.
+pub type Files = HashMap<SessionKey, Arc<Indexed>>;
+
+#[derive(Debug, Default)]
+struct Index {
+    /// Shared with readers: a listing holds it while it works, changes
+    /// copy it only if one does.
+    files: Arc<Files>,
+    /// Bumped by every change, so a walk does not undo what changed after
+    /// it started.
+    seq: u64,
+    /// Keys removed by events, and when: a walk that started before does
+    /// not bring them back.
+    tombs: HashMap<SessionKey, u64>,
+    walked: Option<Instant>,
+    /// Differs from what was saved.
+    dirty: bool,
+    /// Counts files summarised for the first time; `saved_summaries` is
+    /// its value in the last file written.
+    new_summaries: u64,
+    saved_summaries: u64,
+    changed_at: Option<Instant>,
+    saved_at: Option<Instant>,
+    /// Events were lost: walk everything.
+    overflow: bool,
+}
+
+impl Index {
+    fn touch(&mut self) {
+        self.seq += 1;
+        self.dirty = true;
+        self.changed_at = Some(Instant::now());
+    }
+}
+
+/// How far the index is, for the root `status`.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct CatalogStats {
+    pub conversations: usize,
+    pub summarised: usize,
+    pub watching: bool,
+    /// Every summary read so far is saved.
+    pub saved: bool,
+    /// Files this process summarised (a bounded read each) since it started.
+    pub files_read: usize,
+}
+
+/// The stores of every engine, indexed.
+#[derive(Debug)]
+pub struct Catalog {
+    roots: Vec<Root>,
+    index: Mutex<Index>,
+    watcher: Mutex<Option<Watcher>>,
+    walking: AtomicBool,
+    saved: Option<PathBuf>,
+    /// Files summarised by this process (each a bounded read).
+    reads: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A file's key, if its root's engine and its id make one.
+fn key_of(roots: &[Root], root: usize, id: &str) -> Option<SessionKey> {
+    SessionKey::new(&roots[root].engine, id)
+        .inspect_err(|_| log::debug!("{id}: not a usable session id"))
+        .ok()
+}
+
+/// A rollout both plain and compressed: the plain one is newer.
+fn prefer(old: &Path, new: &Path) -> bool {
+    crate::transcript::is_compressed(old) || !crate::transcript::is_compressed(new)
+}
+
+impl Catalog {
+    fn roots(engines: &EngineTable) -> Vec<Root> {
+        engines
+            .iter()
+            .filter_map(|e| {
+                let (kind, path) = match &e.store {
+                    Store::Claude(root) => (StoreKind::Claude, root.clone()),
+                    Store::Codex(root) => (StoreKind::Codex, root.clone()),
+                    Store::None | Store::Hosted => return None,
+                };
+                Some(Root {
+                    engine: e.name.clone(),
+                    kind,
+                    path,
+                })
+            })
+            .collect()
+    }
+
+    /// An index that walks the stores when consulted (no inotify, nothing
+    /// saved); the first walk happens at the first use.
+    pub fn new(engines: &EngineTable) -> Catalog {
+        Catalog {
+            roots: Self::roots(engines),
+            index: Mutex::new(Index::default()),
+            watcher: Mutex::new(None),
+            walking: AtomicBool::new(false),
+            saved: None,
+            reads: AtomicUsize::new(0),
+        }
+    }
+
+    /// The index saved in `state_dir`, brought up to date by one walk
+    /// (a `stat` per file). With `watch`, inotify watches every directory
+    /// from before it is walked.
+    pub fn open(engines: &EngineTable, state_dir: &Path, watch: bool) -> Catalog {
+        let mut catalog = Catalog::new(engines);
+        let saved = state_dir.join("catalog.json");
+        {
+            let loaded = persist::load(&saved, &catalog.roots);
+            let mut index = lock(&catalog.index);
+            index.files = Arc::new(loaded.into_iter().map(|(k, e)| (k, Arc::new(e))).collect());
+        }
+        catalog.saved = Some(saved);
+        if watch {
+            match Watcher::new() {
+                Ok(w) => *lock(&catalog.watcher) = Some(w),
+                Err(e) => log::warn!("no inotify ({e}); the stores are walked every second"),
+            }
+        }
+        catalog.rescan();
+        catalog
+    }
+
+    /// Keeps the index current from a thread of its own: events, the
+    /// periodic walk, summaries of new and changed files, saving.
+    pub fn start(self: &Arc<Self>) {
+        let catalog = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("catalog".into())
+            .spawn(move || {
+                let mut looked_at = None;
+                loop {
+                    std::thread::sleep(TICK);
+                    let Some(c) = catalog.upgrade() else { return };
+                    c.background_tick(&mut looked_at);
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("cannot start the catalog thread: {e}");
+        }
+    }
+
+    /// `looked_at`: the index's version when every summary was last found
+    /// current, so an idle index is not searched every tick.
+    fn background_tick(&self, looked_at: &mut Option<u64>) {
+        self.sync();
+        let (due, version) = {
+            let index = lock(&self.index);
+            let due = index.overflow || index.walked.is_none_or(|t| t.elapsed() > SAFETY_RESCAN);
+            (due, index.seq)
+        };
+        if due {
+            self.rescan();
+        }
+        if due || *looked_at != Some(version) {
+            // Summaries first, so a listing rarely has to read any itself.
+            while self.summarise_stale(Some(BATCH)) == BATCH {}
+            *looked_at = Some(lock(&self.index).seq);
+        }
+        self.save_if_due();
+    }
+
+    fn save_if_due(&self) {
+        let due = {
+            let index = lock(&self.index);
+            let quiet = index
+                .changed_at
+                .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
+            let long_ago = index.saved_at.is_none_or(|t| t.elapsed() > SAFETY_RESCAN);
+            let unsaved = index.new_summaries > index.saved_summaries;
+            index.dirty && quiet && (unsaved || long_ago)
+        };
+        if due {
+            self.save();
+        }
+    }
+
+    /// Writes the index to the state directory.
+    pub fn save(&self) {
+        let Some(path) = &self.saved else { return };
+        let (files, summaries) = {
+            let mut index = lock(&self.index);
+            index.dirty = false;
+            index.saved_at = Some(Instant::now());
+            (index.files.clone(), index.new_summaries)
+        };
+        match persist::save(path, &files) {
+            Ok(()) => {
+                let mut index = lock(&self.index);
+                index.saved_summaries = index.saved_summaries.max(summaries);
+            }
+            Err(e) => {
+                log::warn!("cannot save {}: {e}", path.display());
+                lock(&self.index).dirty = true;
+            }
+        }
+    }
+
+    /// Saves if something was summarised since the last save (for
+    /// one-shot users such as `sessionfs ls`).
+    pub fn save_if_new(&self) {
+        let unsaved = {
+            let index = lock(&self.index);
+            index.new_summaries > index.saved_summaries
+        };
+        if unsaved {
+            self.save();
+        }
+    }
+
+    fn watch_dir(&self, root: usize, dir: &Path, depth: u8) {
+        if let Some(w) = lock(&self.watcher).as_mut() {
+            w.watch(&self.roots, root, dir, depth);
+        }
+    }
+
+    fn watching(&self) -> bool {
+        lock(&self.watcher).is_some()
+    }
+
+    /// Walks every store (outside the lock) and merges what it saw.
+    pub fn rescan(&self) {
+        if self.walking.swap(true, Ordering::AcqRel) {
+            // Another thread walks right now; its result will do.
+            return;
+        }
+        let started = {
+            let mut index = lock(&self.index);
+            index.overflow = false;
+            index.seq
+        };
+        let found = walk::walk_all(&self.roots, &mut |root, dir, depth| {
+            self.watch_dir(root, dir, depth)
+        });
+        self.merge_walk(found, started);
+        self.walking.store(false, Ordering::Release);
+    }
+
+    fn merge_walk(&self, found: Vec<Seen>, started: u64) {
+        let mut seen: HashMap<SessionKey, Seen> = HashMap::with_capacity(found.len());
+        for s in found {
+            let Some(key) = key_of(&self.roots, s.root, &s.id) else {
+                continue;
+            };
+            match seen.get(&key) {
+                Some(old) if !prefer(&old.path, &s.path) => {}
+                _ => {
+                    seen.insert(key, s);
+                }
+            }
+        }
+        let mut index = lock(&self.index);
+        // What the walk saw is as of its start: any batch of events read
+        // since is newer.
+        let seq = started;
+        let old = index.files.clone();
+        let mut next: Files = HashMap::with_capacity(seen.len());
+        for (k, e) in old.iter() {
+            if e.seq > started {
+                next.insert(k.clone(), e.clone());
+            }
+        }
+        let mut changed = false;
+        for (key, s) in seen {
+            if next.contains_key(&key) || index.tombs.get(&key).is_some_and(|t| *t > started) {
+                continue;
+            }
+            let stamp = Stamp {
+                size: s.size,
+                mtime_ms: s.mtime_ms,
+                ino: s.ino,
+            };
+            let entry = match old.get(&key) {
+                Some(o) if o.file.path == s.path && o.stamp == stamp => o.clone(),
+                o => {
+                    changed = true;
+                    Arc::new(Indexed {
+                        file: StoreFile {
+                            kind: self.roots[s.root].kind,
+                            mtime_ms: s.mtime_ms,
+                            path: s.path.clone(),
+                        },
+                        stamp,
+                        summary: o
+                            .filter(|o| o.file.path == s.path)
+                            .and_then(|o| o.summary.clone()),
+                        seq,
+                    })
+                }
+            };
+            next.insert(key, entry);
+        }
+        if changed || next.len() != old.len() {
+            index.touch();
+        }
+        index.files = Arc::new(next);
+        index.tombs.retain(|_, t| *t > started);
+        index.walked = Some(Instant::now());
+    }
+
+    /// Reads the events queued so far and applies them; without inotify,
+    /// walks again if the last walk is older than a second.
+    ///
+    /// Each batch of events gets a sequence number when it is read; what
+    /// its `stat`s find is merged only over entries older than it, so two
+    /// threads applying batches (no lock is held meanwhile) never undo a
+    /// newer one.
+    pub fn sync(&self) {
+        // Bound first: a guard in a match's scrutinee would live through its arms.
+        let drained = {
+            let mut watcher = lock(&self.watcher);
+            watcher.as_mut().map(|w| {
+                let changes = w.drain(&self.roots);
+                let mut index = lock(&self.index);
+                if !changes.is_empty() {
+                    index.seq += 1;
+                }
+                (changes, index.seq)
+            })
+        };
+        let (changes, batch) = match drained {
+            Some(drained) => drained,
+            None => {
+                let stale = lock(&self.index)
+                    .walked
+                    .is_none_or(|t| t.elapsed() > RESCAN_AFTER);
+                if stale {
+                    self.rescan();
+                }
+                return;
+            }
+        };
+        if changes.is_empty() {
+            return;
+        }
+        let mut upserts: Vec<(SessionKey, Seen)> = Vec::new();
+        let mut removals: Vec<(SessionKey, PathBuf)> = Vec::new();
+        let mut gone_dirs: Vec<PathBuf> = Vec::new();
+        for change in changes {
+            match change {
+                Change::File { root, path } => {
+                    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    let Some(id) = self.roots[root].id_of(name) else {
+                        continue;
+                    };
+                    let Some(key) = key_of(&self.roots, root, &id) else {
+                        continue;
+                    };
+                    self.look_at(root, key, id, path, &mut upserts, &mut removals);
+                }
+                Change::NewDir { root, path, depth } => {
+                    let mut found = Vec::new();
+                    walk::walk(
+                        &self.roots,
+                        root,
+                        &path,
+                        depth,
+                        &mut |r, d, depth| self.watch_dir(r, d, depth),
+                        &mut found,
+                    );
+                    for s in found {
+                        if let Some(key) = key_of(&self.roots, s.root, &s.id) {
+                            upserts.push((key, s));
+                        }
+                    }
+                }
+                Change::GoneDir { path } => gone_dirs.push(path),
+                Change::Overflow => lock(&self.index).overflow = true,
+            }
+        }
+        let seq = batch;
+        let mut index = lock(&self.index);
+        let mut changed = false;
+        {
+            let index = &mut *index;
+            let files = Arc::make_mut(&mut index.files);
+            for dir in gone_dirs {
+                let gone: Vec<SessionKey> = files
+                    .iter()
+                    .filter(|(_, e)| e.seq <= seq && e.file.path.starts_with(&dir))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in gone {
+                    files.remove(&key);
+                    index.tombs.insert(key, seq);
+                    changed = true;
+                }
+            }
+            for (key, path) in removals {
+                if files
+                    .get(&key)
+                    .is_some_and(|e| e.file.path == path && e.seq <= seq)
+                {
+                    files.remove(&key);
+                    let tomb = index.tombs.entry(key).or_insert(seq);
+                    *tomb = (*tomb).max(seq);
+                    changed = true;
+                }
+            }
+            for (key, s) in upserts {
+                // A newer batch or walk already said more of this file.
+                if index.tombs.get(&key).is_some_and(|t| *t > seq)
+                    || files.get(&key).is_some_and(|e| e.seq > seq)
+                {
+                    continue;
+                }
+                let stamp = Stamp {
+                    size: s.size,
+                    mtime_ms: s.mtime_ms,
+                    ino: s.ino,
+                };
+                let summary = match files.get(&key) {
+                    Some(o) if o.file.path == s.path && o.stamp == stamp => continue,
+                    Some(o) if o.file.path == s.path => o.summary.clone(),
+                    Some(o) if !prefer(&o.file.path, &s.path) => continue,
+                    _ => None,
+                };
+                files.insert(
+                    key,
+                    Arc::new(Indexed {
+                        file: StoreFile {
+                            kind: self.roots[s.root].kind,
+                            mtime_ms: s.mtime_ms,
+                            path: s.path,
+                        },
+                        stamp,
+                        summary,
+                        seq,
+                    }),
+                );
+                changed = true;
+            }
+        }
+        if changed {
+            index.touch();
+        }
+    }
+
+    /// One file an event named: present (an upsert) or gone (a removal,
+    /// or for a plain rollout, its compressed successor).
+    fn look_at(
+        &self,
+        root: usize,
+        key: SessionKey,
+        id: String,
+        path: PathBuf,
+        upserts: &mut Vec<(SessionKey, Seen)>,
+        removals: &mut Vec<(SessionKey, PathBuf)>,
+    ) {
+        match walk::stat(root, id.clone(), path.clone()) {
+            Some(s) => {
+                // A compressed rollout whose plain one is still there waits.
+                let plain = path
+                    .to_string_lossy()
+                    .strip_suffix(".zst")
+                    .map(PathBuf::from);
+                if !plain.is_some_and(|p| p.is_file()) {
+                    upserts.push((key, s));
+                }
+            }
+            None => {
+                let zst = PathBuf::from(format!("{}.zst", path.display()));
+                match (
+                    crate::transcript::is_compressed(&path),
+                    walk::stat(root, id, zst),
+                ) {
+                    (false, Some(s)) => upserts.push((key, s)),
+                    _ => removals.push((key, path)),
+                }
+            }
+        }
+    }
+
+    /// Makes sure what was written to the stores before this call is in
+    /// the index.
+    pub fn refresh(&self) {
+        if self.watching() {
+            self.sync();
+        } else {
+            self.rescan();
+        }
+    }
+
+    /// Changes whenever the index does (after reading the events queued).
+    pub fn version(&self) -> u64 {
+        self.sync();
+        lock(&self.index).seq
+    }
+
+    /// Every conversation, current as of this call.
+    pub fn files(&self) -> Arc<Files> {
+        self.sync();
+        lock(&self.index).files.clone()
+    }
+
+    /// Every conversation with a summary of its file as it is now (files
+    /// changed since their last summary are read, a bounded part each).
+    pub fn summarised(&self) -> Arc<Files> {
+        self.sync();
+        self.summarise_stale(None);
+        lock(&self.index).files.clone()
+    }
+
+    /// Summarises up to `limit` entries whose summary is missing or old;
+    /// returns how many it read.
+    fn summarise_stale(&self, limit: Option<usize>) -> usize {
+        let stale: Vec<(SessionKey, Arc<Indexed>)> = {
+            let index = lock(&self.index);
+            index
+                .files
+                .iter()
+                .filter(|(_, e)| !e.is_summarised())
+                .take(limit.unwrap_or(usize::MAX))
+                .map(|(k, e)| (k.clone(), e.clone()))
+                .collect()
+        };
+        let n = stale.len();
+        self.summarise(stale);
+        n
+    }
+
+    fn summarise(&self, stale: Vec<(SessionKey, Arc<Indexed>)>) {
+        if stale.is_empty() {
+            return;
+        }
+        self.reads.fetch_add(stale.len(), Ordering::Relaxed);
+        let read: Vec<(SessionKey, Arc<Indexed>, Summary)> = stale
+            .into_iter()
+            .map(|(k, e)| {
+                let s = summary::read(e.file.kind, &e.file.path, e.stamp, e.summary.as_deref());
+                (k, e, s)
+            })
+            .collect();
+        let mut index = lock(&self.index);
+        let mut fresh = 0;
+        let mut changed = false;
+        {
+            let files = Arc::make_mut(&mut index.files);
+            for (key, was, summary) in read {
+                let Some(now) = files.get_mut(&key) else {
+                    continue;
+                };
+                // Only if the file is still the one read.
+                if now.file.path != was.file.path || now.stamp != summary.at {
+                    continue;
+                }
+                if now.summary.is_none() {
+                    fresh += 1;
+                }
+                changed |= now.summary.as_deref() != Some(&summary);
+                Arc::make_mut(now).summary = Some(Arc::new(summary));
+            }
+        }
+        index.new_summaries += fresh;
+        if changed {
+            index.touch();
+        }
+    }
+
+    /// One conversation's entry, its summary current.
+    pub fn summary_of(&self, key: &SessionKey) -> Option<Arc<Indexed>> {
+        let entry = self.files().get(key).cloned()?;
+        if entry.is_summarised() {
+            return Some(entry);
+        }
+        self.summarise(vec![(key.clone(), entry)]);
+        lock(&self.index).files.get(key).cloned()
+    }
+
+    /// Every conversation in the stores; `fresh` makes sure what was
+    /// written before this call is in it.
+    pub fn all(&self, fresh: bool) -> HashMap<SessionKey, StoreFile> {
+        if fresh && !self.watching() {
+            self.rescan();
+        }
+        self.files()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.file.clone()))
+            .collect()
+    }
+
+    /// The store file of one conversation.
+    pub fn find(&self, key: &SessionKey) -> Option<StoreFile> {
+        self.kind_of(key.engine())?;
+        if let Some(e) = self.files().get(key) {
+            if e.file.path.exists() {
+                return Some(e.file.clone());
+            }
+            // Gone since: what the events say next (a compressed successor?).
+            self.sync();
+            if !self.watching() {
+                self.rescan();
+            }
+            return lock(&self.index)
+                .files
+                .get(key)
+                .filter(|e| e.file.path.exists())
+                .map(|e| e.file.clone());
+        }
+        if !self.watching() {
+            let recent = lock(&self.index)
+                .walked
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(100));
+            if !recent {
+                self.rescan();
+                return lock(&self.index).files.get(key).map(|e| e.file.clone());
+            }
+        }
+        None
+    }
+
+    pub fn kind_of(&self, engine: &str) -> Option<StoreKind> {
+        self.roots
+            .iter()
+            .find(|r| r.engine == engine)
+            .map(|r| r.kind)
+    }
+
+    pub fn stats(&self) -> CatalogStats {
+        let watching = self.watching();
+        let index = lock(&self.index);
+        CatalogStats {
+            conversations: index.files.len(),
+            summarised: index.files.values().filter(|e| e.is_summarised()).count(),
+            watching,
+            saved: index.new_summaries == index.saved_summaries,
+            files_read: self.reads.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The working directory a store's session ran in, from its first lines.
+pub fn store_cwd(file: &StoreFile) -> Option<String> {
+    let reader = crate::transcript::open_store(&file.path, 0).ok()?;
+    for line in BufReader::new(reader).split(b'\n').take(64) {
+        let line = line.ok()?;
+        let Ok(row) = serde_json::from_slice::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let cwd = match file.kind {
+            StoreKind::Claude => row.get("cwd"),
+            StoreKind::Codex => row.get("payload").and_then(|p| p.get("cwd")),
+        };
+        if let Some(cwd) = cwd.and_then(|c| c.as_str()) {
+            return Some(cwd.to_string());
+        }
+    }
+    None
+}
+
+fn mtime_ms(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .map(|m| walk::mtime_ms(&m))
+        .unwrap_or(0)
+}
+
+/// A plain file with the store's lines: the store itself, or for a
+/// compressed rollout a decoded copy in `cache_dir`, made again when the
+/// rollout is newer than the copy.
+pub fn readable(file: &StoreFile, cache_dir: &Path) -> std::io::Result<PathBuf> {
+    if !crate::transcript::is_compressed(&file.path) {
+        return Ok(file.path.clone());
+    }
+    let name = file.path.file_name().unwrap_or_default().to_string_lossy();
+    let copy = cache_dir.join(name.trim_end_matches(".zst"));
+    if mtime_ms(&copy) >= file.mtime_ms && copy.exists() {
+        return Ok(copy);
+    }
+    std::fs::create_dir_all(cache_dir)?;
+    let tmp = copy.with_extension(format!("tmp{}", std::process::id()));
+    let mut out = std::fs::File::create(&tmp)?;
+    let mut decoder = crate::transcript::open_store(&file.path, 0)?;
+    std::io::copy(&mut decoder, &mut out)?;
+    std::fs::rename(&tmp, &copy)?;
+    Ok(copy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap as Map;
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
+    }
+
+    #[test]
+    fn finds_every_real_store_and_no_subagent_file() {
+        let env: Map<String, String> = [
+            ("CLAUDE_CONFIG_DIR", fixtures().join("claude")),
+            ("CODEX_HOME", fixtures().join("codex")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned()))
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        let catalog = Catalog::new(&engines);
+        let all = catalog.all(true);
+        let claude = all.keys().filter(|k| k.engine() == "claude").count();
+        let codex: Vec<_> = all.keys().filter(|k| k.engine() == "codex").collect();
+        assert_eq!(claude, 7);
+        assert_eq!(codex.len(), 1);
+        assert_eq!(codex[0].id(), "019e1625-789d-76c0-80ab-3724b5ddb799");
+        assert!(all.keys().all(|k| !k.id().starts_with("agent-")));
+        let file = catalog
+            .find(&SessionKey::parse("codex:019e1625-789d-76c0-80ab-3724b5ddb799").unwrap())
+            .unwrap();
+        assert!(store_cwd(&file).is_some());
+    }
+
+    /// A Claude store root in a temporary directory, and its engines.
+    fn claude_world() -> (tempfile::TempDir, EngineTable) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("claude/projects/-p")).unwrap();
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let env: Map<String, String> = [(
+            "CLAUDE_CONFIG_DIR".to_string(),
+            dir.path().join("claude").to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        (dir, engines)
+    }
+
+    fn conversation(dir: &Path, id: &str, prompt: &str) -> PathBuf {
+        let path = dir.join(format!("claude/projects/-p/{id}.jsonl"));
+        let row = serde_json::json!({
+            "type": "user", "sessionId": id, "cwd": "/w",
+            "timestamp": "2026-01-02T03:04:05.000Z",
+            "message": {"role": "user", "content": prompt},
+        });
+        std::fs::write(&path, format!("{row}\n")).unwrap();
+        path
+    }
+
+    fn append(path: &Path, text: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn title(c: &Catalog, id: &str) -> Option<String> {
+        let key = SessionKey::new("claude", id).unwrap();
+        c.summarised()
+            .get(&key)
+            .and_then(|e| e.title().map(str::to_string))
+    }
+
+    /// Makes the next write visible as a new mtime even on coarse clocks.
+    fn later(path: &Path) {
+        let t = std::fs::metadata(path).unwrap().modified().unwrap();
+        let f = std::fs::File::options().append(true).open(path).unwrap();
+        f.set_modified(t + Duration::from_secs(2)).unwrap();
+    }
+
+    #[test]
+    fn only_changed_files_are_read_again() {
+        let (dir, engines) = claude_world();
+        let ids: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+        let paths: Vec<PathBuf> = ids
+            .iter()
+            .map(|id| conversation(dir.path(), id, &format!("prompt of {id}")))
+            .collect();
+        let c = Catalog::open(&engines, &dir.path().join("state"), false);
+        assert_eq!(c.summarised().len(), 5);
+        assert_eq!(c.stats().files_read, 5);
+        assert_eq!(title(&c, "c3").as_deref(), Some("prompt of c3"));
+        let created = c.summarised()[&SessionKey::new("claude", "c3").unwrap()].created_ms();
+        assert_eq!(created, Some(1_767_323_045_000));
+
+        // Nothing changed: nothing is read.
+        c.rescan();
+        c.summarised();
+        assert_eq!(c.stats().files_read, 5);
+
+        // One file grows: only it is read, and only what was appended — a
+        // title far from both ends of the file is still found.
+        let filler = serde_json::json!({"type": "assistant", "message": {"role": "assistant", "content": "x".repeat(1000)}});
+        let filler = format!("{filler}\n").repeat(100);
+        append(&paths[1], &filler);
+        later(&paths[1]);
+        c.rescan();
+        assert_eq!(title(&c, "c1").as_deref(), Some("prompt of c1"));
+        assert_eq!(c.stats().files_read, 6);
+        append(
+            &paths[1],
+            &format!("{{\"type\":\"custom-title\",\"customTitle\":\"Renamed\"}}\n{filler}"),
+        );
+        later(&paths[1]);
+        c.rescan();
+        assert_eq!(title(&c, "c1").as_deref(), Some("Renamed"));
+        assert_eq!(c.stats().files_read, 7);
+        // Read from scratch, head and tail alone would not have seen it.
+        let fresh = Catalog::open(&engines, &dir.path().join("elsewhere"), false);
+        assert_eq!(title(&fresh, "c1").as_deref(), Some("prompt of c1"));
+
+        // A new file is read; a removed one is gone.
+        conversation(dir.path(), "c9", "new one");
+        std::fs::remove_file(&paths[4]).unwrap();
+        c.rescan();
+        let files = c.summarised();
+        assert_eq!(c.stats().files_read, 8);
+        assert!(files.contains_key(&SessionKey::new("claude", "c9").unwrap()));
+        assert!(!files.contains_key(&SessionKey::new("claude", "c4").unwrap()));
+    }
+
+    #[test]
+    fn saved_summaries_are_taken_again_at_the_next_start() {
+        let (dir, engines) = claude_world();
+        let state = dir.path().join("state");
+        for i in 0..4 {
+            conversation(dir.path(), &format!("s{i}"), &format!("prompt {i}"));
+        }
+        let first = Catalog::open(&engines, &state, false);
+        first.summarised();
+        assert_eq!(first.stats().files_read, 4);
+        first.save_if_new();
+        assert!(state.join("catalog.json").is_file());
+        drop(first);
+
+        // A restart reads nothing it already knows.
+        let second = Catalog::open(&engines, &state, false);
+        assert_eq!(second.stats().summarised, 4);
+        assert_eq!(title(&second, "s2").as_deref(), Some("prompt 2"));
+        assert_eq!(second.stats().files_read, 0);
+
+        // A file changed while no daemon ran is the only one read.
+        let path = dir.path().join("claude/projects/-p/s1.jsonl");
+        append(&path, "{\"type\":\"ai-title\",\"aiTitle\":\"Later\"}\n");
+        later(&path);
+        let third = Catalog::open(&engines, &state, false);
+        assert_eq!(title(&third, "s1").as_deref(), Some("Later"));
+        assert_eq!(third.stats().files_read, 1);
+
+        // A damaged file is only a cache: everything is read again.
+        std::fs::write(state.join("catalog.json"), b"{not json").unwrap();
+        let fourth = Catalog::open(&engines, &state, false);
+        assert_eq!(fourth.summarised().len(), 4);
+        assert_eq!(fourth.stats().files_read, 4);
+    }
+
+    #[test]
+    fn inotify_shows_new_files_without_a_walk() {
+        let (dir, engines) = claude_world();
+        conversation(dir.path(), "w0", "first");
+        let c = Catalog::open(&engines, &dir.path().join("state"), true);
+        assert!(c.stats().watching);
+        let walked = lock(&c.index).walked;
+        conversation(dir.path(), "w1", "second");
+        // A new project folder, and a file in it.
+        std::fs::create_dir_all(dir.path().join("claude/projects/-q")).unwrap();
+        let row = r#"{"type":"user","message":{"role":"user","content":"third"}}"#;
+        std::fs::write(
+            dir.path().join("claude/projects/-q/w2.jsonl"),
+            format!("{row}\n"),
+        )
+        .unwrap();
+        let files = c.files();
+        assert!(files.contains_key(&SessionKey::new("claude", "w1").unwrap()));
+        assert!(files.contains_key(&SessionKey::new("claude", "w2").unwrap()));
+        assert_eq!(lock(&c.index).walked, walked, "no walk was needed");
+        std::fs::remove_file(dir.path().join("claude/projects/-p/w0.jsonl")).unwrap();
+        assert!(!c
+            .files()
+            .contains_key(&SessionKey::new("claude", "w0").unwrap()));
+        assert_eq!(title(&c, "w2").as_deref(), Some("third"));
+    }
+
+    #[test]
+    fn a_walk_never_undoes_what_events_said_after_it_started() {
+        let (dir, engines) = claude_world();
+        let a = conversation(dir.path(), "a", "doomed");
+        let c = Catalog::open(&engines, &dir.path().join("state"), true);
+        // A walk sees `a` and not `b`...
+        let started = lock(&c.index).seq;
+        let found = walk::walk_all(&c.roots, &mut |_, _, _| {});
+        // ...meanwhile `a` goes and `b` comes, and the events are applied...
+        std::fs::remove_file(&a).unwrap();
+        conversation(dir.path(), "b", "newborn");
+        c.sync();
+        // ...then the walk's older view is merged.
+        c.merge_walk(found, started);
+        let files = lock(&c.index).files.clone();
+        assert!(!files.contains_key(&SessionKey::new("claude", "a").unwrap()));
+        assert!(files.contains_key(&SessionKey::new("claude", "b").unwrap()));
+        // The next walk agrees.
+        c.rescan();
+        assert_eq!(c.files().len(), 1);
+    }
+
+    #[test]
+    fn rollout_ids_are_read_from_names() {
+        assert_eq!(
+            codex_rollout_id(
+                "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl.zst"
+            ),
+            Some("019e1625-789d-76c0-80ab-3724b5ddb799")
+        );
+        assert_eq!(codex_rollout_id("rollout-x.jsonl"), None);
+        assert_eq!(codex_rollout_id("notes.jsonl"), None);
+    }
+}

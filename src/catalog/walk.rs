@@ -1,0 +1,149 @@
+//! Walking the stores' directories: which files are conversations, and
+//! their size, mtime and inode (a `stat` each, never a read).
+
+use crate::transcript::StoreKind;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// One engine's store.
+#[derive(Debug, Clone)]
+pub struct Root {
+    pub engine: String,
+    pub kind: StoreKind,
+    pub path: PathBuf,
+}
+
+impl Root {
+    /// The directory under the root that holds the conversations.
+    fn top(&self) -> &'static str {
+        match self.kind {
+            StoreKind::Claude => "projects",
+            StoreKind::Codex => "sessions",
+        }
+    }
+
+    /// How deep below the root the directories holding conversation files
+    /// lie: Claude's `projects/<folder>/`, Codex's `sessions/YYYY/MM/DD/`.
+    pub fn file_depth(&self) -> u8 {
+        match self.kind {
+            StoreKind::Claude => 2,
+            StoreKind::Codex => 4,
+        }
+    }
+
+    /// The session id a file's name gives, if it is a conversation.
+    pub fn id_of(&self, name: &str) -> Option<String> {
+        match self.kind {
+            StoreKind::Claude => name.strip_suffix(".jsonl").map(str::to_string),
+            StoreKind::Codex => codex_rollout_id(name).map(str::to_string),
+        }
+    }
+
+    /// Whether a directory at `depth` (its parent at `depth - 1`) is on the
+    /// way to conversation files.
+    pub fn wants_dir(&self, depth: u8, name: &str) -> bool {
+        match depth {
+            0 => false,
+            1 => name == self.top(),
+            d => d <= self.file_depth(),
+        }
+    }
+}
+
+/// The id at the end of a rollout's name: `rollout-<time>-<uuid>.jsonl[.zst]`.
+pub fn codex_rollout_id(name: &str) -> Option<&str> {
+    let stem = name
+        .strip_suffix(".jsonl")
+        .or_else(|| name.strip_suffix(".jsonl.zst"))?;
+    let rest = stem.strip_prefix("rollout-")?;
+    // 36 characters of a uuid are its hyphenated form, the only one taken.
+    let id = rest.get(rest.len().checked_sub(36)?..)?;
+    uuid::Uuid::try_parse(id).is_ok().then_some(id)
+}
+
+/// A conversation file as a `stat` saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub root: usize,
+    pub id: String,
+    pub path: PathBuf,
+    pub size: u64,
+    pub mtime_ms: u64,
+    pub ino: u64,
+}
+
+/// `stat` of a conversation file (following links); `None` if it is not a
+/// regular file (any more).
+pub fn stat(root: usize, id: String, path: PathBuf) -> Option<Seen> {
+    let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
+    Some(Seen {
+        root,
+        id,
+        size: meta.len(),
+        mtime_ms: mtime_ms(&meta),
+        ino: meta.ino(),
+        path,
+    })
+}
+
+pub fn mtime_ms(meta: &std::fs::Metadata) -> u64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Walks `dir`, at `depth` below root `root`, collecting conversation files
+/// into `found`. `on_dir` is called for every directory before it is read
+/// (to watch it first, so nothing created meanwhile is missed).
+pub fn walk(
+    roots: &[Root],
+    root: usize,
+    dir: &Path,
+    depth: u8,
+    on_dir: &mut dyn FnMut(usize, &Path, u8),
+    found: &mut Vec<Seen>,
+) {
+    let r = &roots[root];
+    on_dir(root, dir, depth);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if depth == r.file_depth() {
+            if let Some(id) = r.id_of(&name) {
+                // Relative to the open directory, not a path walk per file;
+                // a link is followed the long way.
+                let meta = entry
+                    .metadata()
+                    .ok()
+                    .filter(|m| !m.file_type().is_symlink())
+                    .or_else(|| std::fs::metadata(entry.path()).ok());
+                if let Some(meta) = meta.filter(|m| m.is_file()) {
+                    found.push(Seen {
+                        root,
+                        id,
+                        path: entry.path(),
+                        size: meta.len(),
+                        mtime_ms: mtime_ms(&meta),
+                        ino: meta.ino(),
+                    });
+                }
+            }
+        } else if r.wants_dir(depth + 1, &name) && entry.path().is_dir() {
+            walk(roots, root, &entry.path(), depth + 1, on_dir, found);
+        }
+    }
+}
+
+/// Every conversation file of every root.
+pub fn walk_all(roots: &[Root], on_dir: &mut dyn FnMut(usize, &Path, u8)) -> Vec<Seen> {
+    let mut found = Vec::new();
+    for (i, r) in roots.iter().enumerate() {
+        walk(roots, i, &r.path, 0, on_dir, &mut found);
+    }
+    found
+}
