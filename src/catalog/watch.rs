@@ -65,6 +65,11 @@ impl Watcher {
             Ok(wd) => {
                 self.dirs.insert(wd, (root, dir.to_path_buf(), depth));
             }
+            // A store that does not exist yet (no Claude on this machine) is
+            // normal; the rescan finds it once the engine makes it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                log::debug!("{} does not exist yet; not watched", dir.display());
+            }
             Err(e) => {
                 if !self.warned {
                     self.warned = true;
