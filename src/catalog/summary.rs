@@ -2,11 +2,10 @@
 //! bounded head and tail of its file (or what was appended since the last
 //! read), never from a turn index.
 
-use crate::transcript::{self, Skim, StoreKind};
+use crate::transcript::{self, read_up_to, Skim, StoreKind};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Bytes read at the start of a file: the first rows (time, cwd, prompt).
@@ -37,21 +36,6 @@ impl Summary {
     pub fn title(&self) -> Option<&str> {
         self.skim.title()
     }
-}
-
-fn read_at(f: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
-    let mut out = vec![0u8; len as usize];
-    let mut got = 0;
-    while got < out.len() {
-        match f.read_at(&mut out[got..], at + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    out.truncate(got);
-    Ok(out)
 }
 
 /// Summarises the file at `path` as of `at`, going on from `prev` when the
@@ -96,7 +80,7 @@ fn read_inner(
     if let Some(prev) = prev.filter(|p| {
         p.at.ino == at.ino && size > p.at.size && p.read_to <= size && size - p.read_to <= GROWTH
     }) {
-        let grown = read_at(&f, prev.read_to, size - prev.read_to)?;
+        let grown = read_up_to(&f, prev.read_to, (size - prev.read_to) as usize)?;
         let mut skim = prev.skim.clone();
         let used = skim.read(kind, &grown);
         return Ok(Summary {
@@ -106,11 +90,11 @@ fn read_inner(
         });
     }
     let mut skim = Skim::default();
-    let head = read_at(&f, 0, size.min(HEAD))?;
+    let head = read_up_to(&f, 0, size.min(HEAD) as usize)?;
     let mut read_to = skim.read(kind, &head) as u64;
     if size > HEAD {
         let start = (size - TAIL).max(read_to);
-        let tail = read_at(&f, start, size - start)?;
+        let tail = read_up_to(&f, start, (size - start) as usize)?;
         // The tail starts on a line unless it continues right after the head.
         let lines = if start == read_to {
             &tail[..]

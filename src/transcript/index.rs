@@ -242,13 +242,13 @@ impl TurnIndex {
             self.reset();
             return Err(e);
         }
-        self.head = read_exact_at(&f, 0, len.min(FINGERPRINT as u64) as usize)?;
+        self.head = read_up_to(&f, 0, len.min(FINGERPRINT as u64) as usize)?;
         let tail_len = self.scanned_to.min(FINGERPRINT as u64);
-        self.tail = read_exact_at(&f, self.scanned_to - tail_len, tail_len as usize)?;
+        self.tail = read_up_to(&f, self.scanned_to - tail_len, tail_len as usize)?;
         self.info.last_timestamp = None;
         for w in TS_WINDOWS {
             let w = w.min(self.scanned_to);
-            let bytes = read_exact_at(&f, self.scanned_to - w, w as usize)?;
+            let bytes = read_up_to(&f, self.scanned_to - w, w as usize)?;
             self.info.last_timestamp = last_timestamp(&bytes);
             if self.info.last_timestamp.is_some() || w == self.scanned_to {
                 break;
@@ -266,9 +266,9 @@ impl TurnIndex {
     }
 
     fn fingerprint_matches(&self, f: &File) -> io::Result<bool> {
-        let head = read_exact_at(f, 0, self.head.len())?;
+        let head = read_up_to(f, 0, self.head.len())?;
         let at = self.scanned_to - self.tail.len() as u64;
-        let tail = read_exact_at(f, at, self.tail.len())?;
+        let tail = read_up_to(f, at, self.tail.len())?;
         Ok(head == self.head && tail == self.tail)
     }
 
@@ -633,7 +633,7 @@ fn line_boundary(f: &File, at: u64, len: u64) -> io::Result<Option<u64>> {
 }
 
 /// Up to `len` bytes at `at`; fewer if the file ends first.
-fn read_exact_at(f: &File, at: u64, len: usize) -> io::Result<Vec<u8>> {
+pub(crate) fn read_up_to(f: &File, at: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut out = vec![0u8; len];
     let mut got = 0;
     while got < len {

@@ -43,6 +43,7 @@ pub mod testgen;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use index::read_up_to;
 pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
 pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};
 pub use page::{render_page, Limits, PageError};
