@@ -271,7 +271,14 @@ fn sessionfs_ls_asks_the_daemon_that_knows_the_live_sessions() {
         host.path("codex").display(),
     );
     let bin = env!("CARGO_BIN_EXE_sessionfs");
-    let cli: Value = serde_json::from_str(&sh_ok(&format!("{env} {bin} ls --json"))).unwrap();
+    // The same document, byte for byte, as the mount serves it (once the
+    // shell's prompt, which counts as activity, has been printed).
+    let mut cli_text = String::new();
+    wait_for(10, "sessionfs ls --json to equal sessions.json", || {
+        cli_text = sh_ok(&format!("{env} {bin} ls --json"));
+        cli_text.trim_end() == m.read("sessions.json").trim_end()
+    });
+    let cli: Value = serde_json::from_str(&cli_text).unwrap();
     assert_eq!(keys_of(&cli), keys);
     let old = &cli["sessions"][0];
     assert_eq!(old["state"], "live");
