@@ -58,7 +58,10 @@ pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
         Some('m') => 60_000,
         _ => 0,
     };
-    let count: Option<u64> = text[..text.len().saturating_sub(1)].parse().ok();
+    // `get`: the last character may be several bytes long (`1é`).
+    let count: Option<u64> = text
+        .get(..text.len().saturating_sub(1))
+        .and_then(|n| n.parse().ok());
     match (unit_ms, count) {
         (u, Some(n)) if u > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(u))),
         _ => Err(Error::invalid(format!(
@@ -344,7 +347,7 @@ mod tests {
             parse_cutoff("1970-01-02T00:00:00Z", now).unwrap(),
             86_400_000
         );
-        for bad in ["", "d", "x3d", "3w", "yesterday"] {
+        for bad in ["", "d", "x3d", "3w", "yesterday", "é", "1é", "3dé"] {
             assert_eq!(
                 parse_cutoff(bad, now).unwrap_err().errno,
                 libc::EINVAL,
