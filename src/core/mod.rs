@@ -14,6 +14,7 @@ use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
+use crate::metaedit::preview;
 use crate::runtime::dtach::{self, Client};
 use crate::runtime::launch::{live_record, terminate};
 use crate::runtime::record::{now_ms, RunRecord};
@@ -212,7 +213,12 @@ pub struct Core {
 /// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
 /// (`screen::check_size`).
 fn parse_size(arg: &str) -> Result<(u16, u16)> {
-    let bad = || Error::invalid(format!("resize takes COLSxROWS (e.g. 120x40), not {arg:?}"));
+    let bad = || {
+        Error::invalid(format!(
+            "resize takes COLSxROWS (e.g. 120x40), not {}",
+            preview(arg)
+        ))
+    };
     let (c, r) = arg.split_once(['x', 'X']).ok_or_else(bad)?;
     let cols: u16 = c.parse().map_err(|_| bad())?;
     let rows: u16 = r.parse().map_err(|_| bad())?;
@@ -809,7 +815,8 @@ impl Core {
             let arg = words.next();
             if words.next().is_some() {
                 return Err(Error::invalid(format!(
-                    "too many words in ctl command {command:?}"
+                    "too many words in ctl command {}",
+                    preview(command)
                 )));
             }
             match (verb, arg) {
@@ -857,7 +864,8 @@ impl Core {
                     }
                 }
                 _ => Err(Error::invalid(format!(
-                    "unknown ctl command {command:?}; expected open, stop, resize COLSxROWS, redraw"
+                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw",
+                    preview(command)
                 ))),
             }
         })();
@@ -1083,7 +1091,8 @@ impl Core {
                         }
                         _ => {
                             return Err(Error::invalid(format!(
-                                "new: unexpected {word:?}; expected workspace=/ABSOLUTE/DIR or title=TEXT"
+                                "new: unexpected {}; expected workspace=/ABSOLUTE/DIR or title=TEXT",
+                                preview(word)
                             )))
                         }
                     }
@@ -1113,11 +1122,12 @@ impl Core {
                 self.archive_older(cutoff_ms).map(drop)
             }
             Some(other) => Err(Error::invalid(format!(
-                "unknown command {other:?}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`"
+                "unknown command {}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`",
+                preview(other)
             ))),
             None => Err(Error::invalid("empty command")),
         }
-        .inspect_err(|e| log::warn!("ctl {command:?}: {}", e.message))
+        .inspect_err(|e| log::warn!("ctl {}: {}", preview(command), e.message))
     }
 
     fn limits(&self) -> Limits {

@@ -65,7 +65,8 @@ pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
     match (unit_ms, count) {
         (u, Some(n)) if u > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(u))),
         _ => Err(Error::invalid(format!(
-            "{text:?} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h"
+            "{} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h",
+            metaedit::preview(text)
         ))),
     }
 }
