@@ -347,11 +347,14 @@ impl Core {
 
     /// Every session this daemon knows: the sidecar's and the live ones.
     pub fn keys(&self) -> Vec<SessionKey> {
+        // Hosted sessions are listed from their transcripts only: a record
+        // whose transcript is gone is not a session.
         let mut keys: Vec<SessionKey> = self
             .sidecar
             .all()
             .keys()
             .filter_map(|k| SessionKey::parse(k).ok())
+            .filter(|k| k.engine() != HOSTED)
             .collect();
         for (key, rt) in lock(&self.sessions).iter() {
             if rt.live_client().is_some() && !keys.contains(key) {
@@ -507,10 +510,21 @@ impl Core {
     pub fn create(&self, name: &str) -> Result<SessionKey> {
         let key =
             SessionKey::parse(name).inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
-        self.engine(&key)
+        let engine = self
+            .engine(&key)
             .inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
         if self.exists(&key) {
             return Err(Error::new(libc::EEXIST, format!("{key} already exists")));
+        }
+        // A hosted session is its transcript: a record alone would be listed
+        // but could never be opened.
+        if !engine.launchable() {
+            let err = Error::perm(format!(
+                "{key}: hosted sessions are made by writing agent-transcripts/{}.jsonl",
+                key.id()
+            ));
+            log::warn!("mkdir {name:?}: {}", err.message);
+            return Err(err);
         }
         self.sidecar.update(|all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {
