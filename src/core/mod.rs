@@ -1101,7 +1101,7 @@ impl Core {
                 for word in head.split_whitespace() {
                     match word.split_once('=') {
                         Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
-                            workspace = Some(dir.to_string())
+                            workspace = crate::metaedit::validate_workspace(dir)?
                         }
                         _ => {
                             return Err(Error::invalid(format!(
@@ -1111,8 +1111,9 @@ impl Core {
                         }
                     }
                 }
+                // Checked as a meta.json edit checks it, before anything is created.
                 if let Some(t) = title_text {
-                    title = Some(t);
+                    title = crate::metaedit::validate_title(&t)?;
                 }
                 let id = new_session_id();
                 let key = self.create(&format!("{engine}:{id}"))?;
