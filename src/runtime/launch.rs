@@ -104,6 +104,7 @@ pub fn open(req: &OpenRequest<'_>) -> Result<Opened> {
     if dtach::answers(&socket) {
         return attach(req, Outcome::Attach);
     }
+    req.paths.ensure_dirs()?;
     match try_lock(&req.paths.lock(req.key))? {
         Some(lock) => {
             launch(req, &socket, lock)?;
