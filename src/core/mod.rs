@@ -16,7 +16,7 @@ use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
 use crate::metaedit::preview;
 use crate::runtime::dtach::{self, Client};
-use crate::runtime::launch::{live_record, terminate};
+use crate::runtime::launch::{live_record, terminate, terminate_known};
 use crate::runtime::record::{now_ms, RunRecord};
 use crate::runtime::{OpenRequest, Outcome, RuntimePaths};
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
@@ -901,17 +901,17 @@ impl Core {
     fn reap(&self, key: &SessionKey) -> Arc<SessionRuntime> {
         let rt = self.runtime(key);
         let flight = Arc::new(Flight::default());
-        let client = {
+        let (client, known) = {
             let mut state = lock(&rt.state);
             state.stops += 1;
             state.generation += 1;
             state.stopping = Some(flight.clone());
-            state.client.take()
+            (state.client.take(), state.record.clone())
         };
         if let Some(client) = client {
             client.detach();
         }
-        terminate(&self.paths, key, STOP_GRACE);
+        terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());
         {
             let mut state = lock(&rt.state);
             if state
