@@ -1215,9 +1215,15 @@ impl Core {
                 c.index = TurnIndex::new(kind);
                 c.last_page = None;
             }
-            c.index
+            let refresh = c
+                .index
                 .refresh(&path)
                 .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
+            // A replaced store can be as long as the old one: the rendered
+            // page is keyed by length, so it goes with the old index.
+            if refresh == transcript::Refresh::Rebuilt {
+                c.last_page = None;
+            }
         }
         Ok(Some(cache))
     }
