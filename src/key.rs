@@ -1,6 +1,7 @@
 //! Session keys `ENGINE:ID` and their validation (SPEC §2).
 
 use crate::error::{Error, Result};
+use crate::metaedit::preview;
 use std::fmt;
 use std::sync::Arc;
 
@@ -52,12 +53,14 @@ impl SessionKey {
     pub fn new(engine: &str, id: &str) -> Result<Self> {
         if !valid_name(engine, 32) {
             return Err(Error::invalid(format!(
-                "engine name {engine:?} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,31}}"
+                "engine name {} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,31}}",
+                preview(engine)
             )));
         }
         if !valid_name(id, MAX_ID_LEN) {
             return Err(Error::invalid(format!(
-                "session id {id:?} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}"
+                "session id {} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}",
+                preview(id)
             )));
         }
         Ok(SessionKey {
@@ -71,7 +74,8 @@ impl SessionKey {
         match text.split_once(':') {
             Some((engine, id)) => Self::new(engine, id),
             None => Err(Error::invalid(format!(
-                "{text:?} is not a session key: expected ENGINE:ID"
+                "{} is not a session key: expected ENGINE:ID",
+                preview(text)
             ))),
         }
     }

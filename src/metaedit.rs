@@ -34,9 +34,9 @@ impl MetaChange {
     }
 }
 
-/// At most a few dozen characters of `s`, for messages: a refused 10 MiB
-/// write must not become a 10 MiB `status.error`.
-fn preview(s: &str) -> String {
+/// At most a few dozen characters of `s`, quoted, for messages: a refused
+/// 10 MiB write must not become a 10 MiB `status.error` or log line.
+pub fn preview(s: &str) -> String {
     const MAX: usize = 40;
     match s.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{:?}…", &s[..cut]),

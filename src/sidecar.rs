@@ -11,7 +11,46 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+/// A change written and synced but not installed yet: see
+/// [`Sidecar::prepare`]. Dropped without a commit, its file is removed.
+#[derive(Debug)]
+pub struct Prepared {
+    tmp: PathBuf,
+    /// The file it was made from.
+    base: Stamp,
+    sessions: BTreeMap<String, SessionMeta>,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        // Gone already once committed (renamed into place).
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+fn body(sessions: &BTreeMap<String, SessionMeta>) -> Vec<u8> {
+    serde_json::to_vec_pretty(&SidecarFile {
+        sessions: sessions.clone(),
+    })
+    .expect("sidecar serialises")
+}
+
+/// Writes `bytes` to `path` and syncs it. `in_place` overwrites an existing
+/// file without truncating it first, so the space it holds is reused.
+fn write_synced(path: &Path, bytes: &[u8], in_place: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(!in_place)
+        .open(path)?;
+    f.write_all_at(bytes, 0)?;
+    f.set_len(bytes.len() as u64)?;
+    f.sync_all()
+}
 
 /// What sessionfs itself remembers of a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,11 +179,9 @@ impl Sidecar {
         self.refresh().sessions.clone()
     }
 
-    /// Applies `change` to the newest state on disk and writes it back atomically.
-    pub fn update<T>(
-        &self,
-        change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<T>,
-    ) -> Result<T> {
+    /// Takes the writers' lock: every writer, in any daemon, holds it
+    /// from reading the file to installing its new version.
+    fn lock(&self) -> Result<File> {
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -153,6 +190,74 @@ impl Sidecar {
             .map_err(|e| Error::io(&format!("cannot open {}", self.lock_path.display()), &e))?;
         lock.lock()
             .map_err(|e| Error::io(&format!("cannot lock {}", self.lock_path.display()), &e))?;
+        Ok(lock)
+    }
+
+    /// Applies `change` to the newest state on disk and writes the result to
+    /// a temporary file, synced, without installing it: whatever can fail
+    /// (a full disk) fails here and changes nothing. [`Sidecar::commit`]
+    /// installs it with a rename. The lock is not held in between.
+    pub fn prepare(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<()>,
+    ) -> Result<Prepared> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let _lock = self.lock()?;
+        let base = stamp(&self.path);
+        let mut sessions = load(&self.path).map_err(|reason| {
+            self.cache().broken = Some(reason.clone());
+            Error::new(libc::EIO, reason)
+        })?;
+        change(&mut sessions)?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let prepared = Prepared {
+            tmp: self
+                .path
+                .with_extension(format!("json.prepared{}.{n}", std::process::id())),
+            base,
+            sessions,
+        };
+        // Dropped on failure, `prepared` removes what was written.
+        write_synced(&prepared.tmp, &body(&prepared.sessions), false)
+            .map_err(|e| Error::io(&format!("cannot write {}", self.path.display()), &e))?;
+        Ok(prepared)
+    }
+
+    /// Installs a prepared change. If another writer changed the file since
+    /// it was prepared, `change` (the same change) is applied again to the
+    /// newest state and written over the prepared file, in the space it
+    /// already holds, so nothing the other writer did is lost.
+    pub fn commit(
+        &self,
+        mut prepared: Prepared,
+        change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<()>,
+    ) -> Result<()> {
+        let _lock = self.lock()?;
+        let failed =
+            |e: std::io::Error| Error::io(&format!("cannot write {}", self.path.display()), &e);
+        if stamp(&self.path) != prepared.base {
+            let mut sessions = load(&self.path).map_err(|reason| Error::new(libc::EIO, reason))?;
+            change(&mut sessions)?;
+            write_synced(&prepared.tmp, &body(&sessions), true).map_err(failed)?;
+            prepared.sessions = sessions;
+        }
+        std::fs::rename(&prepared.tmp, &self.path)
+            .and_then(|()| File::open(self.path.parent().unwrap_or(Path::new("/")))?.sync_all())
+            .map_err(failed)?;
+        let written = stamp(&self.path);
+        let mut cache = self.cache();
+        cache.stamp = written;
+        cache.sessions = std::mem::take(&mut prepared.sessions);
+        cache.broken = None;
+        Ok(())
+    }
+
+    /// Applies `change` to the newest state on disk and writes it back atomically.
+    pub fn update<T>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<T>,
+    ) -> Result<T> {
+        let _lock = self.lock()?;
         // The flock serialises writers (threads open it separately); the
         // cache is locked only to install the result, not across the fsync.
         let mut sessions = load(&self.path).map_err(|reason| {
@@ -223,6 +328,63 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.errno, libc::EINVAL);
         assert!(s.all().is_empty());
+    }
+
+    fn archive(m: &mut BTreeMap<String, SessionMeta>) -> Result<()> {
+        m.entry("shell:a".into()).or_default().archived = true;
+        Ok(())
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("prepared"))
+            .collect()
+    }
+
+    #[test]
+    fn a_prepared_change_is_installed_by_its_commit_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sidecar::open(dir.path());
+        let prepared = s.prepare(archive).unwrap();
+        assert!(s.get("shell:a").is_none(), "not before the commit");
+        s.commit(prepared, archive).unwrap();
+        assert!(s.get("shell:a").unwrap().archived);
+        assert!(Sidecar::open(dir.path()).get("shell:a").unwrap().archived);
+        assert!(leftovers(dir.path()).is_empty());
+        // Dropped without a commit: nothing changes, nothing is left.
+        let prepared = s
+            .prepare(|m| {
+                m.clear();
+                Ok(())
+            })
+            .unwrap();
+        drop(prepared);
+        assert!(s.get("shell:a").is_some());
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_commit_keeps_what_another_writer_did_in_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sidecar::open(dir.path());
+        let prepared = s.prepare(archive).unwrap();
+        Sidecar::open(dir.path())
+            .update(|m| {
+                m.insert("shell:b".into(), SessionMeta::default());
+                Ok(())
+            })
+            .unwrap();
+        s.commit(prepared, archive).unwrap();
+        let all = Sidecar::open(dir.path()).all();
+        assert!(all["shell:a"].archived);
+        assert!(
+            all.contains_key("shell:b"),
+            "the other writer's change is kept"
+        );
+        assert!(leftovers(dir.path()).is_empty());
     }
 
     #[test]

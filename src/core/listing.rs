@@ -440,6 +440,11 @@ impl Core {
             .collect();
         recorded.extend(metas.into_iter().map(|(k, m)| (k, Some(m))));
         for (key, meta) in recorded {
+            // A hosted session is its transcript: a record whose transcript
+            // is gone is not a session.
+            if key.engine() == HOSTED && !hosted.contains_key(key.id()) {
+                continue;
+            }
             let has_store = self.catalog.kind_of(key.engine()).is_some();
             let store = if has_store {
                 files

@@ -16,8 +16,9 @@ use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
+use crate::metaedit::preview;
 use crate::runtime::dtach::{self, Client};
-use crate::runtime::launch::{live_record, terminate};
+use crate::runtime::launch::{live_record, terminate, terminate_known};
 use crate::runtime::record::{now_ms, RunRecord};
 use crate::runtime::{OpenRequest, Outcome, RuntimePaths};
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
@@ -215,7 +216,12 @@ pub struct Core {
 /// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
 /// (`screen::check_size`).
 fn parse_size(arg: &str) -> Result<(u16, u16)> {
-    let bad = || Error::invalid(format!("resize takes COLSxROWS (e.g. 120x40), not {arg:?}"));
+    let bad = || {
+        Error::invalid(format!(
+            "resize takes COLSxROWS (e.g. 120x40), not {}",
+            preview(arg)
+        ))
+    };
     let (c, r) = arg.split_once(['x', 'X']).ok_or_else(bad)?;
     let cols: u16 = c.parse().map_err(|_| bad())?;
     let rows: u16 = r.parse().map_err(|_| bad())?;
@@ -469,10 +475,21 @@ impl Core {
     pub fn create(&self, name: &str) -> Result<SessionKey> {
         let key =
             SessionKey::parse(name).inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
-        self.engine(&key)
+        let engine = self
+            .engine(&key)
             .inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
         if self.exists(&key) {
             return Err(Error::new(libc::EEXIST, format!("{key} already exists")));
+        }
+        // A hosted session is its transcript: a record alone would be listed
+        // but could never be opened.
+        if !engine.launchable() {
+            let err = Error::perm(format!(
+                "{key}: hosted sessions are made by writing agent-transcripts/{}.jsonl",
+                key.id()
+            ));
+            log::warn!("mkdir {name:?}: {}", err.message);
+            return Err(err);
         }
         self.sidecar.update(|all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {
@@ -736,7 +753,8 @@ impl Core {
             let arg = words.next();
             if words.next().is_some() {
                 return Err(Error::invalid(format!(
-                    "too many words in ctl command {command:?}"
+                    "too many words in ctl command {}",
+                    preview(command)
                 )));
             }
             match (verb, arg) {
@@ -784,7 +802,8 @@ impl Core {
                     }
                 }
                 _ => Err(Error::invalid(format!(
-                    "unknown ctl command {command:?}; expected open, stop, resize COLSxROWS, redraw"
+                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw",
+                    preview(command)
                 ))),
             }
         })();
@@ -806,17 +825,17 @@ impl Core {
     fn reap(&self, key: &SessionKey) -> Arc<SessionRuntime> {
         let rt = self.runtime(key);
         let flight = Arc::new(Flight::default());
-        let client = {
+        let (client, known) = {
             let mut state = lock(&rt.state);
             state.stops += 1;
             state.generation += 1;
             state.stopping = Some(flight.clone());
-            state.client.take()
+            (state.client.take(), state.record.clone())
         };
         if let Some(client) = client {
             client.detach();
         }
-        terminate(&self.paths, key, STOP_GRACE);
+        terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());
         {
             let mut state = lock(&rt.state);
             if state
@@ -967,17 +986,19 @@ impl Core {
                 for word in head.split_whitespace() {
                     match word.split_once('=') {
                         Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
-                            workspace = Some(dir.to_string())
+                            workspace = crate::metaedit::validate_workspace(dir)?
                         }
                         _ => {
                             return Err(Error::invalid(format!(
-                                "new: unexpected {word:?}; expected workspace=/ABSOLUTE/DIR or title=TEXT"
+                                "new: unexpected {}; expected workspace=/ABSOLUTE/DIR or title=TEXT",
+                                preview(word)
                             )))
                         }
                     }
                 }
+                // Checked as a meta.json edit checks it, before anything is created.
                 if let Some(t) = title_text {
-                    title = Some(t);
+                    title = crate::metaedit::validate_title(&t)?;
                 }
                 let id = new_session_id();
                 let key = self.create(&format!("{engine}:{id}"))?;
@@ -1001,11 +1022,12 @@ impl Core {
                 self.archive_older(cutoff_ms).map(drop)
             }
             Some(other) => Err(Error::invalid(format!(
-                "unknown command {other:?}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`"
+                "unknown command {}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`",
+                preview(other)
             ))),
             None => Err(Error::invalid("empty command")),
         }
-        .inspect_err(|e| log::warn!("ctl {command:?}: {}", e.message))
+        .inspect_err(|e| log::warn!("ctl {}: {}", preview(command), e.message))
     }
 
     fn limits(&self) -> Limits {
@@ -1078,9 +1100,15 @@ impl Core {
                 c.index = TurnIndex::new(kind);
                 c.last_page = None;
             }
-            c.index
+            let refresh = c
+                .index
                 .refresh(&path)
                 .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
+            // A replaced store can be as long as the old one: the rendered
+            // page is keyed by length, so it goes with the old index.
+            if refresh == transcript::Refresh::Rebuilt {
+                c.last_page = None;
+            }
         }
         Ok(Some(cache))
     }

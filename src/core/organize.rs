@@ -8,6 +8,8 @@ use crate::key::SessionKey;
 use crate::metaedit::{self, MetaChange};
 use crate::sidecar::SessionMeta;
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Largest `meta.json`, `title`, `project`, `favourite` or `archive` a
@@ -57,12 +59,42 @@ pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
         Some('m') => 60_000,
         _ => 0,
     };
-    let count: Option<u64> = text[..text.len().saturating_sub(1)].parse().ok();
+    // `get`: the last character may be several bytes long (`1é`).
+    let count: Option<u64> = text
+        .get(..text.len().saturating_sub(1))
+        .and_then(|n| n.parse().ok());
     match (unit_ms, count) {
         (u, Some(n)) if u > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(u))),
         _ => Err(Error::invalid(format!(
-            "{text:?} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h"
+            "{} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h",
+            metaedit::preview(text)
         ))),
+    }
+}
+
+/// A copy of a transcript made under temporary names; dropped before it
+/// is installed, it is removed.
+struct KeptCopy {
+    dir: PathBuf,
+    /// Where the copy goes.
+    name: PathBuf,
+    tmp: PathBuf,
+    origin_tmp: PathBuf,
+}
+
+impl KeptCopy {
+    fn install(&self) -> std::io::Result<()> {
+        std::fs::rename(&self.tmp, &self.name)?;
+        std::fs::rename(&self.origin_tmp, self.dir.join("origin"))?;
+        std::fs::File::open(&self.dir)?.sync_all()
+    }
+}
+
+impl Drop for KeptCopy {
+    fn drop(&mut self) {
+        // Gone already once installed.
+        let _ = std::fs::remove_file(&self.tmp);
+        let _ = std::fs::remove_file(&self.origin_tmp);
     }
 }
 
@@ -120,55 +152,110 @@ impl Core {
         Ok(())
     }
 
-    fn keep_copy(&self, key: &SessionKey) -> Result<()> {
+    /// Copies the engine's transcript into the archived copy's directory
+    /// under temporary names, synced, with its origin: [`KeptCopy::install`]
+    /// then puts it in place with renames. `None` when there is nothing to keep.
+    fn prepare_copy(&self, key: &SessionKey) -> Result<Option<KeptCopy>> {
         let Some(file) = self.store_file(key) else {
-            return Ok(());
+            return Ok(None);
         };
         let dir = self.archived_copy(key);
         if file.path.starts_with(&dir) {
-            return Ok(());
+            return Ok(None);
         }
         crate::config::make_private_dir(&dir)?;
-        let name = file.path.file_name().unwrap_or_default();
-        let tmp = dir.join(".copy.tmp");
-        std::fs::copy(&file.path, &tmp)
-            .and_then(|_| std::fs::rename(&tmp, dir.join(name)))
-            .and_then(|()| {
-                std::fs::write(dir.join("origin"), file.path.to_string_lossy().as_bytes())
-            })
-            .map_err(|e| {
-                Error::io(
-                    &format!("cannot keep a copy of {}", file.path.display()),
-                    &e,
-                )
-            })
+        let copy = KeptCopy {
+            name: dir.join(file.path.file_name().unwrap_or_default()),
+            tmp: dir.join(".copy.tmp"),
+            origin_tmp: dir.join(".origin.tmp"),
+            dir,
+        };
+        let made = (|| {
+            match std::fs::copy(&file.path, &copy.tmp) {
+                Ok(_) => {}
+                // The engine deleted it meanwhile: nothing to keep.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            std::fs::File::open(&copy.tmp)?.sync_all()?;
+            let mut origin = std::fs::File::create(&copy.origin_tmp)?;
+            origin.write_all(file.path.to_string_lossy().as_bytes())?;
+            origin.sync_all()?;
+            Ok(true)
+        })();
+        // Dropped, `copy` removes whatever part of it was made.
+        match made {
+            Ok(true) => Ok(Some(copy)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(Error::io(
+                &format!("cannot keep a copy of {}", file.path.display()),
+                &e,
+            )),
+        }
     }
 
     /// Archives in the order the contract gives: reap the runtime first
-    /// (best-effort, never blocking the archive), then record it.
+    /// (best-effort, never blocking the archive), then record it. What can
+    /// fail is done before anything is stopped: the transcript's copy made
+    /// and synced, the new sidecar written and synced, so that recording is
+    /// a rename. If that fails, the session is exactly as it was.
     pub fn archive(&self, key: &SessionKey) -> Result<()> {
         self.require(key)?;
-        if key.engine() != HOSTED {
-            let rt = self.reap(key);
-            {
-                let mut state = lock(&rt.state);
-                state.outcome = None;
-                state.record = None;
+        let created = self.row(key).meta.created_ms;
+        let mark = |all: &mut BTreeMap<String, SessionMeta>| {
+            all.entry(key.to_string())
+                .or_insert_with(|| SessionMeta {
+                    created_ms: created,
+                    ..Default::default()
+                })
+                .archived = true;
+            Ok(())
+        };
+        let result = (|| {
+            let launchable = key.engine() != HOSTED;
+            let copy = if launchable {
+                self.prepare_copy(key)?
+            } else {
+                None
+            };
+            let record = self.sidecar.prepare(mark)?;
+            if launchable {
+                let rt = self.reap(key);
+                {
+                    let mut state = lock(&rt.state);
+                    state.outcome = None;
+                    state.record = None;
+                }
+                rt.scrollback.clear();
+                lock(&rt.screen).clear();
+                if let Some(copy) = copy {
+                    if let Err(e) = copy.install() {
+                        log::warn!("{key}: cannot put the transcript's copy in place: {e}");
+                    }
+                }
             }
-            rt.scrollback.clear();
-            lock(&rt.screen).clear();
-            if let Err(e) = self.keep_copy(key) {
-                log::warn!("{key}: {}", e.message);
+            self.sidecar.commit(record, mark)
+        })();
+        match result {
+            Ok(()) => {
+                log::info!("{key}: archived");
+                Ok(())
             }
+            Err(e) => Err(self.refuse(
+                key,
+                Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+            )),
         }
-        self.set_meta(key, |m| m.archived = true)?;
-        log::info!("{key}: archived");
-        Ok(())
     }
 
     pub fn unarchive(&self, key: &SessionKey) -> Result<()> {
         self.require(key)?;
-        self.set_meta(key, |m| m.archived = false)?;
+        self.set_meta(key, |m| m.archived = false).map_err(|e| {
+            self.refuse(
+                key,
+                Error::new(e.errno, format!("{key} is not unarchived: {}", e.message)),
+            )
+        })?;
         log::info!("{key}: unarchived");
         Ok(())
     }
@@ -331,7 +418,7 @@ mod tests {
             parse_cutoff("1970-01-02T00:00:00Z", now).unwrap(),
             86_400_000
         );
-        for bad in ["", "d", "x3d", "3w", "yesterday"] {
+        for bad in ["", "d", "x3d", "3w", "yesterday", "é", "1é", "3dé"] {
             assert_eq!(
                 parse_cutoff(bad, now).unwrap_err().errno,
                 libc::EINVAL,

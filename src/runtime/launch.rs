@@ -104,6 +104,7 @@ pub fn open(req: &OpenRequest<'_>) -> Result<Opened> {
     if dtach::answers(&socket) {
         return attach(req, Outcome::Attach);
     }
+    req.paths.ensure_dirs()?;
     match try_lock(&req.paths.lock(req.key))? {
         Some(lock) => {
             launch(req, &socket, lock)?;
@@ -219,8 +220,25 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
 /// master TERM; whatever is left KILL after `grace`. Then the socket is
 /// unlinked under the lock if no master is left to do it. Best-effort.
 pub fn terminate(paths: &RuntimePaths, key: &SessionKey, grace: Duration) {
+    terminate_known(paths, key, grace, None)
+}
+
+/// [`terminate`], also when the run record on disk is gone (the runtime
+/// directory removed under the daemon): `known` is the record the caller
+/// kept, used if its master is still that process.
+pub fn terminate_known(
+    paths: &RuntimePaths,
+    key: &SessionKey,
+    grace: Duration,
+    known: Option<&RunRecord>,
+) {
     use nix::sys::signal::Signal;
-    if let Some(record) = live_record(paths, key) {
+    let record = live_record(paths, key).or_else(|| {
+        known
+            .filter(|r| procinfo::is_dtach_master(r.master_pid, &paths.socket(key)))
+            .cloned()
+    });
+    if let Some(record) = record {
         let signal = |pids: &[u32], sig| {
             for pid in pids {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), sig);

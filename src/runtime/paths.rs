@@ -53,6 +53,13 @@ impl RuntimePaths {
         self.lock_dir.join(format!("{key}.lock"))
     }
 
+    /// Makes the runtime and lock directories again, private, if they are
+    /// gone (a cleaner removed them under a running daemon).
+    pub fn ensure_dirs(&self) -> crate::error::Result<()> {
+        crate::config::make_private_dir(&self.runtime_dir)?;
+        crate::config::make_private_dir(&self.lock_dir)
+    }
+
     /// Whether the runtime directory is short enough for any socket at all.
     pub fn socket_dir_usable(&self) -> bool {
         self.runtime_dir.as_os_str().len() + 1 + "h-0123456789abcdef.sock".len() <= MAX_SOCKET_PATH

@@ -140,8 +140,9 @@ impl TurnIndex {
         self.starts.len()
     }
 
-    /// Byte offset where each turn starts.
-    #[cfg(test)]
+    /// Byte offset where each turn starts (for tests: the fuzz tests check
+    /// them through the crate's API).
+    #[cfg(any(test, feature = "testgen"))]
     pub fn turn_offsets(&self) -> &[u64] {
         &self.starts
     }

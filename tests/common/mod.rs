@@ -84,11 +84,17 @@ impl Host {
 
     /// Starts a daemon on a fresh mount point `name` and waits until it is ready.
     pub fn mount(&self, name: &str) -> Mount {
+        self.mount_with(name, &[])
+    }
+
+    /// [`Host::mount`] with more arguments to `sessionfs mount` (`-o allow_other`).
+    pub fn mount_with(&self, name: &str, args: &[&str]) -> Mount {
         let mnt = self.path(name);
         std::fs::create_dir_all(&mnt).unwrap();
         let log = self.path(&format!("{name}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sessionfs"));
         cmd.arg("mount")
+            .args(args)
             .arg(&mnt)
             .env("HOME", self.path("home"))
             .env("XDG_STATE_HOME", self.path("state"))
