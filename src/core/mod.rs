@@ -2,11 +2,21 @@
 //! returning `Result<_, Error>`. The FUSE adapter only translates; tests can
 //! drive this without a mount.
 
+mod caps;
+mod files;
+mod handles;
 mod listing;
+pub mod node;
 mod organize;
+mod records;
+mod save;
 pub mod scratch;
+mod views;
 
+pub use files::{Access, Attr, Files, SetAttr, SlowWrite};
+pub use handles::{DirEntry, DirSnapshot};
 pub use listing::listing_from_daemon;
+pub use node::Kind;
 pub use organize::{MetaField, META_FILE_MAX};
 
 use crate::binding;
