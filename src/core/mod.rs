@@ -5,6 +5,8 @@
 mod caps;
 mod files;
 mod handles;
+#[cfg(test)]
+mod lifecycle_tests;
 mod listing;
 pub mod node;
 mod organize;
