@@ -198,7 +198,7 @@ impl Files {
     }
 
     /// The node behind `ino`, if its session still exists.
-    pub fn node(&self, ino: u64) -> Result<Node> {
+    fn node(&self, ino: u64) -> Result<Node> {
         let node = match self.inodes.node(ino) {
             Some(node) => node,
             None => {
@@ -266,7 +266,7 @@ impl Files {
     }
 
     /// The attributes of `node`, as process `pid` (holding `fh`, if any) sees them.
-    pub fn attr_of(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<Attr> {
+    fn attr_of(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<Attr> {
         let now = SystemTime::now();
         let started = self.started;
         let (size, mtime) = match node {
@@ -340,7 +340,7 @@ impl Files {
     }
 
     /// The node `name` in directory `parent`.
-    pub fn lookup_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<Node> {
+    fn lookup_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<Node> {
         let name = name
             .to_str()
             .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
@@ -408,7 +408,10 @@ impl Files {
 
     /// Checks `mode` against the node's row in the node table.
     fn check_opens(node: &Node, mode: Access) -> Result<()> {
-        let what = node.label();
+        let what = match node {
+            Node::Session(_, file) => file.name().to_string(),
+            _ => node.label(),
+        };
         match node.row().opens {
             Opens::Dir => Err(Error::new(libc::EISDIR, "a directory")),
             Opens::Link => Err(Error::new(libc::ELOOP, "a symlink")),
