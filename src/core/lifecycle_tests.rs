@@ -399,7 +399,7 @@ fn a_directory_listing_is_the_snapshot_opendir_took() {
         if names.contains(&"shell:two".to_string()) || std::time::Instant::now() > deadline {
             break names;
         }
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(10));
     };
     assert!(names.contains(&"shell:two".to_string()), "{names:?}");
     assert_eq!(names.len(), first.len() + 1);
@@ -407,4 +407,54 @@ fn a_directory_listing_is_the_snapshot_opendir_took() {
     let two = first.iter().find(|e| e.name == "shell:one").unwrap();
     assert_eq!(two.ino, m.ino(ROOT, "shell:one"));
     assert_eq!(two.kind, Kind::Dir);
+}
+
+#[test]
+fn views_sessions_json_and_the_root_list_the_same_sessions() {
+    let m = mount();
+    let write = |dir: u64, name: &str, text: &[u8]| {
+        let fh = m.files.open(m.ino(dir, name), REPLACE, PID).unwrap();
+        m.files.write(fh, 0, text).unwrap();
+        m.files.finish(fh).unwrap();
+        m.files.release(fh);
+    };
+    let a = m.session("shell:a");
+    let b = m.session("shell:b");
+    m.session("shell:c");
+    write(a, "favourite", b"1\n");
+    write(a, "project", b"web\n");
+    write(b, "project", b"web\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    // Listings may be served from a one-second cache: wait for the change.
+    let favourites = m.ino(ROOT, "favourites");
+    while m.names(favourites).len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(m.names(favourites), [".", "..", "shell:a"]);
+    let projects = m.ino(ROOT, "projects");
+    assert_eq!(m.names(projects), [".", "..", "web"]);
+    let web = m.ino(projects, "web");
+    let mut linked = m.names(web);
+    linked.sort();
+    assert_eq!(linked, [".", "..", "shell:a", "shell:b"]);
+    let link = m.files.lookup(web, os("shell:a"), PID).unwrap();
+    assert_eq!(link.kind, Kind::Symlink);
+    assert_eq!(m.files.readlink(link.ino).unwrap(), b"../../shell:a");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&m.read_all(ROOT, "sessions.json")).unwrap();
+    let mut in_json: Vec<String> = doc["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap().to_string())
+        .collect();
+    let mut in_root: Vec<String> = m
+        .names(ROOT)
+        .into_iter()
+        .filter(|n| n.starts_with("shell:"))
+        .collect();
+    in_json.sort();
+    in_root.sort();
+    assert_eq!(in_json, ["shell:a", "shell:b", "shell:c"]);
+    assert_eq!(in_root, in_json);
 }
