@@ -285,7 +285,9 @@ impl Files {
             ),
             Node::Session(_, SessionFile::Dir | SessionFile::TranscriptDir) => (0, started),
             Node::SessionsJson => (self.core.sessions_json().len() as u64, now),
-            Node::ViewLink(..) => (super::views::link_target(node).len() as u64, now),
+            Node::ViewLink(..) | Node::Session(_, SessionFile::Latest) => {
+                (self.link_target(node)?.len() as u64, now)
+            }
             Node::Scratch(key, name) => {
                 let f = self
                     .scratch_get(key, name)
@@ -308,10 +310,8 @@ impl Files {
                 now,
             ),
             Node::Session(key, file) => match file {
-                SessionFile::Dir | SessionFile::TranscriptDir => unreachable!("matched above"),
-                SessionFile::Latest => {
-                    let target = latest_target(self.core.transcript_pages(key)?);
-                    (target.len() as u64, now)
+                SessionFile::Dir | SessionFile::TranscriptDir | SessionFile::Latest => {
+                    unreachable!("matched above")
                 }
                 SessionFile::Scrollback => {
                     let size = self.scrollback_size(key, fh, pid)?;
@@ -768,20 +768,25 @@ impl Files {
         .inspect_err(|e| log::warn!("rename {name:?} -> {newname:?}: {}", e.message))
     }
 
-    /// `readlink`.
-    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
-        match self.node(ino)? {
+    /// Where a symlink points: `transcript/latest`, a view's link, an
+    /// editor's lock link.
+    fn link_target(&self, node: &Node) -> Result<String> {
+        match node {
             Node::Session(key, SessionFile::Latest) => {
-                Ok(latest_target(self.core.transcript_pages(&key)?).into_bytes())
+                Ok(latest_target(self.core.transcript_pages(key)?))
             }
-            node @ Node::ViewLink(..) => Ok(super::views::link_target(&node).into_bytes()),
+            Node::ViewLink(..) => Ok(super::views::link_target(node)),
             Node::Scratch(key, name) => self
-                .scratch_get(&key, &name)
+                .scratch_get(key, name)
                 .and_then(|f| f.symlink)
-                .map(String::into_bytes)
                 .ok_or_else(|| Error::invalid("not a symlink")),
             _ => Err(Error::invalid("not a symlink")),
         }
+    }
+
+    /// `readlink`.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        self.link_target(&self.node(ino)?).map(String::into_bytes)
     }
 
     /// `opendir`: the listing is taken here, once; `readdir` only pages
