@@ -8,7 +8,6 @@
 //! This relies on `panic = "unwind"` (the default; Cargo.toml sets no
 //! other).
 
-use super::inode::Node;
 use super::SessionFs;
 use crate::error::Error;
 use crate::screen::panic_message;
@@ -40,15 +39,11 @@ impl SessionFs {
     fn handler_panicked(&self, op: &str, ino: Option<u64>, why: &str) {
         let message = format!("internal error in {op}: {why}; answered EIO");
         log::error!("{message} (inode {ino:?})");
-        let key = ino
-            .and_then(|ino| self.inodes.node(ino))
-            .and_then(|node| match node {
-                Node::Session(key, _) | Node::Page(key, _) | Node::Scratch(key, _) => Some(key),
-                _ => None,
-            });
-        if let Some(key) = key {
-            self.core
-                .record_refusal(&key, Error::new(libc::EIO, message));
+        let node = ino.and_then(|ino| self.files.known_node(ino));
+        if let Some(key) = node.as_ref().and_then(|n| n.session()) {
+            self.files
+                .core()
+                .record_refusal(key, Error::new(libc::EIO, message));
         }
     }
 }

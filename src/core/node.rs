@@ -3,8 +3,10 @@
 //! keeps its number while the daemon runs (editors check it) and across
 //! restarts (NFS exports and long-running clients keep their handles).
 
-use crate::core::MetaField;
+use super::scratch;
+use super::{MetaField, META_FILE_MAX};
 use crate::key::SessionKey;
+use crate::slots::{MAX_SLOT_RECORD_BYTES, MAX_TRANSCRIPT_BYTES};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -179,6 +181,223 @@ impl ViewDir {
 
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.name() == name)
+    }
+}
+
+/// What a node is to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// Which `open` calls a node takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opens {
+    /// A directory: EISDIR.
+    Dir,
+    /// A symlink: ELOOP.
+    Link,
+    /// Read only: a writer gets EACCES.
+    Read,
+    /// Write only: a reader gets EACCES.
+    Write,
+    /// Read, or replaced whole by a writer; not both (EINVAL).
+    ReadOrReplace,
+    /// Read, or appended to; not both (EINVAL), never truncated (EPERM).
+    ReadOrAppend,
+    /// Appended to only.
+    Append,
+    /// Anything a regular file takes (editors' scratch files).
+    Any,
+}
+
+/// How far `truncate` may take a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// Not writable: refused as read-only.
+    ReadOnly,
+    /// A stream: holds nothing, so only 0 is a size.
+    Stream,
+    /// A file of at most this many bytes.
+    Bytes(u64),
+}
+
+/// Where a node's content comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// Entries, not bytes.
+    Listing,
+    /// A link target.
+    Target,
+    /// Text generated at `open`, fixed for that handle.
+    Generated,
+    /// The session's output ring, read through a per-handle view.
+    Ring,
+    /// Writes go to a session or the daemon (`input`, `ctl`), off the request threads.
+    Commands,
+    /// The session's metadata, replaced by the save protocol (`save.rs`).
+    Metadata,
+    /// Bytes held in memory for an editor (`scratch.rs`).
+    Scratch,
+    /// Slot records and hosted transcripts (`records.rs`).
+    Records,
+}
+
+/// One row of the node table: everything about a kind of node that does
+/// not depend on the session it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub kind: Kind,
+    pub perm: u16,
+    pub opens: Opens,
+    pub cap: Cap,
+    pub content: Content,
+    /// `chmod`/`chown` succeed without changing anything (editors `fchmod`
+    /// what they save); elsewhere they are EPERM.
+    pub editable: bool,
+}
+
+const fn row(kind: Kind, perm: u16, opens: Opens, cap: Cap, content: Content) -> Row {
+    Row {
+        kind,
+        perm,
+        opens,
+        cap,
+        content,
+        editable: false,
+    }
+}
+
+const DIR: Row = row(
+    Kind::Dir,
+    0o755,
+    Opens::Dir,
+    Cap::ReadOnly,
+    Content::Listing,
+);
+const READ_DIR: Row = row(
+    Kind::Dir,
+    0o555,
+    Opens::Dir,
+    Cap::ReadOnly,
+    Content::Listing,
+);
+const LINK: Row = row(
+    Kind::Symlink,
+    0o777,
+    Opens::Link,
+    Cap::ReadOnly,
+    Content::Target,
+);
+const GENERATED: Row = row(
+    Kind::File,
+    0o444,
+    Opens::Read,
+    Cap::ReadOnly,
+    Content::Generated,
+);
+const COMMANDS: Row = row(
+    Kind::File,
+    0o200,
+    Opens::Write,
+    Cap::Stream,
+    Content::Commands,
+);
+const METADATA: Row = Row {
+    editable: true,
+    ..row(
+        Kind::File,
+        0o600,
+        Opens::ReadOrReplace,
+        Cap::Bytes(META_FILE_MAX),
+        Content::Metadata,
+    )
+};
+
+impl Node {
+    /// The node table: one row per kind of node. (A scratch file that is a
+    /// symlink is told apart by its content, not here.)
+    pub fn row(&self) -> Row {
+        match self {
+            Node::Root | Node::View(_) | Node::Facet(..) => DIR,
+            Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => DIR,
+            Node::Session(_, SessionFile::Dir) => DIR,
+            Node::Session(_, SessionFile::TranscriptDir) => READ_DIR,
+            Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) => LINK,
+            Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
+            Node::Page(..) => GENERATED,
+            Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
+            Node::Session(_, SessionFile::Scrollback) => Row {
+                content: Content::Ring,
+                ..GENERATED
+            },
+            Node::RootFile(RootFile::Ctl) => COMMANDS,
+            Node::Session(_, SessionFile::Input | SessionFile::Ctl) => COMMANDS,
+            Node::Session(_, SessionFile::Meta | SessionFile::Field(_)) => METADATA,
+            Node::Scratch(..) => Row {
+                editable: true,
+                ..row(
+                    Kind::File,
+                    0o600,
+                    Opens::Any,
+                    Cap::Bytes(scratch::FILE_MAX),
+                    Content::Scratch,
+                )
+            },
+            Node::Slot(..) => row(
+                Kind::File,
+                0o600,
+                Opens::ReadOrReplace,
+                Cap::Bytes(MAX_SLOT_RECORD_BYTES),
+                Content::Records,
+            ),
+            Node::HostedFile(_) => row(
+                Kind::File,
+                0o600,
+                Opens::ReadOrAppend,
+                Cap::Bytes(MAX_TRANSCRIPT_BYTES),
+                Content::Records,
+            ),
+            Node::RunFile => row(
+                Kind::File,
+                0o200,
+                Opens::Append,
+                Cap::Stream,
+                Content::Records,
+            ),
+        }
+    }
+
+    /// How messages about this node name it.
+    pub fn label(&self) -> String {
+        match self {
+            Node::Root => "/".to_string(),
+            Node::RootFile(f) => f.name().to_string(),
+            Node::Session(key, SessionFile::Dir) => key.to_string(),
+            Node::Session(key, f) => format!("{key}/{}", f.name()),
+            Node::Page(key, n) => format!("{key}/transcript/page-{n}"),
+            Node::SlotsDir => "slots".to_string(),
+            Node::World(w) => format!("slots/{w}"),
+            Node::Slot(w, n) => format!("slot record {w}/{n}"),
+            Node::TranscriptsDir => "agent-transcripts".to_string(),
+            Node::HostedFile(id) => format!("transcript {id}.jsonl"),
+            Node::RunFile => "agent-transcripts/run".to_string(),
+            Node::SessionsJson => "sessions.json".to_string(),
+            Node::View(v) => v.name().to_string(),
+            Node::Facet(v, name) => format!("{}/{name}", v.name()),
+            Node::ViewLink(v, _, key) => format!("{}/{key}", v.name()),
+            Node::Scratch(key, name) => format!("scratch file {key}/{name}"),
+        }
+    }
+
+    /// The session a node belongs to, if any.
+    pub fn session(&self) -> Option<&SessionKey> {
+        match self {
+            Node::Session(key, _) | Node::Page(key, _) | Node::Scratch(key, _) => Some(key),
+            _ => None,
+        }
     }
 }
 

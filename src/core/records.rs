@@ -2,14 +2,14 @@
 //! listings, and the write buffering that turns a stream of `write` calls
 //! into whole records and whole entries.
 
-use super::inode::Node;
-use super::{Handle, SessionFs};
+use super::files::Files;
+use super::handles::Handle;
+use super::node::{Kind, Node};
 use crate::error::{Error, Result};
 use crate::slots::{
     parse_session_id, parse_slot, parse_world, MAX_ENTRY_BYTES, MAX_SLOT_RECORD_BYTES,
     MAX_TRANSCRIPT_BYTES,
 };
-use fuser::FileType;
 
 /// What an open record file collects before it becomes a record or entries.
 #[derive(Debug)]
@@ -35,7 +35,7 @@ fn transcript_name(name: &str) -> Result<String> {
     Ok(parse_session_id(id)?.to_string())
 }
 
-impl SessionFs {
+impl Files {
     pub(super) fn records_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
         let store = self.core.slots();
         match parent {
@@ -63,111 +63,74 @@ impl SessionFs {
         }
     }
 
-    /// (kind, mode, size) of a records node.
-    pub(super) fn records_attr(&self, node: &Node) -> Result<(FileType, u16, u64)> {
+    /// The size of a records file (its kind and mode are its row in the
+    /// node table).
+    pub(super) fn records_size(&self, node: &Node) -> Result<u64> {
         let store = self.core.slots();
         Ok(match node {
-            Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => {
-                (FileType::Directory, 0o755, 0)
-            }
             Node::Slot(world, slot) => match store.get(world, *slot)? {
-                Some(record) => (
-                    FileType::RegularFile,
-                    0o600,
-                    record.to_json_line().len() as u64,
-                ),
+                Some(record) => record.to_json_line().len() as u64,
                 // Created and open for its first write: an empty file until then.
-                None if self.slot_being_written(world, *slot) => (FileType::RegularFile, 0o600, 0),
+                None if self.slot_being_written(world, *slot) => 0,
                 None => return Err(Error::not_found(format!("no record for slot {slot}"))),
             },
-            Node::HostedFile(id) => (FileType::RegularFile, 0o600, store.transcript_len(id)),
-            Node::RunFile => (FileType::RegularFile, 0o200, 0),
-            _ => return Err(Error::not_found("not a records node")),
+            Node::HostedFile(id) => store.transcript_len(id),
+            _ => 0,
         })
     }
 
     fn slot_being_written(&self, world: &str, slot: u32) -> bool {
-        self.handles().values().any(|h| {
+        self.handles.files().values().any(|h| {
             matches!(h, Handle::Record(RecordWrite::Slot { world: w, slot: n, .. }) if w == world && *n == slot)
         })
     }
 
-    pub(super) fn records_entries(&self, node: &Node) -> Result<Vec<(Node, FileType, String)>> {
+    pub(super) fn records_entries(&self, node: &Node) -> Result<Vec<(Node, Kind, String)>> {
         let store = self.core.slots();
         Ok(match node {
             Node::SlotsDir => store
                 .worlds()
                 .into_iter()
-                .map(|w| (Node::World(w.clone()), FileType::Directory, w))
+                .map(|w| (Node::World(w.clone()), Kind::Dir, w))
                 .collect(),
             Node::World(world) => store
                 .slots(world)
                 .into_iter()
-                .map(|n| {
-                    (
-                        Node::Slot(world.clone(), n),
-                        FileType::RegularFile,
-                        n.to_string(),
-                    )
-                })
+                .map(|n| (Node::Slot(world.clone(), n), Kind::File, n.to_string()))
                 .collect(),
-            Node::TranscriptsDir => {
-                std::iter::once((Node::RunFile, FileType::RegularFile, "run".to_string()))
-                    .chain(store.transcripts().into_iter().map(|id| {
-                        let name = format!("{id}.jsonl");
-                        (Node::HostedFile(id), FileType::RegularFile, name)
-                    }))
-                    .collect()
-            }
+            Node::TranscriptsDir => std::iter::once((Node::RunFile, Kind::File, "run".to_string()))
+                .chain(store.transcripts().into_iter().map(|id| {
+                    let name = format!("{id}.jsonl");
+                    (Node::HostedFile(id), Kind::File, name)
+                }))
+                .collect(),
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         })
     }
 
-    /// Opens an existing records file.
-    pub(super) fn records_open(
-        &self,
-        node: &Node,
-        reads: bool,
-        writes: bool,
-        truncates: bool,
-    ) -> Result<Handle> {
-        let store = self.core.slots();
+    /// Opens an existing records file, the calls it takes checked
+    /// against the node table already.
+    pub(super) fn records_open(&self, node: &Node, writes: bool) -> Result<Handle> {
         match node {
-            Node::Slot(world, slot) if writes => {
-                if reads {
-                    return Err(Error::invalid(
-                        "a slot record is read or replaced whole, not both",
-                    ));
-                }
-                Ok(Handle::Record(RecordWrite::Slot {
-                    world: world.clone(),
-                    slot: *slot,
-                    buf: Vec::new(),
-                    committed: false,
-                }))
-            }
+            Node::Slot(world, slot) if writes => Ok(Handle::Record(RecordWrite::Slot {
+                world: world.clone(),
+                slot: *slot,
+                buf: Vec::new(),
+                committed: false,
+            })),
             Node::Slot(world, slot) => {
-                let record = store
+                let record = self
+                    .core
+                    .slots()
                     .get(world, *slot)?
                     .ok_or_else(|| Error::not_found(format!("no record for slot {slot}")))?;
                 Ok(Handle::Snapshot(record.to_json_line()))
             }
-            Node::HostedFile(_) | Node::RunFile if truncates => {
-                Err(Error::perm("transcripts are append-only: use >>"))
-            }
-            Node::HostedFile(id) if writes => {
-                if reads {
-                    return Err(Error::invalid(
-                        "a transcript is read or appended to, not both",
-                    ));
-                }
-                Ok(Handle::Record(RecordWrite::Append {
-                    session: Some(id.clone()),
-                    pending: Vec::new(),
-                }))
-            }
+            Node::HostedFile(id) if writes => Ok(Handle::Record(RecordWrite::Append {
+                session: Some(id.clone()),
+                pending: Vec::new(),
+            })),
             Node::HostedFile(id) => Ok(Handle::Hosted(id.clone())),
-            Node::RunFile if reads => Err(Error::access("run is write-only")),
             Node::RunFile => Ok(Handle::Record(RecordWrite::Append {
                 session: None,
                 pending: Vec::new(),

@@ -1,18 +1,15 @@
-//! The adapter for organising sessions: the one-line metadata files,
-//! `meta.json` written by editors (scratch files held in memory, rename as
-//! the commit), the views (`archived/`, `favourites/`, `projects/`,
-//! `engines/`) and `sessions.json`.
+//! The editor save protocol for metadata files: what an open `meta.json`
+//! or one-line field collects (checked at each `write`, applied at `fsync`
+//! or `close`), the scratch files editors make beside it, and `rename` onto
+//! it as the commit of a save.
 
-use super::inode::{Node, SessionFile, ViewDir};
-use super::SessionFs;
-use crate::core::scratch::{ScratchFile, ScratchInfo};
-use crate::core::{MetaField, META_FILE_MAX};
+use super::files::Files;
+use super::node::SessionFile;
+use super::scratch::{ScratchFile, ScratchInfo};
+use super::{MetaField, META_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use fuser::FileType;
 use serde_json::Value;
-use std::collections::BTreeSet;
-
 /// What an open metadata file collects before it becomes a change.
 #[derive(Debug)]
 pub(super) enum MetaWrite {
@@ -172,7 +169,7 @@ fn core_refusal(core: &crate::core::Core, key: &SessionKey, message: String) -> 
     core.record_refusal(key, Error::invalid(message))
 }
 
-impl SessionFs {
+impl Files {
     /// A scratch file's length and link target, without copying its bytes.
     pub(super) fn scratch_get(&self, key: &SessionKey, name: &str) -> Option<ScratchInfo> {
         self.scratch.info(key, name)
@@ -270,181 +267,5 @@ impl SessionFs {
             }
             _ => Err(Error::perm(format!("{from} cannot be renamed to {to}"))),
         }
-    }
-
-    pub(super) fn views_attr(&self, node: &Node) -> Result<(FileType, u16, u64)> {
-        Ok(match node {
-            Node::SessionsJson => (
-                FileType::RegularFile,
-                0o444,
-                self.core.sessions_json().len() as u64,
-            ),
-            Node::View(_) | Node::Facet(..) => (FileType::Directory, 0o755, 0),
-            Node::ViewLink(..) => (FileType::Symlink, 0o777, link_target(node).len() as u64),
-            Node::Scratch(key, name) => {
-                let f = self
-                    .scratch_get(key, name)
-                    .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
-                match f.symlink {
-                    Some(t) => (FileType::Symlink, 0o777, t.len() as u64),
-                    None => (FileType::RegularFile, 0o600, f.len),
-                }
-            }
-            _ => return Err(Error::not_found("not a view")),
-        })
-    }
-
-    pub(super) fn sessions_json(&self) -> Vec<u8> {
-        self.core.take_sessions_json()
-    }
-
-    /// Active sessions with what the views group them by, in listing order.
-    fn active(&self) -> Vec<(SessionKey, bool, Option<String>)> {
-        self.core.active_groups()
-    }
-
-    /// Whether an active session has this project (or engine): a facet
-    /// directory exists while one does.
-    fn facet_exists(&self, view: ViewDir, name: &str) -> bool {
-        self.core.any_active(|key, project| match view {
-            ViewDir::Projects => project == Some(name),
-            _ => key.engine() == name,
-        })
-    }
-
-    pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, FileType, String)>> {
-        let link = |view, facet: Option<&String>, key: SessionKey| {
-            let name = key.to_string();
-            (
-                Node::ViewLink(view, facet.cloned(), key),
-                FileType::Symlink,
-                name,
-            )
-        };
-        Ok(match node {
-            Node::View(ViewDir::Archived) => self
-                .core
-                .keys_in(true)
-                .into_iter()
-                .map(|k| {
-                    let name = k.to_string();
-                    (
-                        Node::Session(k, SessionFile::Dir),
-                        FileType::Directory,
-                        name,
-                    )
-                })
-                .collect(),
-            Node::View(ViewDir::Favourites) => self
-                .active()
-                .into_iter()
-                .filter(|(_, fav, _)| *fav)
-                .map(|(k, _, _)| link(ViewDir::Favourites, None, k))
-                .collect(),
-            Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) => {
-                let names: BTreeSet<String> = self
-                    .active()
-                    .into_iter()
-                    .filter_map(|(k, _, p)| match view {
-                        ViewDir::Projects => p,
-                        _ => Some(k.engine().to_string()),
-                    })
-                    .collect();
-                names
-                    .into_iter()
-                    .map(|n| (Node::Facet(*view, n.clone()), FileType::Directory, n))
-                    .collect()
-            }
-            Node::Facet(view, name) => self
-                .active()
-                .into_iter()
-                .filter(|(k, _, p)| match view {
-                    ViewDir::Projects => p.as_ref() == Some(name),
-                    _ => k.engine() == name,
-                })
-                .map(|(k, _, _)| link(*view, Some(name), k))
-                .collect(),
-            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
-        })
-    }
-
-    pub(super) fn views_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
-        let missing = || Error::not_found(format!("no {name} here"));
-        // A session in a view is looked at alone: `ls -l` of a view of
-        // thousands looks each one up, and must not list them all each time.
-        if let Node::View(ViewDir::Archived | ViewDir::Favourites) | Node::Facet(..) = parent {
-            let key = SessionKey::parse(name).map_err(|_| missing())?;
-            if !self.core.exists(&key) {
-                return Err(missing());
-            }
-            let (archived, favourite, project) = self.core.flags(&key);
-            return match parent {
-                Node::View(ViewDir::Archived) if archived => {
-                    Ok(Node::Session(key, SessionFile::Dir))
-                }
-                Node::View(ViewDir::Favourites) if favourite && !archived => {
-                    Ok(Node::ViewLink(ViewDir::Favourites, None, key))
-                }
-                Node::Facet(view @ ViewDir::Projects, facet)
-                    if !archived && project.as_ref() == Some(facet) =>
-                {
-                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
-                }
-                Node::Facet(view @ ViewDir::Engines, facet)
-                    if !archived && key.engine() == facet =>
-                {
-                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
-                }
-                _ => Err(missing()),
-            };
-        }
-        if let Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) = parent {
-            return if self.facet_exists(*view, name) {
-                Ok(Node::Facet(*view, name.to_string()))
-            } else {
-                Err(missing())
-            };
-        }
-        self.views_entries(parent)?
-            .into_iter()
-            .find(|(_, _, n)| n == name)
-            .map(|(node, _, _)| node)
-            .ok_or_else(|| Error::not_found(format!("no {name} here")))
-    }
-
-    /// `mv KEY archived/` archives; `mv archived/KEY .` unarchives.
-    pub(super) fn rename_session(
-        &self,
-        from_parent: &Node,
-        name: &str,
-        to_parent: &Node,
-        new_name: &str,
-    ) -> Result<()> {
-        let key = SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
-        if new_name != name {
-            return Err(Error::perm("sessions keep their key; set a title instead"));
-        }
-        match (from_parent, to_parent) {
-            (Node::Root, Node::View(ViewDir::Archived)) if !self.core.is_archived(&key) => {
-                self.core.archive(&key)
-            }
-            (Node::View(ViewDir::Archived), Node::Root) if self.core.is_archived(&key) => {
-                self.core.unarchive(&key)
-            }
-            _ => Err(Error::new(
-                libc::EXDEV,
-                "sessions move only into and out of archived/",
-            )),
-        }
-    }
-}
-
-/// Where a view's symlink points, relative to the link.
-pub(super) fn link_target(node: &Node) -> String {
-    match node {
-        Node::ViewLink(_, None, key) => format!("../{key}"),
-        Node::ViewLink(_, Some(_), key) => format!("../../{key}"),
-        Node::Scratch(..) => String::new(),
-        _ => String::new(),
     }
 }

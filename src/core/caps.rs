@@ -1,0 +1,32 @@
+//! The size caps of writable files, checked at `truncate` before anything
+//! grows (the `write` paths check theirs where they buffer). Past a cap:
+//! EFBIG, and nothing changes.
+
+use super::files::Files;
+use super::node::{Cap, Node};
+use crate::error::{Error, Result};
+
+impl Files {
+    /// Refuses `truncate -s size` past the node's cap (its row in the node
+    /// table). Streams (`input`, `ctl`, `agent-transcripts/run`) hold
+    /// nothing: only 0 is a size.
+    pub(super) fn check_size(&self, node: &Node, size: u64) -> Result<()> {
+        let (cap, what) = match node.row().cap {
+            Cap::Bytes(cap) => (cap, node.label()),
+            Cap::Stream => (0, format!("{} (a stream)", node.label())),
+            // Not writable: refused as such by the caller.
+            Cap::ReadOnly => return Ok(()),
+        };
+        if size <= cap {
+            return Ok(());
+        }
+        let err = Error::too_big(&format!("truncate of {what}"), size, cap);
+        Err(match node {
+            Node::Session(key, _) | Node::Scratch(key, _) => self.core.record_refusal(key, err),
+            _ => {
+                log::warn!("{}", err.message);
+                err
+            }
+        })
+    }
+}

@@ -1,0 +1,205 @@
+//! What is written to a session: `input`, and the `ctl` commands (open,
+//! stop, resize, redraw); stopping and reaping its processes.
+
+use super::{lock, Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::metaedit::preview;
+use crate::runtime::launch::terminate_known;
+use crate::runtime::record::now_ms;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long `stop` waits after TERM before KILL.
+pub(super) const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// The error of a write to a session's master that stopped early.
+pub(super) fn send_error(key: &SessionKey, what: &str, e: &std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) => Error::new(
+            libc::EAGAIN,
+            format!(
+                "{what} to {key} stalled: its master has stopped taking input (the program is not reading its terminal)"
+            ),
+        ),
+        Some(libc::ETIMEDOUT) => Error::new(
+            libc::ETIMEDOUT,
+            format!(
+                "{what} to {key} waited {} s for the writes before it",
+                INPUT_DEADLINE.as_secs()
+            ),
+        ),
+        Some(libc::EPIPE) => Error::new(
+            libc::EPIPE,
+            format!("{what} to {key} ended: the session was stopped or its master exited"),
+        ),
+        _ => Error::io(&format!("{what} to {key} failed"), e),
+    }
+}
+
+/// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
+/// (`screen::check_size`).
+pub(super) fn parse_size(arg: &str) -> Result<(u16, u16)> {
+    let bad = || {
+        Error::invalid(format!(
+            "resize takes COLSxROWS (e.g. 120x40), not {}",
+            preview(arg)
+        ))
+    };
+    let (c, r) = arg.split_once(['x', 'X']).ok_or_else(bad)?;
+    let cols: u16 = c.parse().map_err(|_| bad())?;
+    let rows: u16 = r.parse().map_err(|_| bad())?;
+    crate::screen::check_size(cols, rows)
+        .map_err(|why| Error::invalid(format!("resize {arg}: {why}")))?;
+    Ok((cols, rows))
+}
+
+impl Core {
+    /// `echo ... > input`: opens the session if needed, then pushes the
+    /// bytes. Runs on a slow-operation thread. A master that takes nothing
+    /// for [`dtach::STALL`] ends the write: with the count that went through
+    /// if some did, else `EAGAIN`; the reason goes to `status.error`.
+    pub fn write_input(&self, key: &SessionKey, data: &[u8]) -> Result<usize> {
+        self.require(key)?;
+        let deadline = Instant::now() + INPUT_DEADLINE;
+        let result = (|| {
+            let client = self.ensure_open(key, OpenMode::AttachOrLaunch, deadline)?;
+            let sent = client.push(data, deadline);
+            if !matches!(sent, Err((0, _))) {
+                lock(&self.runtime(key).state).last_input_ms = now_ms();
+            }
+            match sent {
+                Ok(()) => Ok(data.len()),
+                Err((went, e)) => {
+                    let err = send_error(key, "input", &e);
+                    // A stop fails the whole write: a short count would
+                    // have the writer retry and so launch the session again.
+                    if went == 0 || err.errno != libc::EAGAIN {
+                        return Err(err);
+                    }
+                    // Part went through: a short write, as a pipe gives.
+                    let err = Error::new(
+                        err.errno,
+                        format!(
+                            "{}; {went} of {} bytes went through",
+                            err.message,
+                            data.len()
+                        ),
+                    );
+                    self.refuse(key, err);
+                    Ok(went)
+                }
+            }
+        })();
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// One command written to a session's `ctl`.
+    pub fn session_ctl(&self, key: &SessionKey, command: &str) -> Result<()> {
+        self.require(key)?;
+        let result = (|| {
+            let mut words = command.split_whitespace();
+            let verb = words.next().unwrap_or("");
+            let arg = words.next();
+            if words.next().is_some() {
+                return Err(Error::invalid(format!(
+                    "too many words in ctl command {}",
+                    preview(command)
+                )));
+            }
+            match (verb, arg) {
+                ("open", None) => self
+                    .ensure_open(
+                        key,
+                        OpenMode::AttachOrLaunch,
+                        Instant::now() + INPUT_DEADLINE,
+                    )
+                    .map(drop),
+                ("stop", None) => {
+                    self.stop(key);
+                    Ok(())
+                }
+                ("resize", Some(size)) => {
+                    let (cols, rows) = parse_size(size)?;
+                    let rt = self.runtime(key);
+                    {
+                        let mut state = lock(&rt.state);
+                        state.cols = cols;
+                        state.rows = rows;
+                    }
+                    lock(&rt.screen).resize(cols, rows);
+                    match rt.live_client() {
+                        Some(c) => c
+                            .resize(cols, rows, Instant::now() + INPUT_DEADLINE)
+                            .map_err(|e| send_error(key, "resize", &e.error)),
+                        None => Ok(()),
+                    }
+                }
+                ("redraw", None) => {
+                    let rt = self.runtime(key);
+                    let (cols, rows) = {
+                        let s = lock(&rt.state);
+                        (s.cols, s.rows)
+                    };
+                    match rt.live_client() {
+                        Some(c) => c
+                            .redraw(cols, rows, Instant::now() + INPUT_DEADLINE)
+                            .map_err(|e| send_error(key, "redraw", &e.error)),
+                        None => Err(Error::new(
+                            libc::ENOTCONN,
+                            format!("{key} is not live; write `open` first"),
+                        )),
+                    }
+                }
+                _ => Err(Error::invalid(format!(
+                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw",
+                    preview(command)
+                ))),
+            }
+        })();
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    /// Ends the session's processes and forgets the connection; the next
+    /// open is a LAUNCH (a resume for agents).
+    pub fn stop(&self, key: &SessionKey) {
+        self.reap(key);
+        log::info!("{key}: stopped");
+    }
+
+    /// Terminates the master and the agent's processes, unlinks the socket
+    /// under the lock and drops this daemon's connection. Best-effort. Never
+    /// waits for an open or a write: it closes the connection first, which
+    /// ends every write waiting on the master, then kills. Runs on a
+    /// slow-operation thread (the grace period).
+    pub(super) fn reap(&self, key: &SessionKey) -> Arc<SessionRuntime> {
+        let rt = self.runtime(key);
+        let flight = Arc::new(Flight::default());
+        let (client, known) = {
+            let mut state = lock(&rt.state);
+            state.stops += 1;
+            state.generation += 1;
+            state.stopping = Some(flight.clone());
+            (state.client.take(), state.record.clone())
+        };
+        if let Some(client) = client {
+            client.detach();
+        }
+        terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());
+        {
+            let mut state = lock(&rt.state);
+            if state
+                .stopping
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+            {
+                state.stopping = None;
+            }
+        }
+        flight.finish(Err(Error::new(
+            libc::ECANCELED,
+            format!("{key} was stopped"),
+        )));
+        rt
+    }
+}

@@ -1,0 +1,907 @@
+//! The mounted tree as a plain API: every kernel call the adapter gets is
+//! one method here, taking inode and handle numbers and returning
+//! `Result<Attr | bytes | entries, Error>`. The request lifecycle lives
+//! here (the handle table, buffered writes and their commits, scratch
+//! files, directory snapshots), so it can be driven and tested without a
+//! mount. Nothing here knows FUSE exists.
+
+use super::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
+use super::node::{
+    Cap, Content, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
+};
+use super::save::MetaWrite;
+use super::scratch::{ScratchFile, ScratchFiles};
+use super::Core;
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::procinfo::tgid_of;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// A node's attributes, as the kernel sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: Kind,
+    pub perm: u16,
+    pub size: u64,
+    pub mtime: SystemTime,
+}
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    pub reads: bool,
+    pub writes: bool,
+    /// `O_TRUNC`.
+    pub truncates: bool,
+}
+
+impl Access {
+    pub const READ: Access = Access {
+        reads: true,
+        writes: false,
+        truncates: false,
+    };
+    pub const WRITE: Access = Access {
+        reads: false,
+        writes: true,
+        truncates: false,
+    };
+}
+
+/// A `setattr` call: what it changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SetAttr {
+    /// A mode or owner change (`chmod`, `chown`).
+    pub owner_or_mode: bool,
+    pub size: Option<u64>,
+}
+
+/// A write that may wait on a session, and so runs off the request
+/// threads: the adapter hands [`SlowWrite::run`] to the pool.
+#[derive(Debug)]
+pub struct SlowWrite {
+    target: Target,
+    data: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+enum Target {
+    Input(SessionKey),
+    SessionCtl(SessionKey),
+    RootCtl,
+}
+
+impl SlowWrite {
+    /// What the pool names it by.
+    pub fn what(&self) -> String {
+        match &self.target {
+            Target::Input(key) => format!("input to {key}"),
+            Target::SessionCtl(key) => format!("ctl of {key}"),
+            Target::RootCtl => "ctl".to_string(),
+        }
+    }
+
+    /// The session whose `status.error` hears of it if the pool gives up.
+    pub fn session(&self) -> Option<SessionKey> {
+        match &self.target {
+            Target::Input(key) | Target::SessionCtl(key) => Some(key.clone()),
+            Target::RootCtl => None,
+        }
+    }
+
+    /// `stop` must work however many writes are stuck: it may take a reserved place.
+    pub fn urgent(&self) -> bool {
+        matches!(self.target, Target::SessionCtl(_))
+            && commands(&self.data).is_ok_and(|c| c.iter().all(|c| *c == "stop"))
+    }
+
+    /// Does the write; may wait on the session.
+    pub fn run(self, core: &Core) -> Result<usize> {
+        match self.target {
+            Target::Input(key) => core.write_input(&key, &self.data),
+            Target::SessionCtl(key) => {
+                for command in commands(&self.data)? {
+                    core.session_ctl(&key, command)?;
+                }
+                Ok(self.data.len())
+            }
+            Target::RootCtl => {
+                for command in commands(&self.data)? {
+                    core.root_ctl(command)?;
+                }
+                Ok(self.data.len())
+            }
+        }
+    }
+}
+
+/// The commands in one write to a `ctl` file: one per line.
+fn commands(data: &[u8]) -> Result<Vec<&str>> {
+    let text =
+        std::str::from_utf8(data).map_err(|_| Error::invalid("ctl commands are UTF-8 text"))?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return Err(Error::invalid("empty ctl command"));
+    }
+    Ok(lines)
+}
+
+/// `page-N` with N in plain decimal.
+fn parse_page_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("page-")?;
+    let plain = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    plain.then(|| digits.parse().ok())?
+}
+
+/// Where `transcript/latest` points.
+fn latest_target(pages: usize) -> String {
+    format!("page-{}", pages.saturating_sub(1))
+}
+
+fn utf8(name: &std::ffi::OsStr) -> Result<&str> {
+    name.to_str()
+        .ok_or_else(|| Error::invalid("names here are UTF-8"))
+}
+
+/// The mounted tree: the core, inode numbers, open handles, scratch files.
+#[derive(Debug)]
+pub struct Files {
+    pub(super) core: Arc<Core>,
+    pub(super) inodes: InodeTable,
+    pub(super) handles: HandleTable,
+    pub(super) scratch: ScratchFiles,
+    started: SystemTime,
+}
+
+impl Files {
+    pub fn new(core: Arc<Core>) -> Self {
+        Self::with_scratch(core, ScratchFiles::default())
+    }
+
+    /// With scratch files capped otherwise (tests).
+    pub fn with_scratch(core: Arc<Core>, scratch: ScratchFiles) -> Self {
+        Files {
+            core,
+            inodes: InodeTable::default(),
+            handles: HandleTable::default(),
+            scratch,
+            started: SystemTime::now(),
+        }
+    }
+
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// When the mount started: the time of the directories.
+    pub fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    fn attr(&self, node: &Node, size: u64, mtime: SystemTime) -> Attr {
+        let row = node.row();
+        Attr {
+            ino: self.inodes.ino(node),
+            kind: row.kind,
+            perm: row.perm,
+            size,
+            mtime,
+        }
+    }
+
+    /// The node behind `ino`, if its session still exists.
+    fn node(&self, ino: u64) -> Result<Node> {
+        let node = match self.inodes.node(ino) {
+            Some(node) => node,
+            None => {
+                // A number from an earlier daemon (an NFS handle): it names a
+                // session this daemon has not listed yet.
+                self.inodes.learn(&self.core.keys());
+                self.inodes
+                    .node(ino)
+                    .ok_or_else(|| Error::not_found(format!("no inode {ino}")))?
+            }
+        };
+        if let Node::Session(key, _) | Node::Page(key, _) = &node {
+            if !self.core.exists(key) {
+                return Err(Error::not_found(format!("no session {key}")));
+            }
+        }
+        Ok(node)
+    }
+
+    /// The node behind `ino` as far as this daemon knows it, without
+    /// asking whether its session still exists (for reports).
+    pub fn known_node(&self, ino: u64) -> Option<Node> {
+        self.inodes.node(ino)
+    }
+
+    /// Size the scrollback shows this caller: its own handle's view when the
+    /// calling process has one open (so `tail -f`, which polls `fstat`, sees
+    /// growth past the ring's cap), else the bytes held.
+    fn scrollback_size(&self, key: &SessionKey, fh: Option<u64>, pid: u32) -> Result<u64> {
+        let rt = self.core.session_runtime(key)?;
+        let ring = rt.scrollback();
+        // (handle, owning process, view length) of this session's views,
+        // taken with the table locked; `/proc` is read after it is released.
+        let views: Vec<(u64, u32, u64)> = {
+            let handles = self.handles.files();
+            let own = |h: &Handle| match h {
+                Handle::Scrollback { key: k, view, .. } if k == key => Some(ring.view_len(view)),
+                _ => None,
+            };
+            if let Some(size) = fh.and_then(|fh| handles.get(&fh)).and_then(own) {
+                return Ok(size);
+            }
+            handles
+                .iter()
+                .filter_map(|(fh, h)| match h {
+                    Handle::Scrollback {
+                        key: k, view, tgid, ..
+                    } if k == key => Some((*fh, *tgid, ring.view_len(view))),
+                    _ => None,
+                })
+                .collect()
+        };
+        if !views.is_empty() {
+            let tgid = tgid_of(pid);
+            // The newest handle of this process: `tail -F` reopens.
+            let newest = views
+                .iter()
+                .filter(|(_, t, _)| *t == tgid)
+                .max_by_key(|(fh, _, _)| *fh);
+            if let Some((_, _, size)) = newest {
+                return Ok(*size);
+            }
+        }
+        Ok(ring.len() as u64)
+    }
+
+    /// The attributes of `node`, as process `pid` (holding `fh`, if any) sees them.
+    fn attr_of(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<Attr> {
+        let now = SystemTime::now();
+        let started = self.started;
+        let (size, mtime) = match node {
+            Node::Root
+            | Node::View(_)
+            | Node::Facet(..)
+            | Node::SlotsDir
+            | Node::TranscriptsDir
+            | Node::World(_) => (
+                0,
+                if matches!(node, Node::Root) {
+                    started
+                } else {
+                    now
+                },
+            ),
+            Node::Session(_, SessionFile::Dir | SessionFile::TranscriptDir) => (0, started),
+            Node::SessionsJson => (self.core.sessions_json().len() as u64, now),
+            Node::ViewLink(..) | Node::Session(_, SessionFile::Latest) => {
+                (self.link_target(node)?.len() as u64, now)
+            }
+            Node::Scratch(key, name) => {
+                let f = self
+                    .scratch_get(key, name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
+                if let Some(target) = f.symlink {
+                    // A link an editor made (emacs's lock): a symlink, not a file.
+                    let mut attr = self.attr(node, target.len() as u64, now);
+                    attr.kind = Kind::Symlink;
+                    attr.perm = 0o777;
+                    return Ok(attr);
+                }
+                (f.len, now)
+            }
+            Node::RootFile(RootFile::Readme) => (self.core.readme().len() as u64, started),
+            Node::RootFile(RootFile::Status) => (self.core.root_status().len() as u64, now),
+            Node::RootFile(RootFile::Ctl) => (0, started),
+            Node::Slot(..) | Node::HostedFile(_) | Node::RunFile => (self.records_size(node)?, now),
+            Node::Page(key, n) => (
+                self.core.transcript_page(key, *n as usize)?.len() as u64,
+                now,
+            ),
+            Node::Session(key, file) => match file {
+                SessionFile::Dir | SessionFile::TranscriptDir | SessionFile::Latest => {
+                    unreachable!("matched above")
+                }
+                SessionFile::Scrollback => {
+                    let size = self.scrollback_size(key, fh, pid)?;
+                    let mtime = self.core.session_runtime(key)?.scrollback().last_append();
+                    (size, mtime)
+                }
+                SessionFile::Screen => (self.core.screen(key)?.len() as u64, now),
+                SessionFile::Status => (self.core.status(key)?.len() as u64, now),
+                SessionFile::Meta => (
+                    self.core.meta_json(key)?.len() as u64,
+                    self.core.meta_modified(),
+                ),
+                SessionFile::Field(f) => (
+                    self.core.field_text(key, *f)?.len() as u64,
+                    self.core.meta_modified(),
+                ),
+                SessionFile::Input | SessionFile::Ctl => (0, now),
+            },
+        };
+        Ok(self.attr(node, size, mtime))
+    }
+
+    /// `getattr`.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>, pid: u32) -> Result<Attr> {
+        self.attr_of(&self.node(ino)?, fh, pid)
+    }
+
+    /// The node `name` in directory `parent`.
+    fn lookup_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<Node> {
+        let name = name
+            .to_str()
+            .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
+        crate::faults::maybe_panic("lookup", name.as_bytes());
+        match self.node(parent)? {
+            parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
+                self.records_lookup(&parent, name)
+            }
+            parent @ (Node::View(_) | Node::Facet(..)) => self.views_lookup(&parent, name),
+            Node::Root => {
+                if let Some(f) = RootFile::from_name(name) {
+                    return Ok(Node::RootFile(f));
+                }
+                match name {
+                    "slots" => return Ok(Node::SlotsDir),
+                    "agent-transcripts" => return Ok(Node::TranscriptsDir),
+                    "sessions.json" => return Ok(Node::SessionsJson),
+                    _ => {}
+                }
+                if let Some(view) = ViewDir::from_name(name) {
+                    return Ok(Node::View(view));
+                }
+                let key =
+                    SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+                // Archived sessions live under archived/ only.
+                if self.core.exists(&key) && !self.core.is_archived(&key) {
+                    Ok(Node::Session(key, SessionFile::Dir))
+                } else {
+                    Err(Error::not_found(format!("no session {key}")))
+                }
+            }
+            Node::Session(key, SessionFile::Dir) => {
+                if name == "transcript" && self.core.has_transcript(&key) {
+                    return Ok(Node::Session(key, SessionFile::TranscriptDir));
+                }
+                if let Some(f) = SessionFile::from_name(name) {
+                    return Ok(Node::Session(key, f));
+                }
+                if self.scratch_get(&key, name).is_some() {
+                    return Ok(Node::Scratch(key, name.to_string()));
+                }
+                Err(Error::not_found(format!("no {name} in {key}")))
+            }
+            Node::Session(key, SessionFile::TranscriptDir) => {
+                if name == "latest" {
+                    return Ok(Node::Session(key, SessionFile::Latest));
+                }
+                let page = parse_page_name(name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in a transcript")))?;
+                if (page as usize) < self.core.transcript_pages(&key)? {
+                    Ok(Node::Page(key, page))
+                } else {
+                    Err(Error::not_found(format!("{key} has no {name}")))
+                }
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    /// `lookup`.
+    pub fn lookup(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
+        let node = self.lookup_node(parent, name)?;
+        self.attr_of(&node, None, pid)
+    }
+
+    /// Checks `mode` against the node's row in the node table.
+    fn check_opens(node: &Node, mode: Access) -> Result<()> {
+        let what = match node {
+            Node::Session(_, file) => file.name().to_string(),
+            _ => node.label(),
+        };
+        match node.row().opens {
+            Opens::Dir => Err(Error::new(libc::EISDIR, "a directory")),
+            Opens::Link => Err(Error::new(libc::ELOOP, "a symlink")),
+            Opens::Read if mode.writes => Err(Error::access(format!("{what} is read-only"))),
+            Opens::ReadOrAppend | Opens::Append if mode.truncates => {
+                Err(Error::perm("transcripts are append-only: use >>"))
+            }
+            Opens::Write | Opens::Append if mode.reads => {
+                Err(Error::access(format!("{what} is write-only")))
+            }
+            Opens::ReadOrReplace | Opens::ReadOrAppend if mode.reads && mode.writes => {
+                Err(Error::invalid(format!(
+                    "{what} is read or written whole: open it for reading or for writing, not both"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `open`: a handle number.
+    pub fn open(&self, ino: u64, mode: Access, pid: u32) -> Result<u64> {
+        let node = self.node(ino)?;
+        Self::check_opens(&node, mode).inspect_err(|e| {
+            if let Node::Session(..) = node {
+                log::warn!("{}: {}", node.label(), e.message);
+            }
+        })?;
+        let handle = match (&node, node.row().content) {
+            (_, Content::Records) => self.records_open(&node, mode.writes)?,
+            (Node::Scratch(key, name), _) => {
+                let file = self
+                    .scratch_get(key, name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
+                if file.symlink.is_some() {
+                    return Err(Error::new(libc::ELOOP, "a symlink"));
+                }
+                if mode.writes && mode.truncates {
+                    self.scratch_resize(key, name, 0)?;
+                }
+                Handle::Scratch(key.clone(), name.clone())
+            }
+            (Node::Session(key, file), Content::Metadata) if mode.writes => {
+                Handle::Meta(MetaWrite::new(&self.core, key, *file)?)
+            }
+            (Node::Session(key, SessionFile::Scrollback), _) => {
+                let rt = self.core.session_runtime(key)?;
+                Handle::Scrollback {
+                    key: key.clone(),
+                    ring: rt.scrollback().clone(),
+                    view: rt.scrollback().open_view(),
+                    tgid: tgid_of(pid),
+                }
+            }
+            (Node::Session(key, SessionFile::Input), _) => Handle::Input(key.clone()),
+            (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
+            (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
+            _ => Handle::Snapshot(self.generate(&node)?),
+        };
+        Ok(self.handles.add(handle))
+    }
+
+    /// The text of a generated file, as an `open` fixes it for its handle.
+    fn generate(&self, node: &Node) -> Result<Vec<u8>> {
+        match node {
+            Node::SessionsJson => Ok(self.core.take_sessions_json()),
+            Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
+            Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
+            Node::RootFile(RootFile::Status) => Ok(self.core.root_status()),
+            Node::Session(key, SessionFile::Screen) => self.core.screen(key),
+            Node::Session(key, SessionFile::Status) => self.core.status(key),
+            Node::Session(key, SessionFile::Meta) => self.core.meta_json(key),
+            Node::Session(key, SessionFile::Field(f)) => self.core.field_text(key, *f),
+            _ => Err(Error::new(libc::EISDIR, "a directory")),
+        }
+    }
+
+    /// `read`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let mut handles = self.handles.files();
+        // A file read happens with the table unlocked.
+        if let Some(Handle::Hosted(id)) = handles.get(&fh) {
+            let id = id.clone();
+            drop(handles);
+            return self
+                .core
+                .slots()
+                .read_transcript(&id, offset, size as usize);
+        }
+        match handles.get_mut(&fh) {
+            Some(Handle::Snapshot(bytes)) => {
+                let start = (offset as usize).min(bytes.len());
+                let end = start.saturating_add(size as usize).min(bytes.len());
+                Ok(bytes[start..end].to_vec())
+            }
+            Some(Handle::Scrollback { ring, view, .. }) => {
+                Ok(ring.read(view, offset, size as usize))
+            }
+            Some(Handle::Scratch(key, name)) => {
+                Ok(self.scratch.read(key, name, offset, size as usize))
+            }
+            Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
+            None => Err(Error::new(libc::EBADF, "no such handle")),
+        }
+    }
+
+    /// The write `fh` takes, if it is one that may wait on a session: the
+    /// adapter runs it in the pool. `ctl` commands are parsed here, so a
+    /// malformed one fails at once.
+    pub fn slow_write(&self, fh: u64, data: &[u8]) -> Option<Result<SlowWrite>> {
+        let target = match self.handles.files().get(&fh)? {
+            Handle::Input(key) => Target::Input(key.clone()),
+            Handle::SessionCtl(key) => Target::SessionCtl(key.clone()),
+            Handle::RootCtl => Target::RootCtl,
+            _ => return None,
+        };
+        if !matches!(target, Target::Input(_)) {
+            if let Err(e) = commands(data) {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(SlowWrite {
+            target,
+            data: data.to_vec(),
+        }))
+    }
+
+    /// `write` to a handle that buffers (metadata, records, scratch files).
+    /// Each write is checked as it arrives, so a refusal reaches the writer.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        let buffered = self
+            .handles
+            .with(fh, |h| match h {
+                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
+                Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
+                _ => None,
+            })
+            .flatten();
+        if let Some(result) = buffered {
+            return result
+                .map(|()| data.len())
+                .inspect_err(|e| log::warn!("{}", e.message));
+        }
+        let scratch = match self.handles.files().get(&fh) {
+            Some(Handle::Scratch(key, name)) => Some((key.clone(), name.clone())),
+            _ => None,
+        };
+        if let Some((key, name)) = scratch {
+            self.scratch_write(&key, &name, offset, data)?;
+            return Ok(data.len());
+        }
+        // `input` and `ctl` writes never get here: they go to the pool.
+        Err(Error::new(libc::EBADF, "not open for writing"))
+    }
+
+    /// Whether finishing `fh` commits metadata, which may archive (ending
+    /// the session's processes first): the adapter then runs
+    /// [`Files::finish`] in the pool.
+    pub fn finish_commits(&self, fh: u64) -> bool {
+        matches!(self.handles.files().get(&fh), Some(Handle::Meta(_)))
+    }
+
+    /// `flush` and `fsync`: commits what a buffered handle still holds.
+    /// Errors here reach `close()`: what is buffered must stand alone.
+    pub fn finish(&self, fh: u64) -> Result<()> {
+        self.handles
+            .with(fh, |h| match h {
+                Handle::Record(r) => r.finish(&self.core),
+                Handle::Meta(m) => m.finish(&self.core),
+                _ => Ok(()),
+            })
+            .unwrap_or(Ok(()))
+            .inspect_err(|e| log::warn!("{}", e.message))
+    }
+
+    /// `release`: the handle is gone; nothing is committed here (its
+    /// errors would reach nobody).
+    pub fn release(&self, fh: u64) {
+        self.handles.remove(fh);
+    }
+
+    /// `setattr`: size, mode and owner (times are taken and ignored).
+    pub fn setattr(&self, ino: u64, set: SetAttr, fh: Option<u64>, pid: u32) -> Result<Attr> {
+        let node = self.node(ino)?;
+        if let Some(size) = set.size {
+            self.check_size(&node, size)?;
+        }
+        let row = node.row();
+        // A hosted transcript is append-only: no size is set, not even its own.
+        let writable = row.cap != Cap::ReadOnly && !matches!(node, Node::HostedFile(_));
+        if let (Node::HostedFile(id), Some(size)) = (&node, set.size) {
+            if size != self.core.slots().transcript_len(id) {
+                return Err(Error::perm("transcripts are append-only: use >>"));
+            }
+        }
+        // Editors fchmod what they save; the mode of these files is fixed
+        // and the call succeeds without changing it.
+        if set.owner_or_mode && !row.editable {
+            return Err(Error::perm("modes and owners here are fixed"));
+        }
+        if let (Some(size), Some(fh)) = (set.size, fh) {
+            self.handles.with(fh, |h| {
+                if let Handle::Meta(m) = h {
+                    m.truncate(size)
+                }
+            });
+        }
+        if let (Node::Scratch(key, name), Some(size)) = (&node, set.size) {
+            self.scratch_resize(key, name, size)?;
+        }
+        // `echo x > input` truncates before it writes: a stream has nothing to cut.
+        if set.size.is_some() && !writable {
+            return Err(Error::access("read-only file"));
+        }
+        self.attr_of(&node, fh, pid)
+    }
+
+    /// `mkdir`: a session in the root, a world in `slots/`.
+    pub fn mkdir(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
+        if let Ok(Node::SlotsDir) = self.node(parent) {
+            // `mkdir -p slots/GUID`: a world exists for any well-formed GUID.
+            let world = name
+                .to_str()
+                .ok_or_else(|| Error::invalid("a world is a GUID"))
+                .and_then(crate::slots::parse_world)
+                .inspect_err(|e| log::warn!("mkdir slots/{name:?}: {}", e.message))?;
+            return self.attr_of(&Node::World(world), None, pid);
+        }
+        if parent != ROOT {
+            return Err(Error::perm(
+                "directories are made in the root and slots/ only",
+            ));
+        }
+        let key = name
+            .to_str()
+            .ok_or_else(|| Error::invalid("session keys are ASCII"))
+            .and_then(|n| self.core.create(n))?;
+        self.attr_of(&Node::Session(key, SessionFile::Dir), None, pid)
+    }
+
+    /// `rmdir`: only empty worlds go; sessions are archived instead.
+    pub fn rmdir(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
+        if let (Ok(parent @ Node::SlotsDir), Some(name)) = (self.node(parent), name.to_str()) {
+            return self.records_rmdir(&parent, name);
+        }
+        match self.lookup_node(parent, name)? {
+            Node::Session(key, SessionFile::Dir) => {
+                log::warn!("rmdir {key}: refused; archive a session to put it away");
+                Err(Error::perm("archive a session to put it away"))
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    /// `unlink`: slot records and scratch files.
+    pub fn unlink(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
+        if let (Ok(parent @ (Node::World(_) | Node::TranscriptsDir)), Some(name)) =
+            (self.node(parent), name.to_str())
+        {
+            return self
+                .records_unlink(&parent, name)
+                .inspect_err(|e| log::warn!("rm {name}: {}", e.message));
+        }
+        match self.lookup_node(parent, name)? {
+            Node::Scratch(key, name) => {
+                self.scratch_remove(&key, &name);
+                Ok(())
+            }
+            _ => Err(Error::perm("only files an editor made can be removed")),
+        }
+    }
+
+    /// `create`: an editor's scratch file in a session directory, a slot
+    /// record, a hosted transcript. The attributes and an open handle.
+    pub fn create(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(Attr, u64)> {
+        let parent = self.node(parent)?;
+        let name = utf8(name)?;
+        if let Node::Session(key, SessionFile::Dir) = &parent {
+            if !Self::is_scratch_name(name) {
+                return Err(Error::new(libc::EEXIST, format!("{name} exists")));
+            }
+            // An editor's swap, probe or temporary file: held in memory.
+            if self.scratch_get(key, name).is_some() {
+                return Err(Error::new(libc::EEXIST, format!("{name} exists")));
+            }
+            self.scratch_put(key, name, ScratchFile::default())?;
+            let node = Node::Scratch(key.clone(), name.to_string());
+            let attr = self.attr(&node, 0, SystemTime::now());
+            let fh = self
+                .handles
+                .add(Handle::Scratch(key.clone(), name.to_string()));
+            return Ok((attr, fh));
+        }
+        let (node, handle) = self
+            .records_create(&parent, name)
+            .inspect_err(|e| log::warn!("create {name:?}: {}", e.message))?;
+        let fh = self.handles.add(handle);
+        // Not written yet: an empty file until its first record arrives.
+        let size = self.records_size(&node).unwrap_or(0);
+        Ok((self.attr(&node, size, SystemTime::now()), fh))
+    }
+
+    /// `symlink`: editors' lock links (emacs's `.#meta.json`) live with
+    /// the scratch files.
+    pub fn symlink(
+        &self,
+        parent: u64,
+        link_name: &std::ffi::OsStr,
+        target: &std::path::Path,
+        pid: u32,
+    ) -> Result<Attr> {
+        match (self.node(parent)?, link_name.to_str()) {
+            (Node::Session(key, SessionFile::Dir), Some(name)) if Self::is_scratch_name(name) => {
+                if self.scratch_get(&key, name).is_some() {
+                    return Err(Error::new(libc::EEXIST, format!("{name} exists")));
+                }
+                self.scratch_put(
+                    &key,
+                    name,
+                    ScratchFile {
+                        data: Vec::new(),
+                        symlink: Some(target.to_string_lossy().into_owned()),
+                    },
+                )?;
+                self.attr_of(&Node::Scratch(key, name.to_string()), None, pid)
+            }
+            _ => Err(Error::perm(
+                "symlinks can only be made in session directories",
+            )),
+        }
+    }
+
+    /// `rename`: may commit metadata or archive, which ends the session's
+    /// processes first; the adapter runs it in the pool.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &std::ffi::OsStr,
+        newparent: u64,
+        newname: &std::ffi::OsStr,
+    ) -> Result<()> {
+        let (from, to) = (utf8(name)?, utf8(newname)?);
+        match (self.node(parent)?, self.node(newparent)?) {
+            (Node::Session(a, SessionFile::Dir), Node::Session(b, SessionFile::Dir)) if a == b => {
+                self.rename_in_session(&a, from, to)
+            }
+            (from_dir @ (Node::Root | Node::View(_)), to_dir @ (Node::Root | Node::View(_))) => {
+                self.rename_session(&from_dir, from, &to_dir, to)
+            }
+            _ => Err(Error::new(
+                libc::EXDEV,
+                "cannot move between these directories",
+            )),
+        }
+        .inspect_err(|e| log::warn!("rename {name:?} -> {newname:?}: {}", e.message))
+    }
+
+    /// Where a symlink points: `transcript/latest`, a view's link, an
+    /// editor's lock link.
+    fn link_target(&self, node: &Node) -> Result<String> {
+        match node {
+            Node::Session(key, SessionFile::Latest) => {
+                Ok(latest_target(self.core.transcript_pages(key)?))
+            }
+            Node::ViewLink(..) => Ok(super::views::link_target(node)),
+            Node::Scratch(key, name) => self
+                .scratch_get(key, name)
+                .and_then(|f| f.symlink)
+                .ok_or_else(|| Error::invalid("not a symlink")),
+            _ => Err(Error::invalid("not a symlink")),
+        }
+    }
+
+    /// `readlink`.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        self.link_target(&self.node(ino)?).map(String::into_bytes)
+    }
+
+    /// `opendir`: the listing is taken here, once; `readdir` only pages
+    /// through it.
+    pub fn opendir(&self, ino: u64) -> Result<u64> {
+        let entries = self.entries(ino)?;
+        Ok(self.handles.add_dir(entries))
+    }
+
+    /// `readdir`: the snapshot `opendir` took.
+    pub fn readdir(&self, ino: u64, fh: u64) -> Result<DirSnapshot> {
+        match self.handles.dir(fh) {
+            Some(entries) => Ok(entries),
+            // A handle this daemon did not open (none should come): list afresh.
+            None => Ok(Arc::new(self.entries(ino)?)),
+        }
+    }
+
+    /// `releasedir`.
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove_dir(fh);
+    }
+
+    fn entry(&self, node: &Node, kind: Kind, name: impl Into<String>) -> DirEntry {
+        DirEntry {
+            ino: self.inodes.ino(node),
+            kind,
+            name: name.into(),
+        }
+    }
+
+    /// A directory's entries, `.` and `..` first.
+    fn entries(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let node = self.node(ino)?;
+        let mut entries = vec![
+            DirEntry {
+                ino,
+                kind: Kind::Dir,
+                name: ".".to_string(),
+            },
+            DirEntry {
+                ino: ROOT,
+                kind: Kind::Dir,
+                name: "..".to_string(),
+            },
+        ];
+        match node {
+            Node::Root => {
+                for f in RootFile::ALL {
+                    entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
+                }
+                entries.push(self.entry(&Node::SessionsJson, Kind::File, "sessions.json"));
+                for view in ViewDir::ALL {
+                    entries.push(self.entry(&Node::View(view), Kind::Dir, view.name()));
+                }
+                entries.push(self.entry(&Node::SlotsDir, Kind::Dir, "slots"));
+                entries.push(self.entry(&Node::TranscriptsDir, Kind::Dir, "agent-transcripts"));
+                for key in self.core.keys_in(false) {
+                    let name = key.to_string();
+                    entries.push(self.entry(
+                        &Node::Session(key, SessionFile::Dir),
+                        Kind::Dir,
+                        name,
+                    ));
+                }
+            }
+            Node::Session(key, SessionFile::Dir) => {
+                for f in SessionFile::FILES {
+                    entries.push(self.entry(&Node::Session(key.clone(), f), Kind::File, f.name()));
+                }
+                if self.core.has_transcript(&key) {
+                    let node = Node::Session(key.clone(), SessionFile::TranscriptDir);
+                    entries.push(self.entry(&node, Kind::Dir, "transcript"));
+                }
+                // Backups editors make by rename (`meta.json~`) stay reachable
+                // by name but are not listed: the directory shows no litter.
+                for (name, link) in self
+                    .scratch_names(&key)
+                    .into_iter()
+                    .filter(|(n, _)| !n.ends_with('~'))
+                {
+                    let kind = if link { Kind::Symlink } else { Kind::File };
+                    let node = Node::Scratch(key.clone(), name.clone());
+                    entries.push(self.entry(&node, kind, name));
+                }
+            }
+            parent @ (Node::View(_) | Node::Facet(..)) => {
+                for (node, kind, name) in self.views_entries(&parent)? {
+                    entries.push(self.entry(&node, kind, name));
+                }
+            }
+            Node::Session(key, SessionFile::TranscriptDir) => {
+                entries[1].ino = self
+                    .inodes
+                    .ino(&Node::Session(key.clone(), SessionFile::Dir));
+                for n in 0..self.core.transcript_pages(&key)? as u64 {
+                    entries.push(self.entry(
+                        &Node::Page(key.clone(), n),
+                        Kind::File,
+                        format!("page-{n}"),
+                    ));
+                }
+                let node = Node::Session(key.clone(), SessionFile::Latest);
+                entries.push(self.entry(&node, Kind::Symlink, "latest"));
+            }
+            parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
+                if let Node::World(_) = parent {
+                    entries[1].ino = self.inodes.ino(&Node::SlotsDir);
+                }
+                for (node, kind, name) in self.records_entries(&parent)? {
+                    entries.push(self.entry(&node, kind, name));
+                }
+            }
+            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+        Ok(entries)
+    }
+}

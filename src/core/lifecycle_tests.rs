@@ -1,0 +1,460 @@
+//! The request lifecycle driven as the adapter drives it, without a mount:
+//! editors' save sequences (DESIGN.md, "FUSE rules"), caps, and directory
+//! snapshots.
+
+use super::node::{Kind, ROOT};
+use super::{Access, Core, Files, SetAttr};
+use crate::config::Config;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+
+struct Mount {
+    files: Files,
+    _dir: tempfile::TempDir,
+}
+
+fn mount() -> Mount {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env: HashMap<String, String> = [
+        ("HOME", home),
+        ("XDG_STATE_HOME", dir.path().join("state")),
+        ("XDG_RUNTIME_DIR", dir.path().join("run")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.display().to_string()))
+    .collect();
+    let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
+    Mount {
+        files: Files::new(core),
+        _dir: dir,
+    }
+}
+
+const PID: u32 = 0;
+const NONE: SetAttr = SetAttr {
+    owner_or_mode: false,
+    size: None,
+};
+const TRUNCATE: SetAttr = SetAttr {
+    owner_or_mode: false,
+    size: Some(0),
+};
+const REPLACE: Access = Access {
+    reads: false,
+    writes: true,
+    truncates: true,
+};
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+impl Mount {
+    /// `mkdir KEY`: the session directory's inode.
+    fn session(&self, key: &str) -> u64 {
+        self.files.mkdir(ROOT, os(key), PID).unwrap().ino
+    }
+
+    fn ino(&self, dir: u64, name: &str) -> u64 {
+        self.files.lookup(dir, os(name), PID).unwrap().ino
+    }
+
+    fn read_all(&self, dir: u64, name: &str) -> Vec<u8> {
+        let fh = self
+            .files
+            .open(self.ino(dir, name), Access::READ, PID)
+            .unwrap();
+        let bytes = self.files.read(fh, 0, 1 << 20).unwrap();
+        self.files.release(fh);
+        bytes
+    }
+
+    fn meta(&self, dir: u64) -> serde_json::Value {
+        serde_json::from_slice(&self.read_all(dir, "meta.json")).unwrap()
+    }
+
+    fn title(&self, dir: u64) -> serde_json::Value {
+        self.meta(dir)["title"].clone()
+    }
+
+    /// `meta.json` as read, with `title` changed: what an editor saves.
+    fn edited(&self, dir: u64, title: &str) -> Vec<u8> {
+        let mut doc = self.meta(dir);
+        doc["title"] = title.into();
+        let mut text = serde_json::to_vec_pretty(&doc).unwrap();
+        text.push(b'\n');
+        text
+    }
+
+    fn names(&self, dir: u64) -> Vec<String> {
+        let fh = self.files.opendir(dir).unwrap();
+        let names = self
+            .files
+            .readdir(dir, fh)
+            .unwrap()
+            .iter()
+            .map(|e| e.name.clone())
+            .collect();
+        self.files.releasedir(fh);
+        names
+    }
+}
+
+#[test]
+fn vim_saving_in_place_commits_at_fsync_and_keeps_the_inode() {
+    let m = mount();
+    let dir = m.session("shell:vim");
+    let meta = m.ino(dir, "meta.json");
+    let text = m.edited(dir, "from vim");
+    // Swap file, then the probe `4913`: created, stat'ed, removed.
+    for scratch in [".meta.json.swp", "4913"] {
+        let (attr, fh) = m.files.create(dir, os(scratch)).unwrap();
+        assert_eq!((attr.kind, attr.size), (Kind::File, 0));
+        m.files.release(fh);
+    }
+    m.files.unlink(dir, os("4913")).unwrap();
+    // open(O_WRONLY|O_CREAT), ftruncate(0), write, fsync, fchmod, close.
+    let fh = m.files.open(meta, Access::WRITE, PID).unwrap();
+    m.files.setattr(meta, TRUNCATE, Some(fh), PID).unwrap();
+    // The empty state between ftruncate and write is never a commit.
+    m.files.finish(fh).unwrap();
+    assert_eq!(m.title(dir), serde_json::Value::Null);
+    m.files.write(fh, 0, &text).unwrap();
+    assert_eq!(
+        m.title(dir),
+        serde_json::Value::Null,
+        "applied before fsync"
+    );
+    m.files.finish(fh).unwrap();
+    assert_eq!(m.title(dir), "from vim");
+    let chmod = SetAttr {
+        owner_or_mode: true,
+        size: None,
+    };
+    m.files.setattr(meta, chmod, Some(fh), PID).unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    m.files.unlink(dir, os(".meta.json.swp")).unwrap();
+    assert_eq!(m.ino(dir, "meta.json"), meta);
+    assert_eq!(m.title(dir), "from vim");
+    assert!(!m.names(dir).iter().any(|n| n.contains("swp")));
+}
+
+#[test]
+fn sed_and_vim_renames_commit_and_leave_backups_unlisted() {
+    let m = mount();
+    let dir = m.session("shell:sed");
+    let meta = m.ino(dir, "meta.json");
+    // sed -i: a temporary file, written whole, renamed over.
+    let (_, fh) = m.files.create(dir, os("sedAb12Z")).unwrap();
+    let text = m.edited(dir, "from sed");
+    m.files.write(fh, 0, &text).unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    m.files
+        .rename(dir, os("sedAb12Z"), dir, os("meta.json"))
+        .unwrap();
+    assert_eq!(m.title(dir), "from sed");
+    assert!(m.files.lookup(dir, os("sedAb12Z"), PID).is_err());
+    assert_eq!(m.ino(dir, "meta.json"), meta);
+    // vim with a backup: meta.json -> meta.json~ leaves a copy, then writes anew.
+    m.files
+        .rename(dir, os("meta.json"), dir, os("meta.json~"))
+        .unwrap();
+    let backup = m.read_all(dir, "meta.json~");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&backup).unwrap()["title"],
+        "from sed"
+    );
+    let text = m.edited(dir, "from vim");
+    let fh = m.files.open(meta, REPLACE, PID).unwrap();
+    m.files.write(fh, 0, &text).unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    assert_eq!(m.title(dir), "from vim");
+    let names = m.names(dir);
+    assert!(names.contains(&"meta.json".to_string()));
+    assert!(!names.iter().any(|n| n.ends_with('~')), "{names:?}");
+    m.files.unlink(dir, os("meta.json~")).unwrap();
+}
+
+#[test]
+fn emacs_lock_link_autosave_and_backup() {
+    let m = mount();
+    let dir = m.session("shell:emacs");
+    let lock = m
+        .files
+        .symlink(
+            dir,
+            os(".#meta.json"),
+            std::path::Path::new("me@host.1:2"),
+            PID,
+        )
+        .unwrap();
+    assert_eq!(lock.kind, Kind::Symlink);
+    assert_eq!(m.files.readlink(lock.ino).unwrap(), b"me@host.1:2");
+    assert!(m.names(dir).contains(&".#meta.json".to_string()));
+    let (_, fh) = m.files.create(dir, os("#meta.json#")).unwrap();
+    m.files.write(fh, 0, b"{ half").unwrap();
+    m.files.release(fh);
+    m.files
+        .rename(dir, os("meta.json"), dir, os("meta.json~"))
+        .unwrap();
+    let text = m.edited(dir, "from emacs");
+    let fh = m.files.open(m.ino(dir, "meta.json"), REPLACE, PID).unwrap();
+    // Written in two pieces: the first half waits for the rest.
+    let (a, b) = text.split_at(text.len() / 2);
+    m.files.write(fh, 0, a).unwrap();
+    m.files.write(fh, a.len() as u64, b).unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    assert_eq!(m.title(dir), "from emacs");
+    for litter in ["#meta.json#", ".#meta.json", "meta.json~"] {
+        m.files.unlink(dir, os(litter)).unwrap();
+    }
+    assert!(!m.names(dir).iter().any(|n| n.contains('#')));
+}
+
+#[test]
+fn nano_and_echo_replace_a_field_at_close() {
+    let m = mount();
+    let dir = m.session("shell:nano");
+    let title = m.ino(dir, "title");
+    // `echo x > title`: open without O_TRUNC, setattr(size=0, fh=None), write.
+    let fh = m.files.open(title, Access::WRITE, PID).unwrap();
+    m.files.setattr(title, TRUNCATE, None, PID).unwrap();
+    m.files.write(fh, 0, b"from echo\n").unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    assert_eq!(m.read_all(dir, "title"), b"from echo\n");
+    // nano truncates at open and writes.
+    let fh = m.files.open(title, REPLACE, PID).unwrap();
+    m.files.write(fh, 0, b"from nano\n").unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    assert_eq!(m.title(dir), "from nano");
+}
+
+#[test]
+fn a_bad_save_is_refused_at_write_and_changes_nothing() {
+    let m = mount();
+    let dir = m.session("shell:bad");
+    let meta = m.ino(dir, "meta.json");
+    let before = m.read_all(dir, "meta.json");
+    let fh = m.files.open(meta, REPLACE, PID).unwrap();
+    let err = m.files.write(fh, 0, b"{\"title\": 1,,}").unwrap_err();
+    assert_eq!(err.errno, libc::EINVAL);
+    // Nothing is left to apply at close.
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    // A changed field that is not the user's to change.
+    let mut doc = m.meta(dir);
+    doc["engine"] = "codex".into();
+    let fh = m.files.open(meta, REPLACE, PID).unwrap();
+    let err = m
+        .files
+        .write(fh, 0, &serde_json::to_vec(&doc).unwrap())
+        .unwrap_err();
+    assert_eq!(err.errno, libc::EINVAL);
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    assert_eq!(m.read_all(dir, "meta.json"), before);
+    // Read and write at once: refused at open.
+    let both = Access {
+        reads: true,
+        writes: true,
+        truncates: false,
+    };
+    assert_eq!(
+        m.files.open(meta, both, PID).unwrap_err().errno,
+        libc::EINVAL
+    );
+}
+
+#[test]
+fn offsets_and_sizes_past_a_cap_are_efbig() {
+    let m = mount();
+    let dir = m.session("shell:caps");
+    let meta = m.ino(dir, "meta.json");
+    let fh = m.files.open(meta, REPLACE, PID).unwrap();
+    let err = m.files.write(fh, 1 << 40, b"x").unwrap_err();
+    assert_eq!(err.errno, libc::EFBIG);
+    m.files.release(fh);
+    let huge = SetAttr {
+        owner_or_mode: false,
+        size: Some(1 << 60),
+    };
+    assert_eq!(
+        m.files.setattr(meta, huge, None, PID).unwrap_err().errno,
+        libc::EFBIG
+    );
+    let (attr, fh) = m.files.create(dir, os("scratch")).unwrap();
+    assert_eq!(
+        m.files.write(fh, 1 << 40, b"x").unwrap_err().errno,
+        libc::EFBIG
+    );
+    assert_eq!(
+        m.files
+            .setattr(attr.ino, huge, Some(fh), PID)
+            .unwrap_err()
+            .errno,
+        libc::EFBIG
+    );
+    m.files.release(fh);
+    // A stream holds nothing: only 0 is a size.
+    let input = m.ino(dir, "input");
+    m.files.setattr(input, TRUNCATE, None, PID).unwrap();
+    let one = SetAttr {
+        owner_or_mode: false,
+        size: Some(1),
+    };
+    assert_eq!(
+        m.files.setattr(input, one, None, PID).unwrap_err().errno,
+        libc::EFBIG
+    );
+    // Read-only files take no size and no mode.
+    let status = m.ino(dir, "status");
+    assert_eq!(
+        m.files
+            .setattr(status, TRUNCATE, None, PID)
+            .unwrap_err()
+            .errno,
+        libc::EACCES
+    );
+    let chmod = SetAttr {
+        owner_or_mode: true,
+        size: None,
+    };
+    assert_eq!(
+        m.files.setattr(status, chmod, None, PID).unwrap_err().errno,
+        libc::EPERM
+    );
+    assert_eq!(
+        m.files.setattr(status, NONE, None, PID).unwrap().ino,
+        status
+    );
+}
+
+#[test]
+fn the_node_table_decides_what_open_takes() {
+    let m = mount();
+    let dir = m.session("shell:open");
+    let errno = |name: &str, access: Access| {
+        m.files
+            .open(m.ino(dir, name), access, PID)
+            .map(|fh| m.files.release(fh))
+            .map_err(|e| e.errno)
+    };
+    assert_eq!(errno("status", Access::WRITE), Err(libc::EACCES));
+    assert_eq!(errno("input", Access::READ), Err(libc::EACCES));
+    assert_eq!(errno("ctl", Access::READ), Err(libc::EACCES));
+    assert_eq!(errno("status", Access::READ), Ok(()));
+    assert_eq!(errno("meta.json", Access::READ), Ok(()));
+    assert_eq!(
+        m.files.open(dir, Access::READ, PID).unwrap_err().errno,
+        libc::EISDIR
+    );
+    assert_eq!(
+        m.files.open(ROOT, Access::READ, PID).unwrap_err().errno,
+        libc::EISDIR
+    );
+    // A malformed ctl command fails at the write, before any pool.
+    let fh = m.files.open(m.ino(dir, "ctl"), Access::WRITE, PID).unwrap();
+    let slow = m.files.slow_write(fh, b"\n\n").unwrap();
+    assert_eq!(slow.unwrap_err().errno, libc::EINVAL);
+    assert!(m.files.slow_write(fh, b"stop\n").unwrap().unwrap().urgent());
+    m.files.release(fh);
+}
+
+#[test]
+fn a_directory_listing_is_the_snapshot_opendir_took() {
+    let m = mount();
+    m.session("shell:one");
+    let fh = m.files.opendir(ROOT).unwrap();
+    let first = m.files.readdir(ROOT, fh).unwrap();
+    for name in [
+        ".",
+        "..",
+        "README",
+        "status",
+        "ctl",
+        "sessions.json",
+        "archived",
+        "slots",
+        "shell:one",
+    ] {
+        assert!(first.iter().any(|e| e.name == name), "{name} in {first:?}");
+    }
+    m.session("shell:two");
+    // The same handle pages through the same entries.
+    assert_eq!(m.files.readdir(ROOT, fh).unwrap(), first);
+    m.files.releasedir(fh);
+    // A new opendir sees it (a listing may be served from a cache for up
+    // to a second when the sidecar's mtime has not moved on).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let names = loop {
+        let names = m.names(ROOT);
+        if names.contains(&"shell:two".to_string()) || std::time::Instant::now() > deadline {
+            break names;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert!(names.contains(&"shell:two".to_string()), "{names:?}");
+    assert_eq!(names.len(), first.len() + 1);
+    // Inodes in a listing are the ones lookup gives.
+    let two = first.iter().find(|e| e.name == "shell:one").unwrap();
+    assert_eq!(two.ino, m.ino(ROOT, "shell:one"));
+    assert_eq!(two.kind, Kind::Dir);
+}
+
+#[test]
+fn views_sessions_json_and_the_root_list_the_same_sessions() {
+    let m = mount();
+    let write = |dir: u64, name: &str, text: &[u8]| {
+        let fh = m.files.open(m.ino(dir, name), REPLACE, PID).unwrap();
+        m.files.write(fh, 0, text).unwrap();
+        m.files.finish(fh).unwrap();
+        m.files.release(fh);
+    };
+    let a = m.session("shell:a");
+    let b = m.session("shell:b");
+    m.session("shell:c");
+    write(a, "favourite", b"1\n");
+    write(a, "project", b"web\n");
+    write(b, "project", b"web\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    // Listings may be served from a one-second cache: wait for the change.
+    let favourites = m.ino(ROOT, "favourites");
+    while m.names(favourites).len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(m.names(favourites), [".", "..", "shell:a"]);
+    let projects = m.ino(ROOT, "projects");
+    assert_eq!(m.names(projects), [".", "..", "web"]);
+    let web = m.ino(projects, "web");
+    let mut linked = m.names(web);
+    linked.sort();
+    assert_eq!(linked, [".", "..", "shell:a", "shell:b"]);
+    let link = m.files.lookup(web, os("shell:a"), PID).unwrap();
+    assert_eq!(link.kind, Kind::Symlink);
+    assert_eq!(m.files.readlink(link.ino).unwrap(), b"../../shell:a");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&m.read_all(ROOT, "sessions.json")).unwrap();
+    let mut in_json: Vec<String> = doc["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap().to_string())
+        .collect();
+    let mut in_root: Vec<String> = m
+        .names(ROOT)
+        .into_iter()
+        .filter(|n| n.starts_with("shell:"))
+        .collect();
+    in_json.sort();
+    in_root.sort();
+    assert_eq!(in_json, ["shell:a", "shell:b", "shell:c"]);
+    assert_eq!(in_root, in_json);
+}

@@ -1,0 +1,293 @@
+//! Opening a session (ATTACH / LAUNCH / BUSY) off the request threads:
+//! one open per key at a time in this daemon, others wait for its result
+//! holding no lock; joining live masters at start.
+
+use super::{lock, Core, SessionRuntime, STOP_GRACE};
+use crate::engine::{Engine, Store};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::runtime::dtach::{self, Client};
+use crate::runtime::launch::terminate;
+use crate::runtime::record::{now_ms, RunRecord};
+use crate::runtime::{OpenRequest, Outcome};
+use crate::sidecar::SessionMeta;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a write to `input` or `ctl` may wait for the session's earlier
+/// writes and opens (a master that takes nothing ends it sooner, at
+/// [`dtach::STALL`]).
+pub(super) const INPUT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// One open or stop of a session, which others may wait for. Waiting holds
+/// no lock: the waiter sleeps on the condition variable.
+#[derive(Debug, Default)]
+pub(super) struct Flight {
+    pub(super) result: Mutex<Option<Result<Arc<Client>>>>,
+    pub(super) landed: Condvar,
+}
+
+impl Flight {
+    pub(super) fn finish(&self, result: Result<Arc<Client>>) {
+        *lock(&self.result) = Some(result);
+        self.landed.notify_all();
+    }
+
+    /// The result, or `None` if it has not come by `deadline`.
+    pub(super) fn wait(&self, deadline: Instant) -> Option<Result<Arc<Client>>> {
+        let mut result = lock(&self.result);
+        loop {
+            if let Some(r) = result.as_ref() {
+                return Some(r.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            result = self
+                .landed
+                .wait_timeout(result, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Whether an open may start a master, or only join one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OpenMode {
+    AttachOrLaunch,
+    AttachOnly,
+}
+
+impl Core {
+    /// Whether the engine's own store already holds this conversation, so a
+    /// launch resumes it rather than starting a new one.
+    pub(super) fn conversation_exists(&self, key: &SessionKey, engine: &Engine) -> bool {
+        match &engine.store {
+            Store::Claude(_) | Store::Codex(_) => {
+                self.catalog.refresh();
+                self.store_file(key).is_some()
+            }
+            Store::None | Store::Hosted => false,
+        }
+    }
+
+    /// Where the agent runs: the sidecar's workspace, else the store's `cwd`,
+    /// else `$HOME`.
+    pub(super) fn workspace(&self, key: &SessionKey) -> PathBuf {
+        let row = self.row(key);
+        self.meta_of(&row)["workspace"]
+            .as_str()
+            .map_or_else(|| self.config.home.clone(), PathBuf::from)
+    }
+
+    /// Opens a session (ATTACH / LAUNCH / BUSY) unless it is already live
+    /// here. One open per key runs at a time in this daemon (across daemons
+    /// the flock decides); a second opener waits for the first one's result
+    /// until `deadline`, holding no lock. Runs on a slow-operation thread.
+    pub(super) fn ensure_open(
+        &self,
+        key: &SessionKey,
+        mode: OpenMode,
+        deadline: Instant,
+    ) -> Result<Arc<Client>> {
+        let engine = self.engine(key)?.clone();
+        if !engine.launchable() {
+            return Err(Error::perm(format!(
+                "{key} is a hosted run's transcript; it takes no input"
+            )));
+        }
+        if self.is_archived(key) {
+            return Err(Error::perm(format!(
+                "{key} is archived; unarchive it first"
+            )));
+        }
+        let rt = self.runtime(key);
+        let (flight, stops) = loop {
+            let (other, is_stop) = {
+                let mut state = lock(&rt.state);
+                if let Some(client) = state.client.as_ref().filter(|c| !c.is_closed()) {
+                    return Ok(client.clone());
+                }
+                match (&state.stopping, &state.opening) {
+                    (Some(f), _) => (f.clone(), true),
+                    (None, Some(f)) => (f.clone(), false),
+                    (None, None) => {
+                        let flight = Arc::new(Flight::default());
+                        state.opening = Some(flight.clone());
+                        break (flight, state.stops);
+                    }
+                }
+            };
+            match other.wait(deadline) {
+                None => {
+                    return Err(Error::new(
+                        libc::ETIMEDOUT,
+                        format!(
+                            "another {} of {key} was still under way",
+                            if is_stop { "stop" } else { "open" }
+                        ),
+                    ))
+                }
+                Some(result) if !is_stop => return result,
+                // A stop finished: open afresh.
+                Some(_) => {}
+            }
+        };
+        let result = self.open_now(key, &rt, &engine, mode, stops);
+        {
+            let mut state = lock(&rt.state);
+            if state
+                .opening
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+            {
+                state.opening = None;
+            }
+        }
+        flight.finish(result.clone());
+        result
+    }
+
+    /// The open itself: no lock is held while it connects or launches.
+    pub(super) fn open_now(
+        &self,
+        key: &SessionKey,
+        rt: &Arc<SessionRuntime>,
+        engine: &Engine,
+        mode: OpenMode,
+        stops: u64,
+    ) -> Result<Arc<Client>> {
+        if mode == OpenMode::AttachOnly && !dtach::answers(&self.paths.socket(key)) {
+            return Err(Error::not_found(format!("{key} has no live master")));
+        }
+        let (cols, rows) = {
+            let s = lock(&rt.state);
+            (s.cols, s.rows)
+        };
+        if let Err(e) = self.restore_archived_store(key) {
+            log::warn!("{key}: {}", e.message);
+        }
+        let resume = self.conversation_exists(key, engine);
+        let request = OpenRequest {
+            paths: &self.paths,
+            key,
+            argv: engine.argv(&self.conversation_id(key), resume),
+            cwd: self.workspace(key),
+            cols,
+            rows,
+            wrapper: self.wrapper.clone(),
+            dtach: self.dtach.clone(),
+        };
+        let opened = match crate::runtime::open(&request) {
+            Ok(opened) => opened,
+            Err(err) => {
+                if err.errno == libc::EBUSY {
+                    lock(&rt.state).outcome = Some(Outcome::Busy);
+                }
+                return Err(err);
+            }
+        };
+        let client = Arc::new(opened.client);
+        let generation = {
+            let mut state = lock(&rt.state);
+            if state.stops != stops {
+                None
+            } else {
+                state.generation += 1;
+                state.client = Some(client.clone());
+                state.outcome = Some(opened.outcome);
+                if opened.outcome == Outcome::Launch {
+                    state.launched = Some((now_ms(), resume));
+                    state.bind_checked = None;
+                }
+                state.record = opened.record.clone();
+                state.error = None;
+                Some(state.generation)
+            }
+        };
+        let Some(generation) = generation else {
+            // `stop` came while this was opening: it wins.
+            client.close();
+            terminate(&self.paths, key, STOP_GRACE);
+            return Err(Error::new(
+                libc::ECANCELED,
+                format!("{key} was stopped while it was being opened"),
+            ));
+        };
+        log::info!(
+            "{key}: {:?} (master pid {:?})",
+            opened.outcome,
+            opened.record.as_ref().map(|r| r.master_pid)
+        );
+        if self.sidecar.get(&key.to_string()).is_none() {
+            // A live master found on disk becomes a known session.
+            let _ = self.sidecar.update(|all| {
+                all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                    created_ms: opened.record.as_ref().map_or_else(now_ms, |r| r.started_ms),
+                    ..Default::default()
+                });
+                Ok(())
+            });
+        }
+        let reader_rt = rt.clone();
+        let reader_client = client.clone();
+        let reader = opened.reader;
+        std::thread::Builder::new()
+            .name(format!("pty-{key}"))
+            .spawn(move || {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dtach::pump(reader, |bytes| reader_rt.take_output(bytes))
+                }));
+                // Writers still waiting on this master fail now, not at their deadline.
+                reader_client.close();
+                let mut state = lock(&reader_rt.state);
+                if state.generation == generation {
+                    state.client = None;
+                }
+                match result {
+                    Ok(Ok(())) => log::info!("{}: master closed", reader_rt.key),
+                    Ok(Err(e)) => log::warn!("{}: reading the master failed: {e}", reader_rt.key),
+                    // The next open joins the master again with a new reader.
+                    Err(panic) => {
+                        let why = format!(
+                            "the output reader stopped on an internal error: {}",
+                            crate::screen::panic_message(panic.as_ref())
+                        );
+                        log::error!("{}: {why}", reader_rt.key);
+                        state.error = Some(why);
+                    }
+                }
+            })
+            .map_err(|e| Error::io("cannot start a reader thread", &e))?;
+        Ok(client)
+    }
+
+    /// Joins every master that answers on a socket in the runtime directory.
+    pub fn attach_live(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.config.runtime_dir) else {
+            return;
+        };
+        for entry in dir.filter_map(|e| e.ok()) {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "sock") {
+                continue;
+            }
+            let stem = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            let key = RunRecord::read(&self.config.runtime_dir.join(format!("{stem}.run.json")))
+                .and_then(|r| SessionKey::parse(&r.key).ok())
+                .or_else(|| SessionKey::parse(&stem).ok());
+            let Some(key) = key else { continue };
+            match self.ensure_open(&key, OpenMode::AttachOnly, Instant::now() + INPUT_DEADLINE) {
+                Ok(_) => {}
+                Err(e) => log::info!("{key}: not attached at start: {}", e.message),
+            }
+        }
+    }
+}

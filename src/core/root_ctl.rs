@@ -1,0 +1,92 @@
+//! Commands written to the root `ctl`: `new`, `archive-older`.
+
+use super::{organize, Core};
+use crate::error::{Error, Result};
+use crate::metaedit::preview;
+use crate::runtime::record::now_ms;
+use std::path::Path;
+
+/// A fresh random UUID (v4), as Claude's `--session-id` expects.
+pub(super) fn new_session_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl Core {
+    /// One command written to the root `ctl`.
+    pub fn root_ctl(&self, command: &str) -> Result<()> {
+        let mut words = command.split_whitespace();
+        match words.next() {
+            Some("new") => {
+                let engine = words
+                    .next()
+                    .ok_or_else(|| Error::invalid("new takes ENGINE [workspace=DIR] [title=TEXT]"))?;
+                let mut workspace = None;
+                let mut title = None;
+                let rest: Vec<&str> = words.collect();
+                let rest = rest.join(" ");
+                // `title=` takes the rest of the line, so titles may hold spaces.
+                let (head, title_text) = match rest.find("title=") {
+                    Some(i) => (&rest[..i], Some(rest[i + 6..].trim().to_string())),
+                    None => (rest.as_str(), None),
+                };
+                for word in head.split_whitespace() {
+                    match word.split_once('=') {
+                        Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
+                            workspace = crate::metaedit::validate_workspace(dir)?
+                        }
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "new: unexpected {}; expected workspace=/ABSOLUTE/DIR or title=TEXT",
+                                preview(word)
+                            )))
+                        }
+                    }
+                }
+                // Checked as a meta.json edit checks it, before anything is created.
+                if let Some(t) = title_text {
+                    title = crate::metaedit::validate_title(&t)?;
+                }
+                let id = new_session_id();
+                let key = self.create(&format!("{engine}:{id}"))?;
+                self.sidecar.update(|all| {
+                    if let Some(meta) = all.get_mut(&key.to_string()) {
+                        meta.workspace = workspace;
+                        meta.title = title;
+                    }
+                    Ok(())
+                })?;
+                Ok(())
+            }
+            Some("archive-older") => {
+                let cutoff = words
+                    .next()
+                    .ok_or_else(|| Error::invalid("archive-older takes CUTOFF (RFC 3339, or 30d, 12h)"))?;
+                if words.next().is_some() {
+                    return Err(Error::invalid("archive-older takes one CUTOFF"));
+                }
+                let cutoff_ms = organize::parse_cutoff(cutoff, now_ms())?;
+                self.archive_older(cutoff_ms).map(drop)
+            }
+            Some(other) => Err(Error::invalid(format!(
+                "unknown command {}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`",
+                preview(other)
+            ))),
+            None => Err(Error::invalid("empty command")),
+        }
+        .inspect_err(|e| log::warn!("ctl {}: {}", preview(command), e.message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_ids_are_lowercase_random_uuids() {
+        let (a, b) = (new_session_id(), new_session_id());
+        assert_ne!(a, b);
+        let id = uuid::Uuid::try_parse(&a).unwrap();
+        assert_eq!(id.get_version_num(), 4);
+        assert_eq!(id.to_string(), a);
+    }
+}

@@ -1,0 +1,159 @@
+//! `transcript/`: turn indexes of the engines' stores and of hosted runs,
+//! refreshed against their files, and the pages rendered from them.
+
+use super::{lock, Core, HOSTED};
+use crate::catalog;
+use crate::error::{Error, Result};
+use crate::hosted::EntryIndex;
+use crate::key::SessionKey;
+use crate::transcript::{self, Limits, TurnIndex};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// One store file's turn index and the page rendered last (a `stat` and
+/// the `read` after it ask for the same page).
+#[derive(Debug)]
+pub(super) struct TranscriptCache {
+    pub(super) path: PathBuf,
+    pub(super) index: TurnIndex,
+    pub(super) last_page: Option<(usize, u64, Arc<Vec<u8>>)>,
+}
+
+impl Core {
+    pub(super) fn limits(&self) -> Limits {
+        Limits {
+            page_turns: self.config.history_page_turns as usize,
+            max_lines: self.config.transcript_max_lines as usize,
+            max_messages: self.config.transcript_max_messages as usize,
+            tail_bytes: self.config.transcript_tail_bytes as usize,
+        }
+    }
+
+    /// Whether the session's engine keeps a conversation store (and so the
+    /// session has a `transcript/` directory).
+    pub fn has_transcript(&self, key: &SessionKey) -> bool {
+        key.engine() == HOSTED || self.catalog.kind_of(key.engine()).is_some()
+    }
+
+    /// A hosted run's entry index, refreshed.
+    /// The map's lock is held only to take or store an index, never while
+    /// the file is read.
+    pub(super) fn hosted_index(&self, key: &SessionKey) -> Result<(PathBuf, Arc<EntryIndex>)> {
+        let path = self.slots.transcript_path(key.id());
+        let failed = |e: std::io::Error| Error::io(&format!("cannot read {}", path.display()), &e);
+        let known = lock(&self.hosted)
+            .get(key.id())
+            .cloned()
+            .unwrap_or_default();
+        let len = std::fs::metadata(&path).map_err(failed)?.len();
+        if known.is_current(len) {
+            return Ok((path, known));
+        }
+        let mut index = (*known).clone();
+        index.refresh(&path).map_err(failed)?;
+        let index = Arc::new(index);
+        lock(&self.hosted).insert(key.id().to_string(), index.clone());
+        Ok((path, index))
+    }
+
+    /// The session's turn index, refreshed against its store file; `None`
+    /// while the engine has not written one.
+    pub(super) fn transcript(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<Arc<Mutex<TranscriptCache>>>> {
+        let kind = self
+            .catalog
+            .kind_of(key.engine())
+            .ok_or_else(|| Error::not_found(format!("{key} has no transcript")))?;
+        let Some(file) = self.store_file(key) else {
+            return Ok(None);
+        };
+        let path = catalog::readable(&file, &self.config.runtime_dir.join("decoded"))
+            .map_err(|e| Error::io(&format!("cannot read {}", file.path.display()), &e))?;
+        let cache = lock(&self.transcripts)
+            .entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(TranscriptCache {
+                    path: path.clone(),
+                    index: TurnIndex::new(kind),
+                    last_page: None,
+                }))
+            })
+            .clone();
+        {
+            let mut c = lock(&cache);
+            if c.path != path {
+                c.path = path.clone();
+                c.index = TurnIndex::new(kind);
+                c.last_page = None;
+            }
+            let refresh = c
+                .index
+                .refresh(&path)
+                .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
+            // A replaced store can be as long as the old one: the rendered
+            // page is keyed by length, so it goes with the old index.
+            if refresh == transcript::Refresh::Rebuilt {
+                c.last_page = None;
+            }
+        }
+        Ok(Some(cache))
+    }
+
+    /// How many transcript pages there are (at least one: `page-0`).
+    pub fn transcript_pages(&self, key: &SessionKey) -> Result<usize> {
+        self.require(key)?;
+        if key.engine() == HOSTED {
+            let (_, index) = self.hosted_index(key)?;
+            return Ok(index.pages(self.limits().page_turns));
+        }
+        Ok(match self.transcript(key)? {
+            Some(cache) => transcript::page_count(&lock(&cache).index, self.limits().page_turns),
+            None => 1,
+        }
+        .max(1))
+    }
+
+    /// `transcript/page-N`, rendered.
+    pub fn transcript_page(&self, key: &SessionKey, page: usize) -> Result<Arc<Vec<u8>>> {
+        self.require(key)?;
+        if key.engine() == HOSTED {
+            let (path, index) = self.hosted_index(key)?;
+            return index
+                .render_page(&path, page, self.limits().page_turns)
+                .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?
+                .map(Arc::new)
+                .ok_or_else(|| Error::not_found(format!("{key} has no page {page}")));
+        }
+        let Some(cache) = self.transcript(key)? else {
+            return if page == 0 {
+                Ok(Arc::new(Vec::new()))
+            } else {
+                Err(Error::not_found(format!("{key} has no page {page}")))
+            };
+        };
+        let mut c = lock(&cache);
+        let stamp = c.index.scanned_to();
+        if let Some((p, s, text)) = &c.last_page {
+            if *p == page && *s == stamp {
+                return Ok(text.clone());
+            }
+        }
+        let text = Arc::new(
+            transcript::render_page(&c.path, &c.index, page, &self.limits()).map_err(|e| {
+                let err: Error = e.into();
+                if err.errno != libc::ENOENT {
+                    log::warn!(
+                        "{key}: page {page} of {}: {}",
+                        c.path.display(),
+                        err.message
+                    );
+                }
+                err
+            })?,
+        );
+        c.last_page = Some((page, stamp, text.clone()));
+        Ok(text)
+    }
+}

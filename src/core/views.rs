@@ -1,0 +1,157 @@
+//! The views (`archived/`, `favourites/`, `projects/`, `engines/`) and
+//! `sessions.json`: sessions shown another way, and `mv` in and out of
+//! `archived/`.
+
+use super::files::Files;
+use super::node::{Kind, Node, SessionFile, ViewDir};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use std::collections::BTreeSet;
+
+impl Files {
+    /// Active sessions with what the views group them by, in listing order.
+    fn active(&self) -> Vec<(SessionKey, bool, Option<String>)> {
+        self.core.active_groups()
+    }
+
+    /// Whether an active session has this project (or engine): a facet
+    /// directory exists while one does.
+    fn facet_exists(&self, view: ViewDir, name: &str) -> bool {
+        self.core.any_active(|key, project| match view {
+            ViewDir::Projects => project == Some(name),
+            _ => key.engine() == name,
+        })
+    }
+
+    pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, Kind, String)>> {
+        let link = |view, facet: Option<&String>, key: SessionKey| {
+            let name = key.to_string();
+            (
+                Node::ViewLink(view, facet.cloned(), key),
+                Kind::Symlink,
+                name,
+            )
+        };
+        Ok(match node {
+            Node::View(ViewDir::Archived) => self
+                .core
+                .keys_in(true)
+                .into_iter()
+                .map(|k| {
+                    let name = k.to_string();
+                    (Node::Session(k, SessionFile::Dir), Kind::Dir, name)
+                })
+                .collect(),
+            Node::View(ViewDir::Favourites) => self
+                .active()
+                .into_iter()
+                .filter(|(_, fav, _)| *fav)
+                .map(|(k, _, _)| link(ViewDir::Favourites, None, k))
+                .collect(),
+            Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) => {
+                let names: BTreeSet<String> = self
+                    .active()
+                    .into_iter()
+                    .filter_map(|(k, _, p)| match view {
+                        ViewDir::Projects => p,
+                        _ => Some(k.engine().to_string()),
+                    })
+                    .collect();
+                names
+                    .into_iter()
+                    .map(|n| (Node::Facet(*view, n.clone()), Kind::Dir, n))
+                    .collect()
+            }
+            Node::Facet(view, name) => self
+                .active()
+                .into_iter()
+                .filter(|(k, _, p)| match view {
+                    ViewDir::Projects => p.as_ref() == Some(name),
+                    _ => k.engine() == name,
+                })
+                .map(|(k, _, _)| link(*view, Some(name), k))
+                .collect(),
+            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
+        })
+    }
+
+    pub(super) fn views_lookup(&self, parent: &Node, name: &str) -> Result<Node> {
+        let missing = || Error::not_found(format!("no {name} here"));
+        // A session in a view is looked at alone: `ls -l` of a view of
+        // thousands looks each one up, and must not list them all each time.
+        if let Node::View(ViewDir::Archived | ViewDir::Favourites) | Node::Facet(..) = parent {
+            let key = SessionKey::parse(name).map_err(|_| missing())?;
+            if !self.core.exists(&key) {
+                return Err(missing());
+            }
+            let (archived, favourite, project) = self.core.flags(&key);
+            return match parent {
+                Node::View(ViewDir::Archived) if archived => {
+                    Ok(Node::Session(key, SessionFile::Dir))
+                }
+                Node::View(ViewDir::Favourites) if favourite && !archived => {
+                    Ok(Node::ViewLink(ViewDir::Favourites, None, key))
+                }
+                Node::Facet(view @ ViewDir::Projects, facet)
+                    if !archived && project.as_ref() == Some(facet) =>
+                {
+                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
+                }
+                Node::Facet(view @ ViewDir::Engines, facet)
+                    if !archived && key.engine() == facet =>
+                {
+                    Ok(Node::ViewLink(*view, Some(facet.clone()), key))
+                }
+                _ => Err(missing()),
+            };
+        }
+        if let Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) = parent {
+            return if self.facet_exists(*view, name) {
+                Ok(Node::Facet(*view, name.to_string()))
+            } else {
+                Err(missing())
+            };
+        }
+        self.views_entries(parent)?
+            .into_iter()
+            .find(|(_, _, n)| n == name)
+            .map(|(node, _, _)| node)
+            .ok_or_else(|| Error::not_found(format!("no {name} here")))
+    }
+
+    /// `mv KEY archived/` archives; `mv archived/KEY .` unarchives.
+    pub(super) fn rename_session(
+        &self,
+        from_parent: &Node,
+        name: &str,
+        to_parent: &Node,
+        new_name: &str,
+    ) -> Result<()> {
+        let key = SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+        if new_name != name {
+            return Err(Error::perm("sessions keep their key; set a title instead"));
+        }
+        match (from_parent, to_parent) {
+            (Node::Root, Node::View(ViewDir::Archived)) if !self.core.is_archived(&key) => {
+                self.core.archive(&key)
+            }
+            (Node::View(ViewDir::Archived), Node::Root) if self.core.is_archived(&key) => {
+                self.core.unarchive(&key)
+            }
+            _ => Err(Error::new(
+                libc::EXDEV,
+                "sessions move only into and out of archived/",
+            )),
+        }
+    }
+}
+
+/// Where a view's symlink points, relative to the link.
+pub(super) fn link_target(node: &Node) -> String {
+    match node {
+        Node::ViewLink(_, None, key) => format!("../{key}"),
+        Node::ViewLink(_, Some(_), key) => format!("../../{key}"),
+        Node::Scratch(..) => String::new(),
+        _ => String::new(),
+    }
+}
