@@ -104,6 +104,26 @@ pub struct TurnIndex {
     file: Option<FileId>,
     head: Vec<u8>,
     tail: Vec<u8>,
+    /// Length and change times of the file when last scanned: a file as
+    /// long as then but changed since was rewritten in place.
+    seen: Option<Stamp>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Self {
+        Stamp {
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
 }
 
 impl TurnIndex {
@@ -120,6 +140,7 @@ impl TurnIndex {
             file: None,
             head: Vec::new(),
             tail: Vec::new(),
+            seen: None,
         }
     }
 
@@ -216,9 +237,16 @@ impl TurnIndex {
             ino: meta.ino(),
         };
         let len = meta.len();
+        let stamp = Stamp::of(&meta);
+        // Rewritten in place to the same length: the fingerprint sees only
+        // its ends, the change times see the write.
+        let rewritten = self.seen.is_some_and(|s| s.len == len && s != stamp);
         let mut rebuilt = false;
         if self.file.is_some()
-            && (self.file != Some(id) || len < self.scanned_to || !self.fingerprint_matches(&f)?)
+            && (self.file != Some(id)
+                || len < self.scanned_to
+                || rewritten
+                || !self.fingerprint_matches(&f)?)
         {
             self.reset();
             rebuilt = true;
@@ -234,15 +262,26 @@ impl TurnIndex {
             }
         }
         if len == self.scanned_to && !rebuilt {
+            self.seen = Some(stamp);
             return Ok(Refresh::Unchanged);
         }
         let turns_before = self.starts.len();
         let scanned_before = self.scanned_to;
-        if let Err(e) = self.scan(&f, len, path, split_min) {
+        let scanned = self.scan(&f, len, path, split_min).and_then(|nul| {
+            // Zeros read while the file changed: a read racing a truncation
+            // sees the dropped pages as zeros, so the scan may mix two
+            // states of the file.
+            if nul && Stamp::of(&f.metadata()?) != stamp {
+                return Err(io::Error::from_raw_os_error(libc::ESTALE));
+            }
+            Ok(())
+        });
+        if let Err(e) = scanned {
             // Turns may have been recorded past `scanned_to`: start over next time.
             self.reset();
             return Err(e);
         }
+        self.seen = Some(stamp);
         self.head = read_up_to(&f, 0, len.min(FINGERPRINT as u64) as usize)?;
         let tail_len = self.scanned_to.min(FINGERPRINT as u64);
         self.tail = read_up_to(&f, self.scanned_to - tail_len, tail_len as usize)?;
@@ -275,7 +314,8 @@ impl TurnIndex {
 
     /// Scans from `scanned_to` to the end of the file (`len` bytes when the
     /// scan starts), on two threads when `split_min` bytes or more are new.
-    fn scan(&mut self, f: &File, len: u64, path: &Path, split_min: u64) -> io::Result<()> {
+    /// True if it read a NUL byte.
+    fn scan(&mut self, f: &File, len: u64, path: &Path, split_min: u64) -> io::Result<bool> {
         let mut ctx = Ctx::new(path);
         if len.saturating_sub(self.scanned_to) >= split_min
             && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
@@ -288,12 +328,13 @@ impl TurnIndex {
                 let mid = self.scanned_to + len.saturating_sub(self.scanned_to) / 2;
                 if let Some(split) = line_boundary(f, mid, len)? {
                     if self.scan_split(f, split, &mut ctx)? {
-                        return Ok(());
+                        return Ok(ctx.nul);
                     }
                 }
             }
         }
-        self.scan_range(f, None, &mut ctx)
+        self.scan_range(f, None, &mut ctx)?;
+        Ok(ctx.nul)
     }
 
     /// Scans up to `split` (a line boundary) here and from it to the end on
@@ -320,7 +361,7 @@ impl TurnIndex {
                 // Line numbers are known only once the first part is counted.
                 ctx.deferred = Some(Vec::new());
                 let r = part.scan_range(f, None, &mut ctx);
-                (r, ctx.deferred.unwrap_or_default())
+                (r, ctx.deferred.unwrap_or_default(), ctx.nul)
             });
             let Ok(worker) = worker else {
                 return (Ok(()), None);
@@ -332,10 +373,11 @@ impl TurnIndex {
             (mine, Some(theirs))
         });
         mine?;
-        let Some((theirs, warnings)) = theirs else {
+        let Some((theirs, warnings, nul)) = theirs else {
             return Ok(false);
         };
         theirs?;
+        ctx.nul |= nul;
         if self.scanned_to != split {
             return Ok(false);
         }
@@ -427,6 +469,7 @@ impl TurnIndex {
             if n == 0 {
                 break;
             }
+            ctx.nul |= memchr(0, &buf[filled..filled + n]).is_some();
             filled += n;
         }
         self.scanned_to = line_start;
@@ -573,6 +616,8 @@ struct Ctx<'p> {
     /// Warnings held back with their line numbers (counted from the start
     /// of a part scanned on another thread), else logged at once.
     deferred: Option<Vec<(u64, String)>>,
+    /// A NUL byte was read (see `refresh_with`).
+    nul: bool,
 }
 
 impl<'p> Ctx<'p> {
@@ -581,6 +626,7 @@ impl<'p> Ctx<'p> {
             path,
             seen: claude::SeenRun::default(),
             deferred: None,
+            nul: false,
         }
     }
 }
@@ -603,6 +649,7 @@ impl Read for RangeReader<'_> {
         }
         let n = self.f.read_at(&mut buf[..room], self.pos)?;
         self.pos += n as u64;
+        after_read();
         Ok(n)
     }
 }
@@ -631,6 +678,23 @@ fn line_boundary(f: &File, at: u64, len: u64) -> io::Result<Option<u64>> {
         pos += n as u64;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run once after the next read of a store on this thread: lets a test
+    /// change the file between two reads of one scan or page.
+    pub(crate) static AFTER_READ: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
+}
+
+/// Where a test changes the file under a read (see `AFTER_READ`).
+#[inline]
+pub(crate) fn after_read() {
+    #[cfg(test)]
+    if let Some(f) = AFTER_READ.with(|h| h.borrow_mut().take()) {
+        f();
+    }
 }
 
 /// Up to `len` bytes at `at`; fewer if the file ends first.

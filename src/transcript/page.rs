@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -107,16 +108,36 @@ pub fn render_page(
     let (start, end, first_line) = index.turn_range(page * per, per);
     let mut sink = TailSink::new(limits);
     if end > start {
-        let reader = open_range(path, index, start, end)?;
         let rows = RowReader::new(
             index.kind(),
             index.sidechain_mode(),
             page_parse_options(),
             path,
         );
-        read_segments(reader, rows, first_line, |seg| {
-            render_segment(&seg, &mut sink)
-        })?;
+        let each = |seg| render_segment(&seg, &mut sink);
+        if store::is_compressed(path) {
+            let reader = store::open_store(path, start)?.take(end - start);
+            read_segments(reader, rows, first_line, each)?;
+        } else {
+            let f = open_indexed(path, index, end)?;
+            let before = f.metadata()?;
+            (&f).seek(SeekFrom::Start(start))?;
+            let mut reader = Checked {
+                inner: (&f).take(end - start),
+                got: 0,
+                nul: false,
+            };
+            read_segments(&mut reader, rows, first_line, each)?;
+            // Cut short, or zeros read while the file changed: the bytes may
+            // come from two states of the file.
+            let after = f.metadata()?;
+            if reader.got != end - start
+                || after.len() < end
+                || (reader.nul && changed(&before, &after))
+            {
+                return Err(PageError::Stale);
+            }
+        }
     }
     Ok(sink.finish())
 }
@@ -131,22 +152,52 @@ pub(crate) fn page_parse_options() -> ParseOptions {
     }
 }
 
-/// The bytes `[start, end)` of the indexed file.
-fn open_range(
-    path: &Path,
-    index: &TurnIndex,
-    start: u64,
-    end: u64,
-) -> Result<Box<dyn Read + Send>, PageError> {
-    if store::is_compressed(path) {
-        return Ok(Box::new(store::open_store(path, start)?.take(end - start)));
-    }
-    let mut f = store::open_plain(path)?;
+/// The indexed plain file, if it still is the one indexed and reaches `end`.
+fn open_indexed(path: &Path, index: &TurnIndex, end: u64) -> Result<File, PageError> {
+    let f = store::open_plain(path)?;
     if !index.is_same_file(&f)? || f.metadata()?.len() < end {
         return Err(PageError::Stale);
     }
-    f.seek(SeekFrom::Start(start))?;
-    Ok(Box::new(f.take(end - start)))
+    Ok(f)
+}
+
+/// Whether a file was written between two `stat`s of it.
+fn changed(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (
+        a.len(),
+        a.mtime(),
+        a.mtime_nsec(),
+        a.ctime(),
+        a.ctime_nsec(),
+    ) != (
+        b.len(),
+        b.mtime(),
+        b.mtime_nsec(),
+        b.ctime(),
+        b.ctime_nsec(),
+    )
+}
+
+/// Reads a range of a store, counting the bytes and noting NUL bytes: JSON
+/// lines never hold one (a string escapes it), but a read racing a
+/// truncation returns the dropped pages as zeros, followed by whatever the
+/// file holds again by then. (A store can also hold zeros for good, left by
+/// a crash: those are only unreadable lines.)
+struct Checked<R> {
+    inner: R,
+    got: u64,
+    nul: bool,
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.nul |= memchr::memchr(0, &buf[..n]).is_some();
+        self.got += n as u64;
+        super::index::after_read();
+        Ok(n)
+    }
 }
 
 /// Keeps the newest rendered lines within the caps, counting what it drops.

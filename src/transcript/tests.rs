@@ -732,3 +732,89 @@ fn odd_bytes_and_a_huge_prompt() {
     assert!(text.len() <= 1 << 20);
     assert!(text.ends_with("xxx\n● reply #1\n\n"));
 }
+
+/// A store of two lengths: `data` cut to a line end near `at` (a truncation
+/// point), with what a read racing a truncation and regrowth returns there:
+/// zeros where the dropped pages were.
+fn hole_after_first_read(p: &Path, data: &[u8], at: usize) {
+    let cut = data[..at].iter().rposition(|b| *b == b'\n').unwrap() as u64 + 1;
+    let (p, len) = (p.to_path_buf(), data.len() as u64);
+    index::AFTER_READ.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            let f = OpenOptions::new().write(true).open(&p).unwrap();
+            f.set_len(cut).unwrap();
+            f.set_len(len).unwrap();
+        }))
+    });
+}
+
+#[test]
+fn a_page_read_across_a_truncation_is_stale_not_stitched() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in KINDS {
+        // Bigger than one read (1 MiB), so the file changes between reads.
+        let data = gen(kind, &Shape::new(1000, 3));
+        assert!(data.len() > 2 << 20, "{}", data.len());
+        let p = write(dir.path(), "s.jsonl", &data);
+        let idx = TurnIndex::build(kind, &p).unwrap();
+        let l = limits(2000);
+        let whole = page(&p, &idx, 0, &l);
+        hole_after_first_read(&p, &data, 3 << 19);
+        let err = render_page(&p, &idx, 0, &l).unwrap_err();
+        assert!(matches!(err, PageError::Stale), "{err}");
+        // Zeros that stay (a crash can leave them) are only unreadable lines.
+        let mut idx = idx;
+        assert_eq!(idx.refresh(&p).unwrap(), Refresh::Rebuilt);
+        let holed = page(&p, &idx, 0, &l);
+        assert!(holed.len() < whole.len());
+        // Grown back as it was: the same page again.
+        fs::write(&p, &data).unwrap();
+        idx.refresh(&p).unwrap();
+        assert_eq!(page(&p, &idx, 0, &l), whole);
+    }
+}
+
+#[test]
+fn a_scan_across_a_truncation_is_stale_not_stitched() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in KINDS {
+        let data = gen(kind, &Shape::new(1000, 3));
+        let p = write(dir.path(), "s.jsonl", &data);
+        hole_after_first_read(&p, &data, 3 << 19);
+        let err = TurnIndex::build(kind, &p).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
+        fs::write(&p, &data).unwrap();
+        assert_eq!(TurnIndex::build(kind, &p).unwrap().turn_count(), 1000);
+    }
+}
+
+#[test]
+fn a_rewrite_in_place_to_the_same_length_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in KINDS {
+        let first = gen(kind, &Shape::new(120, 3));
+        // A prompt changed in the middle: same length, same ends.
+        let mut second = first.clone();
+        for (at, _) in first
+            .windows(11)
+            .enumerate()
+            .filter(|(_, w)| *w == b"prompt #60\"")
+        {
+            second[at] = b'P';
+        }
+        assert!(first != second);
+        let p = write(dir.path(), "s.jsonl", &first);
+        let mut idx = TurnIndex::build(kind, &p).unwrap();
+        let l = limits(200);
+        let before = page(&p, &idx, 0, &l);
+        fs::write(&p, &second).unwrap();
+        // Timestamps can be coarse: make the write visible whatever the clock.
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(idx.refresh(&p).unwrap(), Refresh::Rebuilt);
+        let after = page(&p, &idx, 0, &l);
+        assert!(before != after && after.contains("> Prompt #"));
+        assert_eq!(idx.refresh(&p).unwrap(), Refresh::Unchanged);
+    }
+}
