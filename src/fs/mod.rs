@@ -33,6 +33,20 @@ use std::time::{Duration, SystemTime};
 /// Everything changes under the kernel's feet: no attribute or entry caching.
 const TTL: Duration = Duration::ZERO;
 
+/// How long the kernel may keep a node's entry and attributes: [`TTL`],
+/// except for files whose attributes never change (0200, size 0) and that
+/// exist as long as their directory does. `echo cmd > KEY/input` then costs
+/// one lookup (the session's directory, which can go away, is still asked
+/// every time) instead of two.
+fn ttl(node: &Node) -> Duration {
+    match node {
+        Node::Session(_, SessionFile::Input | SessionFile::Ctl) | Node::RootFile(RootFile::Ctl) => {
+            Duration::from_secs(60)
+        }
+        _ => TTL,
+    }
+}
+
 /// What an open file handle reads or writes.
 #[derive(Debug)]
 enum Handle {
@@ -823,21 +837,21 @@ fn commands(data: &[u8]) -> Result<Vec<&str>, Error> {
 
 impl Filesystem for SessionFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self
-            .lookup_node(parent.0, name)
-            .and_then(|node| self.getattr_node(&node, None, req.pid()))
-        {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        match self.lookup_node(parent.0, name).and_then(|node| {
+            let attr = self.getattr_node(&node, None, req.pid())?;
+            Ok((attr, ttl(&node)))
+        }) {
+            Ok((attr, ttl)) => reply.entry(&ttl, &attr, Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self
-            .node(ino.0)
-            .and_then(|node| self.getattr_node(&node, fh.map(|f| f.0), req.pid()))
-        {
-            Ok(attr) => reply.attr(&TTL, &attr),
+        match self.node(ino.0).and_then(|node| {
+            let attr = self.getattr_node(&node, fh.map(|f| f.0), req.pid())?;
+            Ok((attr, ttl(&node)))
+        }) {
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(errno(&e)),
         }
     }
