@@ -38,17 +38,22 @@ const TTL: Duration = Duration::ZERO;
 /// to the daemon; a ring of 8 MiB is read in 8 of these instead of 64.
 const SCROLLBACK_BLKSIZE: u32 = 1 << 20;
 
-/// How long the kernel may keep a node's entry and attributes: [`TTL`],
-/// except for files whose attributes never change (0200, size 0) and that
-/// exist as long as their directory does. `echo cmd > KEY/input` then costs
-/// one lookup (the session's directory, which can go away, is still asked
-/// every time) instead of two.
-fn ttl(node: &Node) -> Duration {
+/// How long the kernel may keep a node's attributes and its entry: [`TTL`]
+/// for everything whose size or existence changes under the kernel's feet.
+/// `input` and `ctl` never change (0200, size 0) and exist as long as their
+/// directory. The root and a session's directory never change either (0755,
+/// the daemon's start), but a session's directory can go: its entry is
+/// still looked up on every path walk, while the permission check of the
+/// walk through it needs no `getattr`. `echo cmd > KEY/input` so costs one
+/// lookup and the open, where it cost two lookups, two getattrs and the open.
+fn ttls(node: &Node) -> (Duration, Duration) {
+    const FIXED: Duration = Duration::from_secs(60);
     match node {
         Node::Session(_, SessionFile::Input | SessionFile::Ctl) | Node::RootFile(RootFile::Ctl) => {
-            Duration::from_secs(60)
+            (FIXED, FIXED)
         }
-        _ => TTL,
+        Node::Root | Node::Session(_, SessionFile::Dir) => (FIXED, TTL),
+        _ => (TTL, TTL),
     }
 }
 
@@ -847,9 +852,11 @@ impl Filesystem for SessionFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.lookup_node(parent.0, name).and_then(|node| {
             let attr = self.getattr_node(&node, None, req.pid())?;
-            Ok((attr, ttl(&node)))
+            Ok((attr, ttls(&node)))
         }) {
-            Ok((attr, ttl)) => reply.entry(&ttl, &attr, Generation(0)),
+            Ok((attr, (attr_ttl, entry_ttl))) => {
+                reply.entry_with_ttls(&attr_ttl, &entry_ttl, &attr, Generation(0))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -857,7 +864,7 @@ impl Filesystem for SessionFs {
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.node(ino.0).and_then(|node| {
             let attr = self.getattr_node(&node, fh.map(|f| f.0), req.pid())?;
-            Ok((attr, ttl(&node)))
+            Ok((attr, ttls(&node).0))
         }) {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(errno(&e)),
