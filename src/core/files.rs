@@ -26,6 +26,24 @@ pub struct Attr {
     pub perm: u16,
     pub size: u64,
     pub mtime: SystemTime,
+    /// What of this node never changes, so a client may keep it.
+    pub fixed: Fixed,
+    /// The read size to suggest (`st_blksize`): `cat`, `cp` and buffered
+    /// readers take it, and each read is a round trip to the daemon.
+    pub io_size: u32,
+}
+
+/// What of a node stays the same for as long as it exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixed {
+    /// Its size, times or existence change at any moment.
+    Nothing,
+    /// Its attributes (a directory of mode 0755 dated the daemon's start),
+    /// though the node itself can go.
+    Attributes,
+    /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)
+    /// exist as long as their directory.
+    AttributesAndEntry,
 }
 
 /// How a file is opened.
@@ -188,12 +206,25 @@ impl Files {
 
     fn attr(&self, node: &Node, size: u64, mtime: SystemTime) -> Attr {
         let row = node.row();
+        let fixed = match node {
+            Node::Session(_, SessionFile::Input | SessionFile::Ctl)
+            | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
+            Node::Root | Node::Session(_, SessionFile::Dir) => Fixed::Attributes,
+            _ => Fixed::Nothing,
+        };
         Attr {
             ino: self.inodes.ino(node),
             kind: row.kind,
             perm: row.perm,
             size,
             mtime,
+            fixed,
+            // A ring of 8 MiB is read in 8 round trips instead of 2,048.
+            io_size: if row.content == Content::Ring {
+                1 << 20
+            } else {
+                4096
+            },
         }
     }
 
@@ -569,6 +600,15 @@ impl Files {
     /// Whether finishing `fh` commits metadata, which may archive (ending
     /// the session's processes first): the adapter then runs
     /// [`Files::finish`] in the pool.
+    /// Whether `flush`/`fsync` on `fh` does anything: only buffered writes
+    /// (metadata, records) commit there; the kernel may skip the others.
+    pub fn finish_does_work(&self, fh: u64) -> bool {
+        matches!(
+            self.handles.files().get(&fh),
+            Some(Handle::Meta(_) | Handle::Record(_)) | None
+        )
+    }
+
     pub fn finish_commits(&self, fh: u64) -> bool {
         matches!(self.handles.files().get(&fh), Some(Handle::Meta(_)))
     }

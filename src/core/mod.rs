@@ -34,7 +34,7 @@ mod status;
 mod transcripts;
 mod views;
 
-pub use files::{Access, Attr, Files, SetAttr, SlowWrite};
+pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
 pub use listing::listing_from_daemon;
 pub use node::Kind;

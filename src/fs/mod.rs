@@ -5,7 +5,7 @@
 
 mod guard;
 
-use crate::core::{Access, Attr, Core, Files, Kind, SetAttr};
+use crate::core::{Access, Attr, Core, Files, Fixed, Kind, SetAttr};
 use crate::error::Error;
 use crate::work;
 use fuser::{
@@ -20,6 +20,19 @@ use std::time::{Duration, SystemTime};
 
 /// Everything changes under the kernel's feet: no attribute or entry caching.
 const TTL: Duration = Duration::ZERO;
+
+/// How long the kernel may keep a node's attributes and its entry: what
+/// never changes is kept (no `getattr` on every path walk through a
+/// session directory, one lookup less for `echo cmd > KEY/input`);
+/// everything else is asked for every time.
+fn ttls(fixed: Fixed) -> (Duration, Duration) {
+    const KEPT: Duration = Duration::from_secs(60);
+    match fixed {
+        Fixed::AttributesAndEntry => (KEPT, KEPT),
+        Fixed::Attributes => (KEPT, TTL),
+        Fixed::Nothing => (TTL, TTL),
+    }
+}
 
 /// The filesystem as the kernel calls it.
 pub struct SessionFs {
@@ -122,14 +135,17 @@ impl SessionFs {
             uid: self.uid,
             gid: self.gid,
             rdev: 0,
-            blksize: 4096,
+            blksize: a.io_size,
             flags: 0,
         }
     }
 
     fn reply_entry(&self, op: &str, result: Result<Attr, Error>, reply: ReplyEntry) {
         match result {
-            Ok(a) => reply.entry(&TTL, &self.attr(&a), Generation(0)),
+            Ok(a) => {
+                let (attr_ttl, entry_ttl) = ttls(a.fixed);
+                reply.entry_with_ttls(&attr_ttl, &entry_ttl, &self.attr(&a), Generation(0))
+            }
             Err(e) => reply.error(fail(op, &e)),
         }
     }
@@ -174,7 +190,7 @@ impl Filesystem for SessionFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.files.getattr(ino.0, fh.map(|f| f.0), req.pid()) {
-            Ok(a) => reply.attr(&TTL, &self.attr(&a)),
+            Ok(a) => reply.attr(&ttls(a.fixed).0, &self.attr(&a)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
     }
@@ -231,7 +247,15 @@ impl Filesystem for SessionFs {
         match self.files.open(ino.0, open_mode(flags), req.pid()) {
             // Direct I/O: reads are not clamped to a cached size, so the
             // scrollback and generated files always show what is there now.
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            // No flush round trip on close where flush does nothing
+            // (`echo cmd > input` pays it once per command).
+            Ok(fh) if self.files.finish_does_work(fh) => {
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+            }
+            Ok(fh) => reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH,
+            ),
             Err(e) => reply.error(fail("open", &e)),
         }
     }

@@ -337,14 +337,26 @@ impl Client {
     }
 }
 
+/// The reader's buffer: what one `read` of a quiet session gets (dtach
+/// writes at most 4 KiB at a time), and what it grows to once output comes
+/// faster than it is read, so that a busy session is drained in few reads.
+const PUMP_START: usize = 4 * 1024;
+const PUMP_MAX: usize = 64 * 1024;
+
 /// Reads the master's output until it closes, handing each chunk to `sink`.
 /// Runs on a thread of its own so the master never finds our socket full.
+/// An idle session's reader holds 4 KiB, not 64.
 pub fn pump(mut reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; PUMP_START];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return Ok(()),
-            Ok(n) => sink(&buf[..n]),
+            Ok(n) => {
+                sink(&buf[..n]);
+                if n == buf.len() && buf.len() < PUMP_MAX {
+                    buf.resize(PUMP_MAX, 0);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
@@ -481,5 +493,30 @@ mod tests {
         let w = winsize(120, 40);
         assert_eq!(u16::from_ne_bytes([w[0], w[1]]), 40);
         assert_eq!(u16::from_ne_bytes([w[2], w[3]]), 120);
+    }
+
+    #[test]
+    fn pump_hands_on_every_byte_in_order_and_grows_its_buffer_under_load() {
+        use std::io::Write;
+        let (mut master, reader) = UnixStream::pair().unwrap();
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        // A backlog before the first read: it fills the small buffer, and
+        // the larger one takes more of it at once.
+        master.write_all(&data[..64 * 1024]).unwrap();
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || {
+            master.write_all(&sent[64 * 1024..]).unwrap();
+        });
+        let mut got = Vec::new();
+        let mut largest = 0;
+        pump(reader, |chunk| {
+            largest = largest.max(chunk.len());
+            got.extend_from_slice(chunk);
+        })
+        .unwrap();
+        writer.join().unwrap();
+        assert_eq!(got, data);
+        assert!(largest > PUMP_START, "largest read {largest}");
+        assert!(largest <= PUMP_MAX);
     }
 }
