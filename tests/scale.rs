@@ -98,6 +98,18 @@ fn keys_of(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The environment that makes `sessionfs ls` see this host's state.
+fn cli_env(host: &Host) -> String {
+    format!(
+        "HOME='{}' XDG_STATE_HOME='{}' XDG_RUNTIME_DIR='{}' CLAUDE_CONFIG_DIR='{}' CODEX_HOME='{}'",
+        host.path("home").display(),
+        host.path("state").display(),
+        host.path("run").display(),
+        host.path("claude").display(),
+        host.path("codex").display(),
+    )
+}
+
 #[test]
 fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store() {
     let host = host_with(N);
@@ -121,14 +133,7 @@ fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store(
     assert_eq!(keys_of(&json), root);
     assert_eq!(json["facets"]["engines"]["claude"], N);
 
-    let env = format!(
-        "HOME='{}' XDG_STATE_HOME='{}' XDG_RUNTIME_DIR='{}' CLAUDE_CONFIG_DIR='{}' CODEX_HOME='{}'",
-        host.path("home").display(),
-        host.path("state").display(),
-        host.path("run").display(),
-        host.path("claude").display(),
-        host.path("codex").display(),
-    );
+    let env = cli_env(&host);
     let bin = env!("CARGO_BIN_EXE_sessionfs");
     let cli: Value = serde_json::from_str(&sh_ok(&format!("{env} {bin} ls --json"))).unwrap();
     assert_eq!(keys_of(&cli), root);
@@ -262,14 +267,7 @@ fn sessionfs_ls_asks_the_daemon_that_knows_the_live_sessions() {
     let json = m.json("sessions.json");
     let keys = keys_of(&json);
     assert_eq!(&keys[..2], ["shell:old", "shell:new"], "{json}");
-    let env = format!(
-        "HOME='{}' XDG_STATE_HOME='{}' XDG_RUNTIME_DIR='{}' CLAUDE_CONFIG_DIR='{}' CODEX_HOME='{}'",
-        host.path("home").display(),
-        host.path("state").display(),
-        host.path("run").display(),
-        host.path("claude").display(),
-        host.path("codex").display(),
-    );
+    let env = cli_env(&host);
     let bin = env!("CARGO_BIN_EXE_sessionfs");
     // The same document, byte for byte, as the mount serves it (once the
     // shell's prompt, which counts as activity, has been printed).
