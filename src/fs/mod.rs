@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-/// Everything changes under the kernel's feet: no attribute or entry caching.
+/// Most things change under the kernel's feet: by default, no attribute or
+/// entry caching (see [`ttls`] for what may be kept).
 const TTL: Duration = Duration::ZERO;
 
 /// The I/O size `scrollback` asks for: `cat`, `cp` and Python's buffered
