@@ -18,7 +18,8 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Everything changes under the kernel's feet: no attribute or entry caching.
+/// Most things change under the kernel's feet: by default, no attribute or
+/// entry caching (see [`ttls`] for what may be kept).
 const TTL: Duration = Duration::ZERO;
 
 /// How long the kernel may keep a node's attributes and its entry: what
