@@ -210,6 +210,10 @@ fn concurrent_writes_through_one_mount_arrive_whole() {
     let m = host.mount("mnt");
     sh_ok(&format!("mkdir {}", m.q("shell:many")));
     sh_ok(&format!("echo open > {}", m.q("shell:many/ctl")));
+    // No echo and no prompt: input typed ahead while a command runs would
+    // otherwise be echoed into the middle of its output line.
+    m.type_line("shell:many", "stty -echo; PS1=''; echo quiet-now");
+    m.wait_output_line("shell:many", "quiet-now");
     let writers: Vec<_> = (0..8)
         .map(|i| {
             let target = m.q("shell:many/input");

@@ -240,7 +240,10 @@ fn an_archived_claude_conversation_survives_its_engine_deleting_it() {
         m.q(&format!("archived/{key}/archive"))
     ));
     sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
-    wait_for(20, "the stand-in", || host.path("argv").exists());
+    // The file exists as soon as the shell opens it for `>>`: wait for the line.
+    wait_for(20, "the stand-in's arguments", || {
+        std::fs::read_to_string(host.path("argv")).is_ok_and(|t| t.ends_with('\n'))
+    });
     assert_eq!(
         std::fs::read_to_string(host.path("argv")).unwrap().trim(),
         format!("--resume {id}")
