@@ -355,11 +355,7 @@ impl Catalog {
             if next.contains_key(&key) || index.tombs.get(&key).is_some_and(|t| *t > started) {
                 continue;
             }
-            let stamp = Stamp {
-                size: s.size,
-                mtime_ms: s.mtime_ms,
-                ino: s.ino,
-            };
+            let stamp = s.stamp();
             let entry = match old.get(&key) {
                 Some(o) if o.file.path == s.path && o.stamp == stamp => o.clone(),
                 o => {
@@ -494,11 +490,7 @@ impl Catalog {
                 {
                     continue;
                 }
-                let stamp = Stamp {
-                    size: s.size,
-                    mtime_ms: s.mtime_ms,
-                    ino: s.ino,
-                };
+                let stamp = s.stamp();
                 let summary = match files.get(&key) {
                     Some(o) if o.file.path == s.path && o.stamp == stamp => continue,
                     Some(o) if o.file.path == s.path => o.summary.clone(),

@@ -1,6 +1,7 @@
 //! Walking the stores' directories: which files are conversations, and
 //! their size, mtime and inode (a `stat` each, never a read).
 
+use super::summary::Stamp;
 use crate::transcript::StoreKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,17 @@ pub struct Seen {
     pub size: u64,
     pub mtime_ms: u64,
     pub ino: u64,
+}
+
+impl Seen {
+    /// What says whether the file changed since it was last summarised.
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            size: self.size,
+            mtime_ms: self.mtime_ms,
+            ino: self.ino,
+        }
+    }
 }
 
 /// `stat` of a conversation file (following links); `None` if it is not a

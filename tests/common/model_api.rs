@@ -398,20 +398,21 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
     let id = shared.ids.fetch_add(1, Ordering::SeqCst);
     let path = req.path.split('?').next().unwrap_or_default();
     let body = req.json();
+    // Unscripted: a turn says so; a side request (a title) gets a word.
+    let turn_answer = scripted.unwrap_or(Turn {
+        answer: Answer::Text(
+            if turn {
+                "(nothing scripted)"
+            } else {
+                "Greeting"
+            }
+            .into(),
+        ),
+        delay: Duration::ZERO,
+    });
     match (req.method.as_str(), path) {
         ("POST", "/v1/messages/count_tokens") => send_json(out, 200, &json!({"input_tokens": 100})),
         ("POST", "/v1/messages") => {
-            let turn_answer = scripted.unwrap_or(Turn {
-                answer: Answer::Text(
-                    if turn {
-                        "(nothing scripted)"
-                    } else {
-                        "Greeting"
-                    }
-                    .into(),
-                ),
-                delay: Duration::ZERO,
-            });
             if body.get("stream").and_then(Value::as_bool) == Some(true) {
                 let events = anthropic_events(id, &turn_answer.answer);
                 stream(out, &events, turn_answer.delay, || {
@@ -427,17 +428,6 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
             }
         }
         ("POST", "/v1/responses") => {
-            let turn_answer = scripted.unwrap_or(Turn {
-                answer: Answer::Text(
-                    if turn {
-                        "(nothing scripted)"
-                    } else {
-                        "Greeting"
-                    }
-                    .into(),
-                ),
-                delay: Duration::ZERO,
-            });
             let events = openai_events(id, &turn_answer.answer, &body);
             stream(out, &events, turn_answer.delay, || {
                 if turn {
