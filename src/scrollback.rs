@@ -8,11 +8,37 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-/// Size of one storage chunk; eviction drops whole chunks.
-pub const CHUNK_SIZE: usize = 16 * 1024;
+/// Size of one storage chunk; eviction drops whole chunks. It matches the
+/// largest read the kernel sends (1 MiB), and handles start on a chunk
+/// boundary, so `cat` asks for whole chunks, which are answered from the
+/// ring without a copy.
+pub const CHUNK_SIZE: usize = 1 << 20;
+
+/// A ring keeps at least this many chunks' worth of its cap, so eviction
+/// never drops more than an eighth of what it holds.
+const MIN_CHUNKS: usize = 8;
+
+/// What a chunk's buffer starts at: a quiet session does not reserve a
+/// whole chunk.
+const FIRST_CAPACITY: usize = 16 * 1024;
+
+/// Bytes answered straight from a full chunk of the ring, which is never
+/// written again: the reply needs no copy and no lock.
+#[derive(Debug)]
+pub struct Shared {
+    chunk: Arc<Vec<u8>>,
+    range: Range<usize>,
+}
+
+impl Shared {
+    pub fn bytes(&self) -> &[u8] {
+        &self.chunk[self.range.clone()]
+    }
+}
 
 /// One session's replay ring, shared as `Arc<Scrollback>` between the PTY
 /// reader thread and the FUSE handlers.
@@ -24,8 +50,10 @@ pub struct Scrollback {
 
 struct Inner {
     /// Every chunk but the last is exactly `chunk` bytes and none is empty,
-    /// so the chunk holding a stream offset is found by division.
-    chunks: VecDeque<Vec<u8>>,
+    /// so the chunk holding a stream offset is found by division. Readers
+    /// share only full chunks, so the last one always has a single owner
+    /// and takes appends in place.
+    chunks: VecDeque<Arc<Vec<u8>>>,
     start: u64,
     total: u64,
     last_append: SystemTime,
@@ -42,6 +70,12 @@ pub struct View {
 }
 
 impl View {
+    /// Moves to `later` if that is further on (two reads of one handle may
+    /// race; the view never goes back).
+    pub fn advance_to(&mut self, later: View) {
+        self.base = self.base.max(later.base);
+    }
+
     /// Stream offset of this handle's file offset 0.
     #[cfg(test)]
     pub fn base(&self) -> u64 {
@@ -50,9 +84,11 @@ impl View {
 }
 
 impl Scrollback {
-    /// A ring holding at most `cap_bytes`, stored in [`CHUNK_SIZE`] chunks.
+    /// A ring holding at most `cap_bytes`, stored in [`CHUNK_SIZE`] chunks
+    /// (smaller ones for a small cap, so that it holds at least seven
+    /// eighths of its cap once full).
     pub fn new(cap_bytes: usize) -> Self {
-        Self::with_chunk_size(cap_bytes, CHUNK_SIZE)
+        Self::with_chunk_size(cap_bytes, CHUNK_SIZE.min(cap_bytes / MIN_CHUNKS))
     }
 
     /// A ring with a chosen chunk size. A chunk larger than the cap is
@@ -109,20 +145,55 @@ impl Scrollback {
     /// once: the view shifts so that `offset` lands on the oldest byte held,
     /// and later reads continue from there without repeating anything.
     pub fn read(&self, view: &mut View, offset: u64, size: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self.read_into(view, offset, size, &mut out) {
+            Some(shared) => shared.bytes().to_vec(),
+            None => out,
+        }
+    }
+
+    /// [`Scrollback::read`] into a buffer the caller keeps, which is cleared
+    /// first: a reader that reuses one buffer allocates nothing per read.
+    /// Bytes that lie within one full chunk are not copied: they come back
+    /// as [`Shared`], and `out` stays empty.
+    pub fn read_into(
+        &self,
+        view: &mut View,
+        offset: u64,
+        size: usize,
+        out: &mut Vec<u8>,
+    ) -> Option<Shared> {
+        out.clear();
         let inner = self.lock();
-        let Some(mut pos) = view.base.checked_add(offset) else {
-            return Vec::new();
-        };
+        let mut pos = view.base.checked_add(offset)?;
         if pos < inner.start {
             // pos < start implies offset < start.
             view.base = inner.start - offset;
             pos = inner.start;
         }
         if pos >= inner.total || size == 0 {
-            return Vec::new();
+            return None;
         }
         let n = (inner.total - pos).min(size as u64) as usize;
-        inner.copy_out(pos, n, self.chunk)
+        if let Some(shared) = inner.share(pos, n, self.chunk) {
+            return Some(shared);
+        }
+        inner.copy_out(pos, n, self.chunk, out);
+        None
+    }
+
+    /// Up to `size` bytes from stream offset `pos` (or from the oldest byte
+    /// held, if `pos` was evicted) into `out`, cleared first. Returns the
+    /// stream offset the bytes start at.
+    pub fn read_stream(&self, pos: u64, size: usize, out: &mut Vec<u8>) -> u64 {
+        out.clear();
+        let inner = self.lock();
+        let pos = pos.max(inner.start);
+        if pos < inner.total && size > 0 {
+            let n = (inner.total - pos).min(size as u64) as usize;
+            inner.copy_out(pos, n, self.chunk, out);
+        }
+        pos
     }
 
     /// Drops every held byte (the stream offsets keep counting).
@@ -143,7 +214,7 @@ impl Scrollback {
         let inner = self.lock();
         let mut out = Vec::with_capacity((inner.total - inner.start) as usize);
         for c in &inner.chunks {
-            out.extend_from_slice(c);
+            out.extend_from_slice(c.as_slice());
         }
         out
     }
@@ -192,7 +263,7 @@ impl Inner {
             // Only the last `cap` bytes could survive; skip copying the rest.
             let skip = data.len() - cap;
             if let Some(c) = self.chunks.pop_front() {
-                self.spare = Some(c);
+                self.keep_spare(c);
             }
             self.chunks.clear();
             self.total += skip as u64;
@@ -205,14 +276,21 @@ impl Inner {
                 let mut c = self
                     .spare
                     .take()
-                    .unwrap_or_else(|| Vec::with_capacity(chunk));
+                    .unwrap_or_else(|| Vec::with_capacity(chunk.min(FIRST_CAPACITY)));
                 c.clear();
-                self.chunks.push_back(c);
+                self.chunks.push_back(Arc::new(c));
             }
             let Some(last) = self.chunks.back_mut() else {
                 break;
             };
+            // Only full chunks are shared, so this never copies.
+            let last = Arc::make_mut(last);
             let n = (chunk - last.len()).min(data.len());
+            if last.capacity() < last.len() + n {
+                // Grow by doubling, but never past one chunk.
+                let want = (last.capacity() * 2).max(last.len() + n).min(chunk);
+                last.reserve_exact(want - last.len());
+            }
             last.extend_from_slice(&data[..n]);
             data = &data[n..];
         }
@@ -221,25 +299,44 @@ impl Inner {
                 break;
             };
             self.start += c.len() as u64;
+            self.keep_spare(c);
+        }
+    }
+
+    /// Keeps an evicted chunk for reuse unless a reader still holds it.
+    fn keep_spare(&mut self, c: Arc<Vec<u8>>) {
+        if let Ok(c) = Arc::try_unwrap(c) {
             self.spare = Some(c);
         }
     }
 
-    /// Copies `n` bytes from stream offset `pos`, which the caller has
-    /// checked lie within `[start, total)`.
-    fn copy_out(&self, pos: u64, n: usize, chunk: usize) -> Vec<u8> {
+    /// The `n` bytes at stream offset `pos` (within `[start, total)`) as a
+    /// share of one full chunk, if they lie within one.
+    fn share(&self, pos: u64, n: usize, chunk: usize) -> Option<Shared> {
+        let rel = (pos - self.start) as usize;
+        let (index, off) = (rel / chunk, rel % chunk);
+        let c = self.chunks.get(index)?;
+        (c.len() == chunk && off + n <= chunk).then(|| Shared {
+            chunk: c.clone(),
+            range: off..off + n,
+        })
+    }
+
+    /// Appends `n` bytes from stream offset `pos`, which the caller has
+    /// checked lie within `[start, total)`, to `out`.
+    fn copy_out(&self, pos: u64, n: usize, chunk: usize, out: &mut Vec<u8>) {
         let rel = (pos - self.start) as usize;
         let mut off = rel % chunk;
-        let mut out = Vec::with_capacity(n);
+        let end = out.len() + n;
+        out.reserve(n);
         for c in self.chunks.range(rel / chunk..) {
-            let take = (c.len() - off).min(n - out.len());
+            let take = (c.len() - off).min(end - out.len());
             out.extend_from_slice(&c[off..off + take]);
             off = 0;
-            if out.len() == n {
+            if out.len() == end {
                 break;
             }
         }
-        out
     }
 }
 
@@ -406,6 +503,37 @@ mod tests {
         assert_eq!(sb.view_len(&v), 20);
         assert_eq!(sb.read(&mut v, 8, 100), pattern(16, 12));
         assert_eq!(v.base(), 8);
+    }
+
+    #[test]
+    fn a_read_within_one_full_chunk_is_shared_not_copied() {
+        let sb = Scrollback::with_chunk_size(64, 8);
+        sb.append(&pattern(0, 20));
+        let mut v = sb.open_view();
+        let mut out = Vec::new();
+        // Within the first (full) chunk: shared.
+        let shared = sb.read_into(&mut v, 2, 6, &mut out).expect("shared");
+        assert_eq!(shared.bytes(), &pattern(2, 6)[..]);
+        assert!(out.is_empty());
+        // Across two chunks, or in the last one still filling: copied.
+        assert!(sb.read_into(&mut v, 6, 4, &mut out).is_none());
+        assert_eq!(out, pattern(6, 4));
+        assert!(sb.read_into(&mut v, 17, 3, &mut out).is_none());
+        assert_eq!(out, pattern(17, 3));
+        // A shared chunk outlives its eviction and keeps its bytes.
+        let held = sb.read_into(&mut v, 8, 8, &mut out).expect("shared");
+        sb.append(&pattern(20, 100));
+        assert_eq!(held.bytes(), &pattern(8, 8)[..]);
+        assert_eq!(sb.snapshot(), pattern(120 - sb.len() as u64, sb.len()));
+    }
+
+    #[test]
+    fn the_default_chunk_keeps_seven_eighths_of_a_small_cap() {
+        let sb = Scrollback::new(256 * 1024);
+        assert_eq!(sb.chunk_size(), 32 * 1024);
+        sb.append(&pattern(0, 300 * 1024));
+        assert!(sb.len() >= 256 * 1024 * 7 / 8, "{}", sb.len());
+        assert_eq!(Scrollback::new(8 << 20).chunk_size(), CHUNK_SIZE);
     }
 
     #[test]

@@ -94,6 +94,24 @@ impl Core {
         result.map_err(|e| self.refuse(key, e))
     }
 
+    /// `input` sent on the caller's thread, when the session is attached
+    /// and its master takes the bytes at once: the common case skips the
+    /// hand-off to the pool. `None` when the write must go to the pool
+    /// (it would open the session, or wait).
+    pub fn write_input_now(&self, key: &SessionKey, data: &[u8]) -> Option<usize> {
+        let rt = lock(&self.sessions).get(key).cloned()?;
+        let client = {
+            let state = lock(&rt.state);
+            if state.opening.is_some() || state.stopping.is_some() {
+                return None;
+            }
+            state.client.clone()?
+        };
+        let went = client.try_push_now(data)?;
+        lock(&rt.state).last_input_ms = now_ms();
+        Some(went)
+    }
+
     /// One command written to a session's `ctl`.
     pub fn session_ctl(&self, key: &SessionKey, command: &str) -> Result<()> {
         self.require(key)?;
@@ -127,7 +145,7 @@ impl Core {
                         state.cols = cols;
                         state.rows = rows;
                     }
-                    lock(&rt.screen).resize(cols, rows);
+                    rt.resize_screen(cols, rows);
                     match rt.live_client() {
                         Some(c) => c
                             .resize(cols, rows, Instant::now() + INPUT_DEADLINE)

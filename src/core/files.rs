@@ -15,6 +15,7 @@ use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
+use crate::scrollback::Shared;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -113,6 +114,15 @@ impl SlowWrite {
     pub fn urgent(&self) -> bool {
         matches!(self.target, Target::SessionCtl(_))
             && commands(&self.data).is_ok_and(|c| c.iter().all(|c| *c == "stop"))
+    }
+
+    /// Does an `input` write at once if the session takes it without
+    /// waiting; `None` sends it to the pool.
+    pub fn run_now(&self, core: &Core) -> Option<usize> {
+        match &self.target {
+            Target::Input(key) if !self.data.is_empty() => core.write_input_now(key, &self.data),
+            _ => None,
+        }
     }
 
     /// Does the write; may wait on the session.
@@ -521,27 +531,68 @@ impl Files {
 
     /// `read`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        Ok(match self.read_into(fh, offset, size, &mut out)? {
+            Some(shared) => shared.bytes().to_vec(),
+            None => out,
+        })
+    }
+
+    /// [`Files::read`] into a buffer the caller keeps and reuses (cleared
+    /// first), so that a read allocates nothing. A read of `scrollback` that
+    /// lies within one full chunk of the ring comes back as [`Shared`]
+    /// bytes instead, with `out` left empty.
+    pub fn read_into(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Shared>> {
+        out.clear();
         let mut handles = self.handles.files();
         // A file read happens with the table unlocked.
-        if let Some(Handle::Hosted(id)) = handles.get(&fh) {
-            let id = id.clone();
-            drop(handles);
-            return self
-                .core
-                .slots()
-                .read_transcript(&id, offset, size as usize);
+        match handles.get(&fh) {
+            Some(Handle::Hosted(id)) => {
+                let id = id.clone();
+                drop(handles);
+                let bytes = self
+                    .core
+                    .slots()
+                    .read_transcript(&id, offset, size as usize)?;
+                out.extend_from_slice(&bytes);
+                return Ok(None);
+            }
+            Some(Handle::Scrollback { ring, view, .. }) => {
+                let (ring, before) = (ring.clone(), *view);
+                drop(handles);
+                // The copy runs with the table unlocked.
+                let mut seen = before;
+                let shared = ring.read_into(&mut seen, offset, size as usize, out);
+                // A reader that fell behind moved its view forward; views
+                // only move forward, so a racing read of the same handle
+                // cannot move it back.
+                if seen != before {
+                    self.handles.with(fh, |h| {
+                        if let Handle::Scrollback { view, .. } = h {
+                            view.advance_to(seen);
+                        }
+                    });
+                }
+                return Ok(shared);
+            }
+            _ => {}
         }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
                 let start = (offset as usize).min(bytes.len());
                 let end = start.saturating_add(size as usize).min(bytes.len());
-                Ok(bytes[start..end].to_vec())
-            }
-            Some(Handle::Scrollback { ring, view, .. }) => {
-                Ok(ring.read(view, offset, size as usize))
+                out.extend_from_slice(&bytes[start..end]);
+                Ok(None)
             }
             Some(Handle::Scratch(key, name)) => {
-                Ok(self.scratch.read(key, name, offset, size as usize))
+                out.extend_from_slice(&self.scratch.read(key, name, offset, size as usize));
+                Ok(None)
             }
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),

@@ -227,7 +227,7 @@ impl Core {
                     state.record = None;
                 }
                 rt.scrollback.clear();
-                lock(&rt.screen).clear();
+                rt.clear_screen();
                 if let Some(copy) = copy {
                     if let Err(e) = copy.install() {
                         log::warn!("{key}: cannot put the transcript's copy in place: {e}");

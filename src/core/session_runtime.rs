@@ -1,6 +1,12 @@
 //! The in-memory side of a session that has been opened: its output ring,
 //! VT mirror and connection state. Made on first use only, so a listed
 //! conversation costs nothing here.
+//!
+//! The VT mirror is not fed as output arrives: the reader thread only
+//! appends to the ring, and the mirror catches up from the ring when someone
+//! asks for the screen. Output pays one copy into the ring, and a session
+//! whose screen nobody reads holds no emulator grid (about 170 KiB at
+//! 120×40).
 
 use super::{lock, Core, Flight};
 use crate::error::Result;
@@ -43,7 +49,7 @@ pub(super) struct RuntimeState {
 pub struct SessionRuntime {
     pub(super) key: SessionKey,
     pub(super) scrollback: Arc<Scrollback>,
-    pub(super) screen: Mutex<Screen>,
+    screen: Mutex<Mirror>,
     pub(super) state: Mutex<RuntimeState>,
 }
 
@@ -52,7 +58,7 @@ impl SessionRuntime {
         SessionRuntime {
             key,
             scrollback: Arc::new(Scrollback::new(scrollback_bytes as usize)),
-            screen: Mutex::new(Screen::default()),
+            screen: Mutex::new(Mirror::default()),
             state: Mutex::new(RuntimeState {
                 cols: DEFAULT_COLS,
                 rows: DEFAULT_ROWS,
@@ -69,15 +75,88 @@ impl SessionRuntime {
         &self.scrollback
     }
 
-    /// One chunk of the master's output, into the ring and the VT mirror.
-    /// A mirror that fails resets itself; the reason goes to `status`.
+    /// One chunk of the master's output, into the ring.
     pub(super) fn take_output(&self, bytes: &[u8]) {
         crate::faults::maybe_panic("output", bytes);
         self.scrollback.append(bytes);
-        let fed = lock(&self.screen).feed(bytes);
-        if let Err(why) = fed {
+    }
+
+    /// Runs `work` on the VT mirror brought up to date with the ring: made
+    /// at the session's size on first use, then fed what arrived since. A
+    /// mirror that fails resets itself; the reason goes to `status`.
+    pub fn with_screen<T>(&self, work: impl FnOnce(&mut Screen) -> T) -> T {
+        let (cols, rows) = {
+            let state = lock(&self.state);
+            (state.cols, state.rows)
+        };
+        let mut mirror = lock(&self.screen);
+        let failed = mirror.catch_up(&self.scrollback, cols, rows);
+        let out = work(mirror.screen.get_or_insert_with(|| Screen::new(cols, rows)));
+        drop(mirror);
+        if let Some(why) = failed {
             log::error!("{}: {why}", self.key);
             lock(&self.state).error = Some(why);
+        }
+        out
+    }
+
+    /// The screen's text now.
+    pub fn screen_text(&self) -> String {
+        self.with_screen(|s| s.text())
+    }
+
+    /// A new size for the mirror: what was shown at the old size is drawn
+    /// first, as a terminal would have.
+    pub(super) fn resize_screen(&self, cols: u16, rows: u16) {
+        let mut mirror = lock(&self.screen);
+        if mirror.screen.is_some() {
+            if let Some(why) = mirror.catch_up(&self.scrollback, cols, rows) {
+                log::error!("{}: {why}", self.key);
+            }
+        }
+        if let Some(screen) = mirror.screen.as_mut() {
+            screen.resize(cols, rows);
+        }
+    }
+
+    /// Forgets the mirror (archive clears the ring too): the next reader
+    /// starts blank from what the ring holds then.
+    pub(super) fn clear_screen(&self) {
+        let mut mirror = lock(&self.screen);
+        mirror.screen = None;
+        mirror.fed = self.scrollback.total();
+    }
+}
+
+/// The VT mirror and how far into the output stream it has read.
+#[derive(Debug, Default)]
+struct Mirror {
+    screen: Option<Screen>,
+    /// Stream offset of the first byte the screen has not seen.
+    fed: u64,
+}
+
+/// How much of the ring one step of catching up copies out.
+const CATCH_UP_STEP: usize = 64 * 1024;
+
+impl Mirror {
+    /// Feeds the screen (made at `cols`×`rows` if there is none) everything
+    /// the ring holds past `fed`. Bytes evicted before the mirror read them
+    /// are skipped. Returns why the emulator failed, if it did.
+    fn catch_up(&mut self, ring: &Scrollback, cols: u16, rows: u16) -> Option<String> {
+        let screen = self.screen.get_or_insert_with(|| Screen::new(cols, rows));
+        let mut failed = None;
+        let mut buf = Vec::new();
+        loop {
+            let at = ring.read_stream(self.fed, CATCH_UP_STEP, &mut buf);
+            if buf.is_empty() {
+                self.fed = self.fed.max(at);
+                return failed;
+            }
+            self.fed = at + buf.len() as u64;
+            if let Err(why) = screen.feed(&buf) {
+                failed = Some(why);
+            }
         }
     }
 }
@@ -99,5 +178,60 @@ impl Core {
     pub fn session_runtime(&self, key: &SessionKey) -> Result<Arc<SessionRuntime>> {
         self.require(key)?;
         Ok(self.runtime(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> SessionRuntime {
+        SessionRuntime::new(SessionKey::parse("shell:t").unwrap(), 64 * 1024)
+    }
+
+    #[test]
+    fn output_makes_no_mirror_until_the_screen_is_read() {
+        let rt = runtime();
+        rt.take_output(b"hello\r\nworld");
+        assert!(lock(&rt.screen).screen.is_none());
+        assert_eq!(rt.screen_text(), "hello\nworld\n");
+        rt.take_output(b"\r\nagain");
+        assert_eq!(rt.screen_text(), "hello\nworld\nagain\n");
+    }
+
+    #[test]
+    fn a_mirror_made_late_reads_what_the_ring_holds_and_a_clear_forgets_it() {
+        let rt = runtime();
+        for i in 0..5000 {
+            rt.take_output(format!("line {i}\r\n").as_bytes());
+        }
+        let text = rt.screen_text();
+        assert!(text.ends_with("line 4999\n"), "{text}");
+        rt.scrollback.clear();
+        rt.clear_screen();
+        assert_eq!(rt.screen_text(), "");
+        rt.take_output(b"fresh");
+        assert_eq!(rt.screen_text(), "fresh\n");
+    }
+
+    #[test]
+    fn a_resize_draws_what_came_before_at_the_old_size() {
+        // What a mirror fed as the output came would show.
+        let mut live = Screen::default();
+        live.feed(b"abc").unwrap();
+        live.feed(b"defgh").unwrap();
+        live.resize(4, 3);
+        live.feed(b"\r\nijklmn").unwrap();
+
+        let rt = runtime();
+        rt.take_output(b"abc");
+        assert_eq!(rt.screen_text(), "abc\n");
+        rt.take_output(b"defgh");
+        lock(&rt.state).cols = 4;
+        lock(&rt.state).rows = 3;
+        rt.resize_screen(4, 3);
+        rt.take_output(b"\r\nijklmn");
+        assert_eq!(rt.screen_text(), live.text());
+        assert_ne!(live.text(), "abcdefgh\nijklmn\n");
     }
 }

@@ -7,7 +7,7 @@ use crate::key::SessionKey;
 use crate::runtime::dtach;
 use crate::runtime::launch::live_record;
 use crate::runtime::record::RunRecord;
-use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
+use crate::screen::{DEFAULT_COLS, DEFAULT_ROWS};
 use serde_json::json;
 
 pub(super) const README: &str = "\
@@ -79,10 +79,10 @@ impl Core {
     /// The session's `screen`: the VT mirror's text.
     pub fn screen(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
-        // A session never opened shows a blank screen, without a mirror kept for it.
+        // A session never opened shows a blank screen, without a mirror made for it.
         let text = match lock(&self.sessions).get(key).cloned() {
-            Some(rt) => lock(&rt.screen).text(),
-            None => Screen::default().text(),
+            Some(rt) => rt.screen_text(),
+            None => String::new(),
         };
         Ok(text.into_bytes())
     }

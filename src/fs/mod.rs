@@ -22,6 +22,14 @@ use std::time::{Duration, SystemTime};
 /// entry caching (see [`ttls`] for what may be kept).
 const TTL: Duration = Duration::ZERO;
 
+/// Reads are at most 1 MiB (the kernel's largest request); a buffer grown
+/// past what one read needs is not kept.
+const READ_BUFFER_KEEP: usize = 2 << 20;
+
+thread_local! {
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// How long the kernel may keep a node's attributes and its entry: what
 /// never changes is kept (no `getattr` on every path walk through a
 /// session directory, one lookup less for `echo cmd > KEY/input`);
@@ -272,10 +280,18 @@ impl Filesystem for SessionFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.files.read(fh.0, offset, size) {
-            Ok(bytes) => reply.data(&bytes),
-            Err(e) => reply.error(fail("read", &e)),
-        }
+        // Each request thread keeps one reply buffer: a fresh 1 MiB buffer
+        // per read would be mapped and faulted in anew every time.
+        READ_BUFFER.with_borrow_mut(|buf| {
+            match self.files.read_into(fh.0, offset, size, buf) {
+                Ok(Some(shared)) => reply.data(shared.bytes()),
+                Ok(None) => reply.data(buf),
+                Err(e) => reply.error(fail("read", &e)),
+            }
+            if buf.capacity() > READ_BUFFER_KEEP {
+                *buf = Vec::new();
+            }
+        })
     }
 
     fn write(
@@ -294,6 +310,9 @@ impl Filesystem for SessionFs {
         // answers it when the session has taken it, or at the deadline.
         match self.files.slow_write(fh.0, data) {
             Some(Ok(slow)) => {
+                if let Some(n) = slow.run_now(self.files.core()) {
+                    return reply.written(n as u32);
+                }
                 let core = self.files.core().clone();
                 let (what, urgent) = (slow.what(), slow.urgent());
                 let answer = Later {

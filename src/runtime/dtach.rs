@@ -307,6 +307,50 @@ impl Client {
             .map_err(|e| ((e.packets * PUSH_MAX).min(input.len()), e.error))
     }
 
+    /// Pushes what the master takes at once, on the caller's thread,
+    /// waiting for nothing. `None` when the write would have to wait:
+    /// earlier writes are queued, the master is stalled, or it took not even
+    /// the first packet. Otherwise the input bytes that went through, whole
+    /// packets only (a short count, as a full pipe gives).
+    pub fn try_push_now(&self, input: &[u8]) -> Option<usize> {
+        use nix::errno::Errno;
+        use nix::sys::socket::{send, MsgFlags};
+        let ticket = {
+            let mut line = lock(&self.line);
+            if !line.waiting.is_empty() || self.is_closed() || self.stalled().is_some() {
+                return None;
+            }
+            let ticket = line.next;
+            line.next += 1;
+            line.waiting.push_back(ticket);
+            ticket
+        };
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        let mut done = 0;
+        for p in push_packets(input) {
+            let sent = loop {
+                match send(self.stream.as_raw_fd(), &p, flags) {
+                    Err(Errno::EINTR) => continue,
+                    other => break other,
+                }
+            };
+            match sent {
+                Ok(n) if n == p.len() => done += 1,
+                Ok(n) => {
+                    self.cut(done, n, libc::EAGAIN);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        {
+            let mut line = lock(&self.line);
+            line.waiting.retain(|t| *t != ticket);
+        }
+        self.turn.notify_all();
+        (done > 0).then(|| (done * PUSH_MAX).min(input.len()))
+    }
+
     pub fn resize(&self, cols: u16, rows: u16, deadline: Instant) -> Result<(), SendError> {
         self.send(
             &[packet(MSG_WINCH, 0, winsize(cols, rows))],
@@ -389,6 +433,39 @@ mod tests {
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         let (client, reader) = Client::connect(&path).unwrap();
         (dir, listener, client, reader)
+    }
+
+    #[test]
+    fn a_write_the_master_takes_at_once_goes_out_on_the_callers_thread() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let (mut master, _) = listener.accept().unwrap();
+        assert_eq!(client.try_push_now(b"make all\n"), Some(9));
+        let mut got = [0u8; 20];
+        master.read_exact(&mut got).unwrap();
+        assert_eq!(&got[..10], &packet(MSG_PUSH, 8, *b"make all"));
+        assert_eq!(&got[10..12], b"\x00\x01");
+        // A socket that takes nothing: the write is left to the waiting path,
+        // and a full socket gives a short count of whole packets.
+        let mut went = 0;
+        let mut calls = 0;
+        while let Some(n) = client.try_push_now(&[b'x'; 4096]) {
+            assert!(n > 0 && n % PUSH_MAX == 0, "{n}");
+            went += n;
+            calls += 1;
+            assert!(calls < 100_000, "the socket never filled");
+        }
+        assert!(went > 0);
+        assert!(!client.is_closed(), "no packet went out in part");
+    }
+
+    #[test]
+    fn a_write_queued_behind_another_is_not_taken_at_once() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let _master = listener.accept().unwrap();
+        lock(&client.line).waiting.push_back(99);
+        assert_eq!(client.try_push_now(b"ls\n"), None);
+        lock(&client.line).waiting.clear();
+        assert_eq!(client.try_push_now(b"ls\n"), Some(3));
     }
 
     #[test]
