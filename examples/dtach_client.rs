@@ -4,6 +4,7 @@
 //! ```text
 //! dtach_client echo raw  SOCKET   N     raw dtach client on a master's socket
 //! dtach_client echo fs   DIR      N     open/write/close DIR/input, poll-read DIR/scrollback
+//! dtach_client echo fspoll DIR    N     the same, waiting in poll(2) when caught up
 //! dtach_client echo tmux SERVER:T N     tmux -C control mode (send-keys, %output)
 //! dtach_client bulk raw  SOCKET   BYTES
 //! dtach_client bulk fs   DIR      BYTES
@@ -137,12 +138,14 @@ struct Fs {
     buf: Vec<u8>,
     /// Pause after an empty read (0: ask again at once).
     idle: Duration,
+    /// Wait in poll(2) after an empty read instead.
+    poll: bool,
     /// open, write, close of the last line typed.
     last: [f64; 3],
 }
 
 impl Fs {
-    fn open(dir: &str, idle: Duration, read_size: usize) -> Fs {
+    fn open(dir: &str, idle: Duration, read_size: usize, poll: bool) -> Fs {
         let dir = std::path::Path::new(dir);
         let input = dir.join("input");
         // Opening the session first makes the ring exist; then follow it from its end.
@@ -156,6 +159,7 @@ impl Fs {
             pos,
             buf: vec![0; read_size],
             idle,
+            poll,
             last: [0.0; 3],
         }
     }
@@ -186,7 +190,14 @@ impl Terminal for Fs {
     fn read_some(&mut self, out: &mut Vec<u8>) -> bool {
         match self.scrollback.read_at(&mut self.buf, self.pos) {
             Ok(0) => {
-                if !self.idle.is_zero() {
+                if self.poll {
+                    use std::os::fd::AsFd;
+                    let mut fds = [nix::poll::PollFd::new(
+                        self.scrollback.as_fd(),
+                        nix::poll::PollFlags::POLLIN,
+                    )];
+                    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16));
+                } else if !self.idle.is_zero() {
                     std::thread::sleep(self.idle);
                 }
                 false
@@ -385,13 +396,18 @@ fn main() {
         "raw" => Box::new(Raw::connect(target)),
         // Echo polls as a prompt-watcher would: small reads, asked again at
         // once; bulk reads big and pauses when it has caught up.
-        "fs" if what == "echo" => {
-            Box::new(Fs::open(target, idle.unwrap_or(Duration::ZERO), 64 * 1024))
-        }
+        "fs" if what == "echo" => Box::new(Fs::open(
+            target,
+            idle.unwrap_or(Duration::ZERO),
+            64 * 1024,
+            false,
+        )),
+        "fspoll" => Box::new(Fs::open(target, Duration::ZERO, 64 * 1024, true)),
         "fs" => Box::new(Fs::open(
             target,
             idle.unwrap_or(Duration::from_micros(100)),
             1 << 20,
+            false,
         )),
         "tmux" => Box::new(Tmux::attach(target)),
         _ => die(format!("unknown client {how}")),

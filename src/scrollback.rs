@@ -60,13 +60,25 @@ struct Inner {
     /// An evicted chunk kept for reuse, so a full ring appends without
     /// allocating.
     spare: Option<Vec<u8>>,
+    /// Who asked to hear of the next output (`poll` on a caught-up handle).
+    wakers: Vec<Waker>,
 }
+
+/// Called once, after the next append, outside the ring's lock.
+pub type Waker = Box<dyn FnOnce() + Send>;
+
+/// Pending wakers a ring keeps; past this, `poll` says "ready" at once and
+/// the caller's read finds out.
+const MAX_WAKERS: usize = 4096;
 
 /// One file handle's window on the stream: file offset `x` is stream offset
 /// `base + x`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
     base: u64,
+    /// The file offset the handle's last read ended at: `poll` is ready
+    /// when there is more than that.
+    read_to: u64,
 }
 
 impl View {
@@ -74,6 +86,7 @@ impl View {
     /// race; the view never goes back).
     pub fn advance_to(&mut self, later: View) {
         self.base = self.base.max(later.base);
+        self.read_to = later.read_to;
     }
 
     /// Stream offset of this handle's file offset 0.
@@ -104,6 +117,7 @@ impl Scrollback {
                 total: 0,
                 last_append: SystemTime::now(),
                 spare: None,
+                wakers: Vec::new(),
             }),
         }
     }
@@ -125,6 +139,28 @@ impl Scrollback {
         let mut inner = self.lock();
         inner.last_append = now;
         inner.push(data, self.cap, self.chunk);
+        let wakers = std::mem::take(&mut inner.wakers);
+        drop(inner);
+        for wake in wakers {
+            wake();
+        }
+    }
+
+    /// Whether `view` has bytes past its last read; if not, `waker` (when
+    /// given) is called after the next append.
+    pub fn ready_or_wake(&self, view: &View, waker: Option<Waker>) -> bool {
+        let mut inner = self.lock();
+        if inner.total > view.base.saturating_add(view.read_to) {
+            return true;
+        }
+        match waker {
+            Some(_) if inner.wakers.len() >= MAX_WAKERS => true,
+            Some(w) => {
+                inner.wakers.push(w);
+                false
+            }
+            None => false,
+        }
     }
 
     /// A view for a newly opened file handle, starting at the oldest byte
@@ -132,6 +168,7 @@ impl Scrollback {
     pub fn open_view(&self) -> View {
         View {
             base: self.lock().start,
+            read_to: 0,
         }
     }
 
@@ -171,10 +208,12 @@ impl Scrollback {
             view.base = inner.start - offset;
             pos = inner.start;
         }
+        view.read_to = offset;
         if pos >= inner.total || size == 0 {
             return None;
         }
         let n = (inner.total - pos).min(size as u64) as usize;
+        view.read_to = offset + n as u64;
         if let Some(shared) = inner.share(pos, n, self.chunk) {
             return Some(shared);
         }
@@ -350,6 +389,7 @@ impl fmt::Debug for Scrollback {
             .field("total", &inner.total)
             .field("chunks", &inner.chunks.len())
             .field("last_append", &inner.last_append)
+            .field("wakers", &inner.wakers.len())
             .finish()
     }
 }

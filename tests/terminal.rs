@@ -62,3 +62,48 @@ fn scrollback_is_read_in_one_mib_requests() {
         eprintln!("skipped the read-size check: strace is not installed");
     }
 }
+
+#[test]
+fn poll_on_scrollback_waits_for_output_and_wakes_when_it_comes() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:p")));
+    m.type_line("shell:p", "echo rea''dy");
+    m.wait_output("shell:p", "ready");
+    let sb = m.path("shell:p/scrollback");
+    let input = m.path("shell:p/input");
+    // A handle that read everything: poll says nothing new until output
+    // comes, then wakes. A fresh handle has unread bytes and is ready.
+    let script = format!(
+        r#"
+import os, select, time
+fd = os.open({sb:?}, os.O_RDONLY)
+fresh = select.poll(); fresh.register(fd, select.POLLIN)
+assert fresh.poll(0), "a fresh handle with bytes held is not ready"
+pos = 0
+while True:
+    b = os.pread(fd, 1 << 20, pos)
+    if not b: break
+    pos += len(b)
+p = select.poll(); p.register(fd, select.POLLIN)
+quiet = p.poll(300)
+assert not quiet, f"ready with nothing new: {{quiet}}"
+with open({input:?}, "w") as f: f.write("echo wo''ke\n")
+t = time.monotonic()
+got = p.poll(10000)
+assert got and got[0][1] & select.POLLIN, f"no wake-up: {{got}}"
+assert os.pread(fd, 1 << 20, pos), "woken with nothing to read"
+print("woke after %.1f ms" % ((time.monotonic() - t) * 1000))
+"#,
+        sb = sb.display().to_string(),
+        input = input.display().to_string(),
+    );
+    let out = sh_ok(&format!("python3 -c '{}'", script.replace('\'', "'\\''")));
+    assert!(out.contains("woke after"), "{out}");
+    // Other files are ready at once, as regular files are.
+    let other = sh_ok(&format!(
+        "python3 -c 'import os,select; fd=os.open(\"{}\", os.O_RDONLY); p=select.poll(); p.register(fd, select.POLLIN); print(p.poll(0))'",
+        m.path("shell:p/status").display()
+    ));
+    assert!(other.contains(", 1)"), "{other}");
+}

@@ -15,7 +15,7 @@ use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
-use crate::scrollback::Shared;
+use crate::scrollback::{Shared, Waker};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -597,6 +597,19 @@ impl Files {
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
         }
+    }
+
+    /// `poll` on a handle: whether a read would find something new. Only
+    /// `scrollback` ever says no (its handle has read everything held);
+    /// then `waker` is called once more output arrives. Every other file is
+    /// always ready, as a regular file is.
+    pub fn poll_readable(&self, fh: u64, waker: Option<Waker>) -> Result<bool> {
+        let (ring, view) = match self.handles.files().get(&fh) {
+            Some(Handle::Scrollback { ring, view, .. }) => (ring.clone(), *view),
+            Some(_) => return Ok(true),
+            None => return Err(Error::new(libc::EBADF, "no such handle")),
+        };
+        Ok(ring.ready_or_wake(&view, waker))
     }
 
     /// The write `fh` takes, if it is one that may wait on a session: the

@@ -294,6 +294,39 @@ impl Filesystem for SessionFs {
         })
     }
 
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        notifier: fuser::PollNotifier,
+        events: fuser::PollEvents,
+        flags: fuser::PollFlags,
+        reply: fuser::ReplyPoll,
+    ) {
+        use fuser::PollEvents as E;
+        // The kernel asks to hear of readiness only when it will wait.
+        let waker: Option<crate::scrollback::Waker> =
+            if flags.contains(fuser::PollFlags::FUSE_POLL_SCHEDULE_NOTIFY) {
+                Some(Box::new(move || {
+                    // The poller may be gone; the kernel then ignores it.
+                    let _ = notifier.notify();
+                }))
+            } else {
+                None
+            };
+        match self.files.poll_readable(fh.0, waker) {
+            Ok(readable) => {
+                let mut ready = events & (E::POLLOUT | E::POLLWRNORM);
+                if readable {
+                    ready |= events & (E::POLLIN | E::POLLRDNORM);
+                }
+                reply.poll(ready)
+            }
+            Err(e) => reply.error(fail("poll", &e)),
+        }
+    }
+
     fn write(
         &self,
         _req: &Request,
