@@ -6,6 +6,8 @@
 
 use crate::error::{Error, Result};
 use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Longest title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 1024;
@@ -112,6 +114,101 @@ pub fn validate_workspace(s: &str) -> Result<Option<String>> {
         )));
     }
     Ok(Some(s.to_string()))
+}
+
+/// The daemon's own mount point: a workspace inside it is refused without
+/// being looked at, since a `stat` there would be a request to this daemon.
+static OWN_MOUNT: OnceLock<PathBuf> = OnceLock::new();
+
+/// Tells the checks where this daemon is mounted (once, at start).
+pub fn set_own_mount(mountpoint: &Path) {
+    let _ = OWN_MOUNT.set(mountpoint.to_path_buf());
+}
+
+/// A new workspace must be a directory that exists now: the session starts
+/// there, and a launch must not fall back to `$HOME` behind the user's back.
+pub fn check_workspace_dir(dir: &str) -> Result<()> {
+    let path = Path::new(dir);
+    if OWN_MOUNT
+        .get()
+        .is_some_and(|m| !m.as_os_str().is_empty() && path.starts_with(m))
+    {
+        return Err(Error::invalid(format!(
+            "workspace {} is inside the sessionfs mount",
+            preview(dir)
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::invalid(format!(
+            "workspace {} is not a directory",
+            preview(dir)
+        ))),
+        Err(e) => Err(Error::invalid(format!(
+            "workspace {} cannot be used: {e}",
+            preview(dir)
+        ))),
+    }
+}
+
+/// Refuses a JSON text in which an object holds one key twice: a parser
+/// would keep one of them silently, and which one is up to the parser.
+pub fn refuse_duplicate_keys(text: &str, what: &str) -> Result<()> {
+    use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+    struct Checked;
+    struct Walk;
+    impl<'de> Visitor<'de> for Walk {
+        type Value = Checked;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_unit<E>(self) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Checked, A::Error> {
+            while seq.next_element::<Checked>()?.is_some() {}
+            Ok(Checked)
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Checked, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !keys.insert(key.clone()) {
+                    return Err(A::Error::custom(format!("duplicate key {}", preview(&key))));
+                }
+                map.next_value::<Checked>()?;
+            }
+            Ok(Checked)
+        }
+    }
+    impl<'de> Deserialize<'de> for Checked {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Checked, D::Error> {
+            d.deserialize_any(Walk)
+        }
+    }
+    serde_json::from_str::<Checked>(text)
+        .map(drop)
+        .map_err(|e| Error::invalid(format!("{what} is not valid JSON: {e}")))
 }
 
 /// What `echo 1 > favourite` writes: `1`/`0`, `true`/`false` or `yes`/`no`,
@@ -223,6 +320,7 @@ pub fn parse_meta_edit(
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let new: Value = serde_json::from_str(text)
         .map_err(|e| Error::invalid(format!("meta.json is not valid JSON: {e}")))?;
+    refuse_duplicate_keys(text, "meta.json")?;
     let Value::Object(new) = new else {
         return Err(Error::invalid("meta.json must be one JSON object"));
     };
@@ -269,7 +367,11 @@ pub fn parse_meta_edit(
                         "`workspace` cannot change once the session has been launched",
                     ));
                 }
-                change.workspace = Some(text_field(field, value, validate_workspace)?);
+                let workspace = text_field(field, value, validate_workspace)?;
+                if let Some(dir) = &workspace {
+                    check_workspace_dir(dir)?;
+                }
+                change.workspace = Some(workspace);
             }
             _ => unreachable!("every writable field is handled"),
         }
@@ -347,7 +449,7 @@ mod tests {
             d.insert("project".into(), json!("other"));
             d.insert("favourite".into(), json!(true));
             d.insert("archived".into(), json!(true));
-            d.insert("workspace".into(), json!("/tmp/w"));
+            d.insert("workspace".into(), json!("/tmp"));
         });
         let change = parse_meta_document(&old(), &bytes, false).unwrap();
         assert_eq!(
@@ -357,7 +459,7 @@ mod tests {
                 project: Some(Some("other".into())),
                 favourite: Some(true),
                 archived: Some(true),
-                workspace: Some(Some("/tmp/w".into())),
+                workspace: Some(Some("/tmp".into())),
             }
         );
     }
@@ -484,7 +586,7 @@ mod tests {
     #[test]
     fn workspace_is_fixed_after_launch() {
         let bytes = edit(|d| {
-            d.insert("workspace".into(), json!("/elsewhere"));
+            d.insert("workspace".into(), json!("/"));
         });
         refused(parse_meta_document(&old(), &bytes, true), "`workspace`");
         assert!(parse_meta_document(&old(), &bytes, false).is_ok());
@@ -526,6 +628,37 @@ mod tests {
             parse_meta_document(&old(), b"{\"title\": \"\xff\"}", true),
             "UTF-8",
         );
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        refused(
+            parse_meta_document(&old(), br#"{"title": "a", "title": "b"}"#, true),
+            "duplicate key \"title\"",
+        );
+        // Also inside a nested value, and when both copies agree.
+        refused(
+            parse_meta_document(&old(), br#"{"pid": null, "x": {"a": 1, "a": 1}}"#, true),
+            "duplicate key",
+        );
+        refused(
+            parse_meta_document(&old(), br#"{"favourite": false, "favourite": false}"#, true),
+            "duplicate key",
+        );
+        assert!(refuse_duplicate_keys(r#"[{"a": 1}, {"a": 2}]"#, "x").is_ok());
+    }
+
+    #[test]
+    fn a_workspace_must_exist() {
+        for (dir, needle) in [
+            ("/nonexistent/sessionfs-test", "cannot be used"),
+            ("/dev/null", "not a directory"),
+        ] {
+            let bytes = edit(|d| {
+                d.insert("workspace".into(), json!(dir));
+            });
+            refused(parse_meta_document(&old(), &bytes, false), needle);
+        }
     }
 
     #[test]

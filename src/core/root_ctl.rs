@@ -32,7 +32,8 @@ impl Core {
                 for word in head.split_whitespace() {
                     match word.split_once('=') {
                         Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
-                            workspace = crate::metaedit::validate_workspace(dir)?
+                            workspace = crate::metaedit::validate_workspace(dir)?;
+                            crate::metaedit::check_workspace_dir(dir)?;
                         }
                         _ => {
                             return Err(Error::invalid(format!(
@@ -73,7 +74,18 @@ impl Core {
             ))),
             None => Err(Error::invalid("empty command")),
         }
-        .inspect_err(|e| log::warn!("ctl {}: {}", preview(command), e.message))
+        .map_err(|e| {
+            self.refuse_root(Error::new(
+                e.errno,
+                format!("ctl {}: {}", preview(command), e.message),
+            ))
+        })
+    }
+
+    /// A write to the root `ctl` refused before any command ran (not
+    /// UTF-8, nothing but blanks).
+    pub fn refuse_root_ctl(&self, err: Error) -> Error {
+        self.refuse_root(Error::new(err.errno, format!("ctl: {}", err.message)))
     }
 }
 

@@ -20,6 +20,9 @@ pub(super) enum MetaWrite {
         buf: Vec<u8>,
         /// Written to since the last commit.
         dirty: bool,
+        /// A cap refusal: later writes and the close fail with it, until
+        /// the file is truncated.
+        stuck: Option<Error>,
     },
     /// `title`, `project`, `favourite`, `archive`.
     Field {
@@ -27,6 +30,7 @@ pub(super) enum MetaWrite {
         field: MetaField,
         buf: Vec<u8>,
         dirty: bool,
+        stuck: Option<Error>,
     },
 }
 
@@ -64,12 +68,14 @@ impl MetaWrite {
                 field,
                 buf: Vec::new(),
                 dirty: false,
+                stuck: None,
             },
             _ => MetaWrite::Document {
                 key: key.clone(),
                 seen: core.meta_value(key)?,
                 buf: Vec::new(),
                 dirty: false,
+                stuck: None,
             },
         })
     }
@@ -89,10 +95,15 @@ impl MetaWrite {
                 field,
                 buf,
                 dirty,
+                stuck,
             } => {
                 let what = format!("{key}/{}", field.name());
+                if let Some(e) = stuck {
+                    return Err(core.record_refusal(key, e.clone()));
+                }
                 if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
                     *dirty = false;
+                    *stuck = Some(e.clone());
                     return Err(core.record_refusal(key, e));
                 }
                 *dirty = true;
@@ -108,10 +119,17 @@ impl MetaWrite {
                 seen,
                 buf,
                 dirty,
+                stuck,
             } => {
                 let what = format!("{key}/meta.json");
+                if let Some(e) = stuck {
+                    return Err(core.record_refusal(key, e.clone()));
+                }
+                // One write() past the cap may arrive as several requests:
+                // the writer hears of it at its next write and at close.
                 if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
                     *dirty = false;
+                    *stuck = Some(e.clone());
                     return Err(core.record_refusal(key, e));
                 }
                 *dirty = true;
@@ -139,9 +157,20 @@ impl MetaWrite {
         match self {
             MetaWrite::Field {
                 key,
+                stuck: Some(e),
+                ..
+            }
+            | MetaWrite::Document {
+                key,
+                stuck: Some(e),
+                ..
+            } => Err(core.record_refusal(key, e.clone())),
+            MetaWrite::Field {
+                key,
                 field,
                 buf,
                 dirty,
+                ..
             } if *dirty => {
                 *dirty = false;
                 core.write_field(key, *field, buf)
@@ -151,6 +180,7 @@ impl MetaWrite {
                 seen,
                 buf,
                 dirty,
+                ..
             } if *dirty && !buf.iter().all(u8::is_ascii_whitespace) => {
                 *dirty = false;
                 core.edit_meta(key, seen, buf)
@@ -160,8 +190,9 @@ impl MetaWrite {
     }
 
     pub(super) fn truncate(&mut self, size: u64) {
-        let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
+        let (MetaWrite::Field { buf, stuck, .. } | MetaWrite::Document { buf, stuck, .. }) = self;
         buf.truncate(size as usize);
+        *stuck = None;
     }
 }
 
