@@ -393,6 +393,13 @@ impl Files {
 
     /// The node `name` in directory `parent`.
     fn lookup_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<Node> {
+        // NAME_MAX, as on a disk: the kernel leaves the check to us.
+        if name.len() > 255 {
+            return Err(Error::new(
+                libc::ENAMETOOLONG,
+                "a name is at most 255 bytes",
+            ));
+        }
         let name = name
             .to_str()
             .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
@@ -608,8 +615,9 @@ impl Files {
         if let Some(result) = buffered {
             // A metadata refusal is in the session's status already.
             return result.map(|()| data.len()).map_err(|e| {
-                if self.is_record(fh) {
-                    self.core.refuse_root(e)
+                if let Some(what) = self.record_label(fh) {
+                    self.core
+                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
                 } else {
                     log::warn!("{}", e.message);
                     e
@@ -655,8 +663,9 @@ impl Files {
             })
             .unwrap_or(Ok(()))
             .map_err(|e| {
-                if self.is_record(fh) {
-                    self.core.refuse_root(e)
+                if let Some(what) = self.record_label(fh) {
+                    self.core
+                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
                 } else {
                     log::warn!("{}", e.message);
                     e
@@ -664,10 +673,13 @@ impl Files {
             })
     }
 
-    /// Whether `fh` writes a slot record or a hosted transcript: its
-    /// refusals concern no session.
-    fn is_record(&self, fh: u64) -> bool {
-        matches!(self.handles.files().get(&fh), Some(Handle::Record(_)))
+    /// What `fh` writes, when it is a slot record or a hosted transcript:
+    /// its refusals concern no session.
+    fn record_label(&self, fh: u64) -> Option<String> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Record(r)) => Some(r.label()),
+            _ => None,
+        }
     }
 
     /// `release`: the handle is gone; nothing is committed here (its
@@ -762,7 +774,9 @@ impl Files {
             Node::Session(_, SessionFile::Dir) => {
                 Error::perm("archive a session to put it away (mv KEY archived/)")
             }
-            _ => Error::new(libc::ENOTDIR, "not a directory"),
+            // The kernel refuses rmdir of a file itself: this is one of
+            // the mount's own directories.
+            _ => Error::perm("the mount's own directories cannot be removed"),
         };
         Err(self.refuse(Some(&node), &format!("rmdir {}", node.label()), e))
     }

@@ -268,6 +268,17 @@ impl RecordWrite {
         }
     }
 
+    /// The file written, for reasons.
+    pub(super) fn label(&self) -> String {
+        match self {
+            RecordWrite::Slot { world, slot, .. } => format!("write slots/{world}/{slot}"),
+            RecordWrite::Append {
+                session: Some(id), ..
+            } => format!("write agent-transcripts/{id}.jsonl"),
+            RecordWrite::Append { session: None, .. } => "write agent-transcripts/run".into(),
+        }
+    }
+
     fn stuck(&self) -> Option<&Error> {
         let (RecordWrite::Slot { stuck, .. } | RecordWrite::Append { stuck, .. }) = self;
         stuck.as_ref()
