@@ -214,12 +214,17 @@ impl RecordWrite {
         if let Some(e) = self.stuck() {
             return Err(e.clone());
         }
+        let (RecordWrite::Slot { buf: held, .. } | RecordWrite::Append { pending: held, .. }) =
+            &*self;
+        let partial = !held.is_empty();
         if let Err(e) = self.check_caps(offset, data) {
             // One write() past a cap arrives as several requests; the kernel
             // turns a refusal after the first into a short count. The writer
             // must still hear of it: at its next write and at close.
-            let (RecordWrite::Slot { stuck, .. } | RecordWrite::Append { stuck, .. }) = self;
-            *stuck = Some(e.clone());
+            if partial {
+                let (RecordWrite::Slot { stuck, .. } | RecordWrite::Append { stuck, .. }) = self;
+                *stuck = Some(e.clone());
+            }
             return Err(e);
         }
         match self {

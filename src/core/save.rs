@@ -102,8 +102,11 @@ impl MetaWrite {
                     return Err(core.record_refusal(key, e.clone()));
                 }
                 if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                    // Bytes taken before: perhaps the first part of this write.
+                    if *dirty {
+                        *stuck = Some(e.clone());
+                    }
                     *dirty = false;
-                    *stuck = Some(e.clone());
                     return Err(core.record_refusal(key, e));
                 }
                 *dirty = true;
@@ -128,8 +131,11 @@ impl MetaWrite {
                 // One write() past the cap may arrive as several requests:
                 // the writer hears of it at its next write and at close.
                 if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                    // Bytes taken before: perhaps the first part of this write.
+                    if *dirty {
+                        *stuck = Some(e.clone());
+                    }
                     *dirty = false;
-                    *stuck = Some(e.clone());
                     return Err(core.record_refusal(key, e));
                 }
                 *dirty = true;
