@@ -584,3 +584,78 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
     assert_eq!(m.json("status")["sessions"], sessions);
     assert_eq!(m.json("status")["pid"], m.pid());
 }
+
+/// One `write()` past a cap is split by the kernel: the part before the
+/// cap is taken, the call returns a short count, and the writer hears of
+/// the refusal at its next write and at close, never a clean close.
+#[test]
+fn one_write_past_a_cap_is_never_a_short_count_and_a_clean_close() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!(
+        "echo '{{\"type\":\"text\",\"text\":\"hi\"}}' >> {}",
+        m.q(HOSTED)
+    ));
+    let stored = std::fs::read(m.path(HOSTED)).unwrap();
+    let line = format!(
+        "{{\"type\":\"text\",\"text\":\"{}\"}}\n",
+        "x".repeat(2 << 20)
+    );
+    let path = cpath(&m.path(HOSTED));
+    // SAFETY: open, write and close on a NUL-terminated path and a live buffer.
+    let (wrote, write_errno, close_errno) = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_APPEND);
+        assert!(fd >= 0, "open: {}", errno());
+        let n = libc::write(fd, line.as_ptr().cast(), line.len());
+        let write_errno = if n < 0 { errno() } else { 0 };
+        let closed = libc::close(fd);
+        let close_errno = if closed < 0 { errno() } else { 0 };
+        (n, write_errno, close_errno)
+    };
+    match wrote {
+        n if n < 0 => assert_eq!(write_errno, libc::EFBIG),
+        n => assert!((n as usize) < line.len(), "all {n} bytes taken"),
+    }
+    assert_eq!(close_errno, libc::EFBIG, "close after a refused line");
+    assert_eq!(std::fs::read(m.path(HOSTED)).unwrap(), stored);
+    let root = m.json("status");
+    assert!(
+        root["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("over its limit"),
+        "{root}"
+    );
+}
+
+/// A workspace that exists when it is set but is removed before the first
+/// launch: the program starts in the home directory and `status.error`
+/// says so (a missing one is refused when it is set: see the catalogue).
+#[test]
+fn a_workspace_removed_before_launch_is_reported() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let ws = host.path("home/ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(m.path("shell:ws")).unwrap();
+    std::fs::write(
+        m.path("shell:ws/meta.json"),
+        format!("{{\"workspace\":\"{}\"}}", ws.display()),
+    )
+    .unwrap();
+    assert_eq!(
+        m.json("shell:ws/meta.json")["workspace"],
+        ws.to_str().unwrap()
+    );
+    std::fs::remove_dir(&ws).unwrap();
+    std::fs::write(m.path("shell:ws/ctl"), "open\n").unwrap();
+    let status = m.json("shell:ws/status");
+    assert_eq!(status["outcome"], "LAUNCH", "{status}");
+    let error = status["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("does not exist") && error.contains("home directory"),
+        "{status}"
+    );
+    assert!(m.log_text().contains("started in the home directory"));
+    std::fs::write(m.path("shell:ws/ctl"), "stop\n").unwrap();
+}
