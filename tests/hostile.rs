@@ -20,12 +20,15 @@ use std::time::{Duration, Instant};
 const KEY: &str = "shell:hostile";
 const WORLD: &str = "0b5e7e9a-1c2d-4e5f-8a9b-0c1d2e3f4a5b";
 const HOSTED: &str = "agent-transcripts/h1.jsonl";
+const ARCHIVED: &str = "archived/shell:arch";
 
 /// Where the reason of a refusal is promised.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Scope {
     /// The session's `status.error` and the log.
     Session,
+    /// Another session's (its directory): `status.error` and the log.
+    Of(&'static str),
     /// The root `status`'s `error` and the log.
     Root,
     /// None: the kernel answers without asking the daemon (a path that
@@ -439,6 +442,18 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("transcript: mknod", Op::Mknod("agent-transcripts/f.jsonl".into(), S_IFIFO | 0o600, 0), EPERM, Root, "mknod"),
         row("run: not JSON", put("agent-transcripts/run", "nope\n"), EINVAL, Root, "run"),
         row("run: read", Op::Read("agent-transcripts/run".into()), EACCES, Root, "write-only"),
+        // A hosted session and an archived one.
+        row("hosted: a write to input", put("hosted:h1/input", "ls\n"), EPERM, Of("hosted:h1"), "takes no input"),
+        row("hosted: open by ctl", put("hosted:h1/ctl", "open\n"), EPERM, Of("hosted:h1"), "takes no input"),
+        row("hosted: meta.json duplicate key", put("hosted:h1/meta.json", r#"{"title":"a","title":"a"}"#), EINVAL, Of("hosted:h1"), "duplicate key"),
+        row("hosted: mkdir it again", Op::Mkdir("hosted:h1".into()), EEXIST, Kernel, ""),
+        row("archived: a write to input", put(&format!("{ARCHIVED}/input"), "ls\n"), EPERM, Of(ARCHIVED), "is archived"),
+        row("archived: open by ctl", put(&format!("{ARCHIVED}/ctl"), "open\n"), EPERM, Of(ARCHIVED), "is archived"),
+        row("archived: meta.json duplicate key", put(&format!("{ARCHIVED}/meta.json"), r#"{"archived":false,"archived":false}"#), EINVAL, Of(ARCHIVED), "duplicate key"),
+        row("archived: title with BEL", put(&format!("{ARCHIVED}/title"), "\x07\n"), EINVAL, Of(ARCHIVED), "control characters"),
+        row("archived: rmdir", Op::Rmdir(ARCHIVED.into()), EPERM, Of(ARCHIVED), "archive a session"),
+        row("archived: unarchive under another key", Op::Rename(ARCHIVED.into(), "shell:arch2".into()), EPERM, Of(ARCHIVED), "keep their key"),
+        row("slots: mkdir a GUID never used", Op::Mkdir("slots/f47ac10b-58cc-4372-a567-0e02b2c3d479".into()), EEXIST, Kernel, ""),
         row("run: truncate to 3", Op::Truncate("agent-transcripts/run".into(), 3), EFBIG, Root, "a stream"),
     ];
     // Every row's name is unique, so a failure names one row.
@@ -499,6 +514,9 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
     let root = nix::unistd::Uid::effective().is_root();
     let state = host.path("state/sessionfs");
     std::fs::create_dir(m.path(KEY)).unwrap();
+    std::fs::create_dir(m.path("shell:arch")).unwrap();
+    std::fs::write(m.path("shell:arch/archive"), "1\n").unwrap();
+    assert!(m.path(ARCHIVED).is_dir());
     std::fs::write(m.path(&w("1")), r#"{"sessionId":"keep","name":"n"}"#).unwrap();
     sh_ok(&format!(
         "echo '{{\"type\":\"text\",\"text\":\"hi\"}}' >> {}",
@@ -512,7 +530,11 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
         // A marker refusal in both places first, so each row's reason is
         // its own and not one left by an earlier row.
         let marker = format!("marker-{i}");
-        assert!(run(&m.mnt, &put(&s("ctl"), format!("{marker}\n"))).is_err());
+        let dir = match r.scope {
+            Scope::Of(dir) => dir,
+            _ => KEY,
+        };
+        assert!(run(&m.mnt, &put(&format!("{dir}/ctl"), format!("{marker}\n"))).is_err());
         assert!(run(&m.mnt, &put("ctl", format!("{marker}\n"))).is_err());
         let before = snapshot(&m, &state);
         let log_before = m.log_text().len();
@@ -532,7 +554,7 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
         // from it, without a reason.
         let kernel_checks_modes = !root && r.errno == libc::EACCES;
         let reason = match r.scope {
-            Scope::Session => Some(error_of(&m, &s("status"))),
+            Scope::Session | Scope::Of(_) => Some(error_of(&m, &format!("{dir}/status"))),
             Scope::Root => Some(error_of(&m, "status")),
             Scope::Kernel => None,
         };
