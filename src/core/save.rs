@@ -56,6 +56,20 @@ pub(super) fn write_at(
     Ok(())
 }
 
+/// Places a write to a metadata file: EFBIG past the cap (so a huge
+/// offset is EFBIG), else EINVAL for a write that begins past what this
+/// handle has written (`>>`, a seek): the file is written whole, from
+/// offset 0, and the gap would be NUL bytes.
+fn place(buf: &mut Vec<u8>, offset: u64, data: &[u8], what: &str) -> Result<()> {
+    let end = offset.saturating_add(data.len() as u64);
+    if end <= META_FILE_MAX && offset > buf.len() as u64 {
+        return Err(Error::invalid(format!(
+            "{what} is written whole from offset 0; a write at offset {offset} would leave a gap (O_APPEND or a seek)"
+        )));
+    }
+    write_at(buf, offset, data, META_FILE_MAX, what)
+}
+
 impl MetaWrite {
     pub(super) fn new(
         core: &crate::core::Core,
@@ -101,7 +115,7 @@ impl MetaWrite {
                 if let Some(e) = stuck {
                     return Err(core.record_refusal(key, e.clone()));
                 }
-                if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                if let Err(e) = place(buf, offset, data, &what) {
                     // Bytes taken before: perhaps the first part of this write.
                     if *dirty {
                         *stuck = Some(e.clone());
@@ -130,7 +144,7 @@ impl MetaWrite {
                 }
                 // One write() past the cap may arrive as several requests:
                 // the writer hears of it at its next write and at close.
-                if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                if let Err(e) = place(buf, offset, data, &what) {
                     // Bytes taken before: perhaps the first part of this write.
                     if *dirty {
                         *stuck = Some(e.clone());
