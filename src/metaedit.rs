@@ -127,27 +127,61 @@ pub fn set_own_mount(mountpoint: &Path) {
 
 /// A new workspace must be a directory that exists now: the session starts
 /// there, and a launch must not fall back to `$HOME` behind the user's back.
+///
+/// The path is resolved here, link by link, so that no `stat` ever enters
+/// this daemon's own mount: a request thread asking its own daemon would
+/// wait on itself (a symlink into the mount, on every request thread at
+/// once, would stop the daemon).
 pub fn check_workspace_dir(dir: &str) -> Result<()> {
-    let path = Path::new(dir);
-    if OWN_MOUNT
-        .get()
-        .is_some_and(|m| !m.as_os_str().is_empty() && path.starts_with(m))
-    {
-        return Err(Error::invalid(format!(
-            "workspace {} is inside the sessionfs mount",
-            preview(dir)
-        )));
+    let refuse = |why: String| Err(Error::invalid(format!("workspace {} {why}", preview(dir))));
+    let own = OWN_MOUNT.get().filter(|m| !m.as_os_str().is_empty());
+    let inside = |p: &Path| own.is_some_and(|m| p.starts_with(m));
+    let mut resolved = PathBuf::from("/");
+    let mut rest: Vec<PathBuf> = vec![PathBuf::from(dir)];
+    let mut links = 0;
+    while let Some(path) = rest.pop() {
+        let mut parts = path.components();
+        let Some(first) = parts.next() else { continue };
+        rest.push(parts.as_path().to_path_buf());
+        match first {
+            std::path::Component::RootDir => resolved = PathBuf::from("/"),
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            std::path::Component::Normal(name) => {
+                let next = resolved.join(name);
+                if inside(&next) {
+                    return refuse("is inside the sessionfs mount".into());
+                }
+                let meta = match std::fs::symlink_metadata(&next) {
+                    Ok(meta) => meta,
+                    Err(e) => return refuse(format!("cannot be used: {e}")),
+                };
+                if meta.file_type().is_symlink() {
+                    links += 1;
+                    if links > 40 {
+                        return refuse("has too many levels of symbolic links".into());
+                    }
+                    match std::fs::read_link(&next) {
+                        Ok(target) => rest.push(target),
+                        Err(e) => return refuse(format!("cannot be used: {e}")),
+                    }
+                } else if !meta.is_dir() && !rest.iter().all(|p| p.as_os_str().is_empty()) {
+                    return refuse("cannot be used: a part of it is not a directory".into());
+                } else {
+                    resolved = next;
+                }
+            }
+            _ => {}
+        }
     }
-    match std::fs::metadata(path) {
+    if inside(&resolved) {
+        return refuse("is inside the sessionfs mount".into());
+    }
+    match std::fs::metadata(&resolved) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(Error::invalid(format!(
-            "workspace {} is not a directory",
-            preview(dir)
-        ))),
-        Err(e) => Err(Error::invalid(format!(
-            "workspace {} cannot be used: {e}",
-            preview(dir)
-        ))),
+        Ok(_) => refuse("is not a directory".into()),
+        Err(e) => refuse(format!("cannot be used: {e}")),
     }
 }
 
@@ -658,6 +692,58 @@ mod tests {
                 d.insert("workspace".into(), json!(dir));
             });
             refused(parse_meta_document(&old(), &bytes, false), needle);
+        }
+    }
+
+    #[test]
+    fn a_workspace_is_resolved_without_entering_the_own_mount() {
+        // The only test that sets it; no daemon starts in unit tests.
+        let mount = "/nonexistent-sessionfs-own-mount";
+        set_own_mount(Path::new(mount));
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = |name: &str, target: &str| {
+            let path = dir.path().join(name);
+            std::os::unix::fs::symlink(target, &path).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let ok = [
+            link("to-real", real.to_str().unwrap()),
+            link("relative", "real"),
+            link("chain", "relative"),
+            format!("{}/../real/.", real.display()),
+        ];
+        for dir in &ok {
+            assert_eq!(check_workspace_dir(dir), Ok(()), "{dir}");
+        }
+        // Not looked at: a stat there would be a request to this daemon.
+        for dir in [
+            format!("{mount}/shell:x"),
+            link("into-mount", &format!("{mount}/x")),
+            link(
+                "up-into-mount",
+                &format!("{}/../../..{mount}", dir.path().display()),
+            ),
+        ] {
+            let err = check_workspace_dir(&dir).unwrap_err();
+            assert!(
+                err.message.contains("inside the sessionfs mount"),
+                "{dir}: {err}"
+            );
+        }
+        let looped = link("loop", "loop");
+        assert!(check_workspace_dir(&looped)
+            .unwrap_err()
+            .message
+            .contains("symbolic links"));
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        for dir in [
+            file.display().to_string(),
+            format!("{}/sub", file.display()),
+        ] {
+            assert_eq!(check_workspace_dir(&dir).unwrap_err().errno, libc::EINVAL);
         }
     }
 

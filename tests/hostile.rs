@@ -290,6 +290,8 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("meta.json: workspace relative", put(&s("meta.json"), r#"{"workspace":"rel/dir"}"#), EINVAL, Session, "absolute"),
         row("meta.json: workspace a file", put(&s("meta.json"), r#"{"workspace":"/dev/null"}"#), EINVAL, Session, "not a directory"),
         row("meta.json: workspace in the mount", put(&s("meta.json"), format!(r#"{{"workspace":"{}"}}"#, mnt.join(KEY).display())), EINVAL, Session, "inside the sessionfs mount"),
+        row("meta.json: workspace a link into the mount", put(&s("meta.json"), format!(r#"{{"workspace":"{}"}}"#, mnt.with_file_name("into-mount").display())), EINVAL, Session, "inside the sessionfs mount"),
+        row("root ctl: new, workspace a link into the mount", put("ctl", format!("new shell workspace={}\n", mnt.with_file_name("into-mount").display())), EINVAL, Root, "inside the sessionfs mount"),
         row("meta.json: an array", put(&s("meta.json"), "[1,2]"), EINVAL, Session, "one JSON object"),
         row("meta.json: not UTF-8", put(&s("meta.json"), b"{\"title\":\"\xff\"}"), EINVAL, Session, "meta.json"),
         row("meta.json: 100,000 brackets deep", put(&s("meta.json"), "[".repeat(60_000)), EINVAL, Session, "not valid JSON"),
@@ -516,6 +518,8 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
     let root = nix::unistd::Uid::effective().is_root();
     let state = host.path("state/sessionfs");
     std::fs::create_dir(m.path(KEY)).unwrap();
+    // A workspace that leads into the mount by a link.
+    std::os::unix::fs::symlink(m.path(KEY), m.mnt.with_file_name("into-mount")).unwrap();
     std::fs::create_dir(m.path("shell:arch")).unwrap();
     std::fs::write(m.path("shell:arch/archive"), "1\n").unwrap();
     assert!(m.path(ARCHIVED).is_dir());
