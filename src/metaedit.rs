@@ -6,6 +6,8 @@
 
 use crate::error::{Error, Result};
 use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Longest title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 1024;
@@ -112,6 +114,135 @@ pub fn validate_workspace(s: &str) -> Result<Option<String>> {
         )));
     }
     Ok(Some(s.to_string()))
+}
+
+/// The daemon's own mount point: a workspace inside it is refused without
+/// being looked at, since a `stat` there would be a request to this daemon.
+static OWN_MOUNT: OnceLock<PathBuf> = OnceLock::new();
+
+/// Tells the checks where this daemon is mounted (once, at start).
+pub fn set_own_mount(mountpoint: &Path) {
+    let _ = OWN_MOUNT.set(mountpoint.to_path_buf());
+}
+
+/// A new workspace must be a directory that exists now: the session starts
+/// there, and a launch must not fall back to `$HOME` behind the user's back.
+///
+/// The path is resolved here, link by link, so that no `stat` ever enters
+/// this daemon's own mount: a request thread asking its own daemon would
+/// wait on itself (a symlink into the mount, on every request thread at
+/// once, would stop the daemon).
+pub fn check_workspace_dir(dir: &str) -> Result<()> {
+    let refuse = |why: String| Err(Error::invalid(format!("workspace {} {why}", preview(dir))));
+    let own = OWN_MOUNT.get().filter(|m| !m.as_os_str().is_empty());
+    let inside = |p: &Path| own.is_some_and(|m| p.starts_with(m));
+    let mut resolved = PathBuf::from("/");
+    let mut rest: Vec<PathBuf> = vec![PathBuf::from(dir)];
+    let mut links = 0;
+    while let Some(path) = rest.pop() {
+        let mut parts = path.components();
+        let Some(first) = parts.next() else { continue };
+        rest.push(parts.as_path().to_path_buf());
+        match first {
+            std::path::Component::RootDir => resolved = PathBuf::from("/"),
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            std::path::Component::Normal(name) => {
+                let next = resolved.join(name);
+                if inside(&next) {
+                    return refuse("is inside the sessionfs mount".into());
+                }
+                let meta = match std::fs::symlink_metadata(&next) {
+                    Ok(meta) => meta,
+                    Err(e) => return refuse(format!("cannot be used: {e}")),
+                };
+                if meta.file_type().is_symlink() {
+                    links += 1;
+                    if links > 40 {
+                        return refuse("has too many levels of symbolic links".into());
+                    }
+                    match std::fs::read_link(&next) {
+                        Ok(target) => rest.push(target),
+                        Err(e) => return refuse(format!("cannot be used: {e}")),
+                    }
+                } else if !meta.is_dir() && !rest.iter().all(|p| p.as_os_str().is_empty()) {
+                    return refuse("cannot be used: a part of it is not a directory".into());
+                } else {
+                    resolved = next;
+                }
+            }
+            _ => {}
+        }
+    }
+    if inside(&resolved) {
+        return refuse("is inside the sessionfs mount".into());
+    }
+    match std::fs::metadata(&resolved) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => refuse("is not a directory".into()),
+        Err(e) => refuse(format!("cannot be used: {e}")),
+    }
+}
+
+/// Refuses a JSON text in which an object holds one key twice: a parser
+/// would keep one of them silently, and which one is up to the parser.
+pub fn refuse_duplicate_keys(text: &str, what: &str) -> Result<()> {
+    use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+    struct Checked;
+    struct Walk;
+    impl<'de> Visitor<'de> for Walk {
+        type Value = Checked;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_unit<E>(self) -> std::result::Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Checked, A::Error> {
+            while seq.next_element::<Checked>()?.is_some() {}
+            Ok(Checked)
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Checked, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !keys.insert(key.clone()) {
+                    return Err(A::Error::custom(format!("duplicate key {}", preview(&key))));
+                }
+                map.next_value::<Checked>()?;
+            }
+            Ok(Checked)
+        }
+    }
+    impl<'de> Deserialize<'de> for Checked {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Checked, D::Error> {
+            d.deserialize_any(Walk)
+        }
+    }
+    serde_json::from_str::<Checked>(text)
+        .map(drop)
+        .map_err(|e| Error::invalid(format!("{what} is not valid JSON: {e}")))
 }
 
 /// What `echo 1 > favourite` writes: `1`/`0`, `true`/`false` or `yes`/`no`,
@@ -223,6 +354,7 @@ pub fn parse_meta_edit(
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let new: Value = serde_json::from_str(text)
         .map_err(|e| Error::invalid(format!("meta.json is not valid JSON: {e}")))?;
+    refuse_duplicate_keys(text, "meta.json")?;
     let Value::Object(new) = new else {
         return Err(Error::invalid("meta.json must be one JSON object"));
     };
@@ -269,7 +401,11 @@ pub fn parse_meta_edit(
                         "`workspace` cannot change once the session has been launched",
                     ));
                 }
-                change.workspace = Some(text_field(field, value, validate_workspace)?);
+                let workspace = text_field(field, value, validate_workspace)?;
+                if let Some(dir) = &workspace {
+                    check_workspace_dir(dir)?;
+                }
+                change.workspace = Some(workspace);
             }
             _ => unreachable!("every writable field is handled"),
         }
@@ -347,7 +483,7 @@ mod tests {
             d.insert("project".into(), json!("other"));
             d.insert("favourite".into(), json!(true));
             d.insert("archived".into(), json!(true));
-            d.insert("workspace".into(), json!("/tmp/w"));
+            d.insert("workspace".into(), json!("/tmp"));
         });
         let change = parse_meta_document(&old(), &bytes, false).unwrap();
         assert_eq!(
@@ -357,7 +493,7 @@ mod tests {
                 project: Some(Some("other".into())),
                 favourite: Some(true),
                 archived: Some(true),
-                workspace: Some(Some("/tmp/w".into())),
+                workspace: Some(Some("/tmp".into())),
             }
         );
     }
@@ -484,7 +620,7 @@ mod tests {
     #[test]
     fn workspace_is_fixed_after_launch() {
         let bytes = edit(|d| {
-            d.insert("workspace".into(), json!("/elsewhere"));
+            d.insert("workspace".into(), json!("/"));
         });
         refused(parse_meta_document(&old(), &bytes, true), "`workspace`");
         assert!(parse_meta_document(&old(), &bytes, false).is_ok());
@@ -526,6 +662,89 @@ mod tests {
             parse_meta_document(&old(), b"{\"title\": \"\xff\"}", true),
             "UTF-8",
         );
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        refused(
+            parse_meta_document(&old(), br#"{"title": "a", "title": "b"}"#, true),
+            "duplicate key \"title\"",
+        );
+        // Also inside a nested value, and when both copies agree.
+        refused(
+            parse_meta_document(&old(), br#"{"pid": null, "x": {"a": 1, "a": 1}}"#, true),
+            "duplicate key",
+        );
+        refused(
+            parse_meta_document(&old(), br#"{"favourite": false, "favourite": false}"#, true),
+            "duplicate key",
+        );
+        assert!(refuse_duplicate_keys(r#"[{"a": 1}, {"a": 2}]"#, "x").is_ok());
+    }
+
+    #[test]
+    fn a_workspace_must_exist() {
+        for (dir, needle) in [
+            ("/nonexistent/sessionfs-test", "cannot be used"),
+            ("/dev/null", "not a directory"),
+        ] {
+            let bytes = edit(|d| {
+                d.insert("workspace".into(), json!(dir));
+            });
+            refused(parse_meta_document(&old(), &bytes, false), needle);
+        }
+    }
+
+    #[test]
+    fn a_workspace_is_resolved_without_entering_the_own_mount() {
+        // The only test that sets it; no daemon starts in unit tests.
+        let mount = "/nonexistent-sessionfs-own-mount";
+        set_own_mount(Path::new(mount));
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = |name: &str, target: &str| {
+            let path = dir.path().join(name);
+            std::os::unix::fs::symlink(target, &path).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let ok = [
+            link("to-real", real.to_str().unwrap()),
+            link("relative", "real"),
+            link("chain", "relative"),
+            format!("{}/../real/.", real.display()),
+        ];
+        for dir in &ok {
+            assert_eq!(check_workspace_dir(dir), Ok(()), "{dir}");
+        }
+        // Not looked at: a stat there would be a request to this daemon.
+        for dir in [
+            format!("{mount}/shell:x"),
+            link("into-mount", &format!("{mount}/x")),
+            link(
+                "up-into-mount",
+                &format!("{}/../../..{mount}", dir.path().display()),
+            ),
+        ] {
+            let err = check_workspace_dir(&dir).unwrap_err();
+            assert!(
+                err.message.contains("inside the sessionfs mount"),
+                "{dir}: {err}"
+            );
+        }
+        let looped = link("loop", "loop");
+        assert!(check_workspace_dir(&looped)
+            .unwrap_err()
+            .message
+            .contains("symbolic links"));
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        for dir in [
+            file.display().to_string(),
+            format!("{}/sub", file.display()),
+        ] {
+            assert_eq!(check_workspace_dir(&dir).unwrap_err().errno, libc::EINVAL);
+        }
     }
 
     #[test]

@@ -102,7 +102,8 @@ pub fn parse_session_id(name: &str) -> Result<&str> {
         Ok(name)
     } else {
         Err(Error::invalid(format!(
-            "session id {name:?} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}"
+            "session id {} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}",
+            crate::metaedit::preview(name)
         )))
     }
 }
@@ -162,8 +163,18 @@ fn record_from_json(bytes: &[u8]) -> Result<SlotRecord> {
             kind(&value)
         )));
     };
+    // Same text as parsed above, so only a duplicate key can fail here.
+    crate::metaedit::refuse_duplicate_keys(
+        std::str::from_utf8(bytes).unwrap_or_default(),
+        "slot record",
+    )?;
     let session_id = match obj.get("sessionId") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        // A conversation id names files (a transcript, a resume): no path
+        // tricks, control characters or unbounded length. Claude's and
+        // Codex's ids are UUIDs.
+        Some(Value::String(s)) if !s.is_empty() => parse_session_id(s)
+            .map_err(|e| Error::invalid(format!("slot record's \"sessionId\": {}", e.message)))?
+            .to_string(),
         Some(Value::String(_)) => {
             return Err(Error::invalid("slot record's \"sessionId\" is empty"))
         }

@@ -209,6 +209,27 @@ impl Files {
         &self.core
     }
 
+    /// Records a refusal where its user can read it: the session's
+    /// `status.error` for a session's files, else the root `status`'s
+    /// `error`; both also go to the log. `what` names the call.
+    fn refuse(&self, node: Option<&Node>, what: &str, e: Error) -> Error {
+        let e = Error::new(e.errno, format!("{what}: {}", e.message));
+        match node.and_then(Node::session) {
+            Some(key) => self.core.record_refusal(key, e),
+            None => self.core.refuse_root(e),
+        }
+    }
+
+    /// [`Files::refuse`] for a call on `name` in directory `parent`.
+    fn refuse_in(&self, parent: u64, name: &std::ffi::OsStr, what: &str, e: Error) -> Error {
+        let node = self.node(parent).ok();
+        let what = format!(
+            "{what} {}",
+            crate::metaedit::preview(&name.to_string_lossy())
+        );
+        self.refuse(node.as_ref(), &what, e)
+    }
+
     /// When the mount started: the time of the directories.
     pub fn started(&self) -> SystemTime {
         self.started
@@ -382,6 +403,13 @@ impl Files {
 
     /// The node `name` in directory `parent`.
     fn lookup_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<Node> {
+        // NAME_MAX, as on a disk: the kernel leaves the check to us.
+        if name.len() > 255 {
+            return Err(Error::new(
+                libc::ENAMETOOLONG,
+                "a name is at most 255 bytes",
+            ));
+        }
         let name = name
             .to_str()
             .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
@@ -475,13 +503,12 @@ impl Files {
     /// `open`: a handle number.
     pub fn open(&self, ino: u64, mode: Access, pid: u32) -> Result<u64> {
         let node = self.node(ino)?;
-        Self::check_opens(&node, mode).inspect_err(|e| {
-            if let Node::Session(..) = node {
-                log::warn!("{}: {}", node.label(), e.message);
-            }
-        })?;
+        Self::check_opens(&node, mode)
+            .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))?;
         let handle = match (&node, node.row().content) {
-            (_, Content::Records) => self.records_open(&node, mode.writes)?,
+            (_, Content::Records) => self
+                .records_open(&node, mode.writes)
+                .map_err(|e| self.refuse(None, &format!("open {}", node.label()), e))?,
             (Node::Scratch(key, name), _) => {
                 let file = self
                     .scratch_get(key, name)
@@ -622,9 +649,14 @@ impl Files {
             Handle::RootCtl => Target::RootCtl,
             _ => return None,
         };
-        if !matches!(target, Target::Input(_)) {
-            if let Err(e) = commands(data) {
-                return Some(Err(e));
+        if let Err(e) = commands(data) {
+            match &target {
+                Target::Input(_) => {}
+                Target::SessionCtl(key) => {
+                    let e = Error::new(e.errno, format!("{key}/ctl: {}", e.message));
+                    return Some(Err(self.core.record_refusal(key, e)));
+                }
+                Target::RootCtl => return Some(Err(self.core.refuse_root_ctl(e))),
             }
         }
         Some(Ok(SlowWrite {
@@ -645,9 +677,16 @@ impl Files {
             })
             .flatten();
         if let Some(result) = buffered {
-            return result
-                .map(|()| data.len())
-                .inspect_err(|e| log::warn!("{}", e.message));
+            // A metadata refusal is in the session's status already.
+            return result.map(|()| data.len()).map_err(|e| {
+                if let Some(what) = self.record_label(fh) {
+                    self.core
+                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
+                } else {
+                    log::warn!("{}", e.message);
+                    e
+                }
+            });
         }
         let scratch = match self.handles.files().get(&fh) {
             Some(Handle::Scratch(key, name)) => Some((key.clone(), name.clone())),
@@ -687,7 +726,24 @@ impl Files {
                 _ => Ok(()),
             })
             .unwrap_or(Ok(()))
-            .inspect_err(|e| log::warn!("{}", e.message))
+            .map_err(|e| {
+                if let Some(what) = self.record_label(fh) {
+                    self.core
+                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
+                } else {
+                    log::warn!("{}", e.message);
+                    e
+                }
+            })
+    }
+
+    /// What `fh` writes, when it is a slot record or a hosted transcript:
+    /// its refusals concern no session.
+    fn record_label(&self, fh: u64) -> Option<String> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Record(r)) => Some(r.label()),
+            _ => None,
+        }
     }
 
     /// `release`: the handle is gone; nothing is committed here (its
@@ -699,6 +755,17 @@ impl Files {
     /// `setattr`: size, mode and owner (times are taken and ignored).
     pub fn setattr(&self, ino: u64, set: SetAttr, fh: Option<u64>, pid: u32) -> Result<Attr> {
         let node = self.node(ino)?;
+        self.setattr_node(&node, set, fh, pid).map_err(|e| {
+            let what = match set.size {
+                Some(size) if !set.owner_or_mode => format!("truncate {} to {size}", node.label()),
+                _ => format!("chmod/chown {}", node.label()),
+            };
+            self.refuse(Some(&node), &what, e)
+        })
+    }
+
+    fn setattr_node(&self, node: &Node, set: SetAttr, fh: Option<u64>, pid: u32) -> Result<Attr> {
+        let node = node.clone();
         if let Some(size) = set.size {
             self.check_size(&node, size)?;
         }
@@ -734,13 +801,17 @@ impl Files {
 
     /// `mkdir`: a session in the root, a world in `slots/`.
     pub fn mkdir(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
+        self.mkdir_node(parent, name, pid)
+            .map_err(|e| self.refuse_in(parent, name, "mkdir", e))
+    }
+
+    fn mkdir_node(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
         if let Ok(Node::SlotsDir) = self.node(parent) {
             // `mkdir -p slots/GUID`: a world exists for any well-formed GUID.
             let world = name
                 .to_str()
                 .ok_or_else(|| Error::invalid("a world is a GUID"))
-                .and_then(crate::slots::parse_world)
-                .inspect_err(|e| log::warn!("mkdir slots/{name:?}: {}", e.message))?;
+                .and_then(crate::slots::parse_world)?;
             return self.attr_of(&Node::World(world), None, pid);
         }
         if parent != ROOT {
@@ -758,15 +829,20 @@ impl Files {
     /// `rmdir`: only empty worlds go; sessions are archived instead.
     pub fn rmdir(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
         if let (Ok(parent @ Node::SlotsDir), Some(name)) = (self.node(parent), name.to_str()) {
-            return self.records_rmdir(&parent, name);
+            return self
+                .records_rmdir(&parent, name)
+                .map_err(|e| self.refuse(None, &format!("rmdir slots/{name}"), e));
         }
-        match self.lookup_node(parent, name)? {
-            Node::Session(key, SessionFile::Dir) => {
-                log::warn!("rmdir {key}: refused; archive a session to put it away");
-                Err(Error::perm("archive a session to put it away"))
+        let node = self.lookup_node(parent, name)?;
+        let e = match node {
+            Node::Session(_, SessionFile::Dir) => {
+                Error::perm("archive a session to put it away (mv KEY archived/)")
             }
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
-        }
+            // The kernel refuses rmdir of a file itself: this is one of
+            // the mount's own directories.
+            _ => Error::perm("the mount's own directories cannot be removed"),
+        };
+        Err(self.refuse(Some(&node), &format!("rmdir {}", node.label()), e))
     }
 
     /// `unlink`: slot records and scratch files.
@@ -776,20 +852,29 @@ impl Files {
         {
             return self
                 .records_unlink(&parent, name)
-                .inspect_err(|e| log::warn!("rm {name}: {}", e.message));
+                .map_err(|e| self.refuse(None, &format!("rm {name}"), e));
         }
         match self.lookup_node(parent, name)? {
             Node::Scratch(key, name) => {
                 self.scratch_remove(&key, &name);
                 Ok(())
             }
-            _ => Err(Error::perm("only files an editor made can be removed")),
+            node => Err(self.refuse(
+                Some(&node),
+                &format!("rm {}", node.label()),
+                Error::perm("only files an editor made can be removed"),
+            )),
         }
     }
 
     /// `create`: an editor's scratch file in a session directory, a slot
     /// record, a hosted transcript. The attributes and an open handle.
     pub fn create(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(Attr, u64)> {
+        self.create_node(parent, name)
+            .map_err(|e| self.refuse_in(parent, name, "create", e))
+    }
+
+    fn create_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(Attr, u64)> {
         let parent = self.node(parent)?;
         let name = utf8(name)?;
         if let Node::Session(key, SessionFile::Dir) = &parent {
@@ -808,9 +893,7 @@ impl Files {
                 .add(Handle::Scratch(key.clone(), name.to_string()));
             return Ok((attr, fh));
         }
-        let (node, handle) = self
-            .records_create(&parent, name)
-            .inspect_err(|e| log::warn!("create {name:?}: {}", e.message))?;
+        let (node, handle) = self.records_create(&parent, name)?;
         let fh = self.handles.add(handle);
         // Not written yet: an empty file until its first record arrives.
         let size = self.records_size(&node).unwrap_or(0);
@@ -820,6 +903,17 @@ impl Files {
     /// `symlink`: editors' lock links (emacs's `.#meta.json`) live with
     /// the scratch files.
     pub fn symlink(
+        &self,
+        parent: u64,
+        link_name: &std::ffi::OsStr,
+        target: &std::path::Path,
+        pid: u32,
+    ) -> Result<Attr> {
+        self.symlink_node(parent, link_name, target, pid)
+            .map_err(|e| self.refuse_in(parent, link_name, "symlink", e))
+    }
+
+    fn symlink_node(
         &self,
         parent: u64,
         link_name: &std::ffi::OsStr,
@@ -869,7 +963,54 @@ impl Files {
                 "cannot move between these directories",
             )),
         }
-        .inspect_err(|e| log::warn!("rename {name:?} -> {newname:?}: {}", e.message))
+        .map_err(|e| {
+            // A session moved in or out of archived/ hears of it; else the parent's.
+            let moved = SessionKey::parse(from)
+                .ok()
+                .filter(|k| self.core.exists(k))
+                .map(|k| Node::Session(k, SessionFile::Dir));
+            let node = moved.or_else(|| self.node(parent).ok());
+            let what = format!(
+                "rename {} -> {}",
+                crate::metaedit::preview(from),
+                crate::metaedit::preview(to)
+            );
+            self.refuse(node.as_ref(), &what, e)
+        })
+    }
+
+    /// `mknod`: no special files (or plain files made this way) anywhere.
+    pub fn mknod(&self, parent: u64, name: &std::ffi::OsStr) -> Result<Attr> {
+        let e = Error::perm("no device, FIFO, socket or file can be made with mknod here");
+        Err(self.refuse_in(parent, name, "mknod", e))
+    }
+
+    /// `link`: a file here has one name.
+    pub fn link(&self, ino: u64, newparent: u64, newname: &std::ffi::OsStr) -> Result<Attr> {
+        let e = Error::perm("hard links cannot be made here");
+        let node = self.node(ino).ok();
+        let what = match &node {
+            Some(n) => format!("link {}", n.label()),
+            None => "link".to_string(),
+        };
+        let scope = node.or_else(|| self.node(newparent).ok());
+        let what = format!(
+            "{what} -> {}",
+            crate::metaedit::preview(&newname.to_string_lossy())
+        );
+        Err(self.refuse(scope.as_ref(), &what, e))
+    }
+
+    /// `setxattr`, `removexattr`: there are no extended attributes.
+    pub fn set_xattr(&self, ino: u64, name: &std::ffi::OsStr) -> Result<()> {
+        let node = self.node(ino)?;
+        let what = format!(
+            "set extended attribute {} of {}",
+            crate::metaedit::preview(&name.to_string_lossy()),
+            node.label()
+        );
+        let e = Error::new(libc::EOPNOTSUPP, "extended attributes are not supported");
+        Err(self.refuse(Some(&node), &what, e))
     }
 
     /// Where a symlink points: `transcript/latest`, a view's link, an

@@ -87,6 +87,8 @@ pub struct Core {
     /// Slow operations (input, ctl, launches, stops, archives) run here.
     work: Pool,
     listings: listing::ListingCache,
+    /// The last refusal that concerned no session: root `status`'s `error`.
+    root_error: Mutex<Option<String>>,
 }
 
 fn to_json_text(v: &Value) -> Vec<u8> {
@@ -117,6 +119,7 @@ impl Core {
     /// Prepares directories and finds the programs the runtime needs.
     pub fn new(config: Config, mountpoint: &Path) -> Result<Arc<Core>> {
         let dtach = find_dtach()?;
+        crate::metaedit::set_own_mount(mountpoint);
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
         listing::start_janitor(&core);
@@ -157,6 +160,7 @@ impl Core {
             started_ms: now_ms(),
             work: Pool::default(),
             listings: listing::ListingCache::default(),
+            root_error: Mutex::new(None),
         }))
     }
 
@@ -195,6 +199,20 @@ impl Core {
         self.refuse(key, err)
     }
 
+    /// Records a refusal that concerns no session (the root `ctl`, `mkdir`
+    /// in the root, `slots/`, `agent-transcripts/`): in the log and as the
+    /// root `status`'s `error`.
+    pub fn refuse_root(&self, err: Error) -> Error {
+        log::warn!("{}", err.message);
+        *lock(&self.root_error) = Some(err.message.clone());
+        err
+    }
+
+    /// The last refusal [`Core::refuse_root`] recorded.
+    pub(super) fn root_error(&self) -> Option<String> {
+        lock(&self.root_error).clone()
+    }
+
     pub fn exists(&self, key: &SessionKey) -> bool {
         if key.engine() == HOSTED {
             return self.slots.transcript_path(key.id()).is_file();
@@ -224,23 +242,19 @@ impl Core {
 
     /// `mkdir ENGINE:ID`: a session record; nothing starts until it is opened.
     pub fn create(&self, name: &str) -> Result<SessionKey> {
-        let key =
-            SessionKey::parse(name).inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
-        let engine = self
-            .engine(&key)
-            .inspect_err(|e| log::warn!("mkdir {name:?}: {}", e.message))?;
+        // Callers log a refusal where the user can read it (`mkdir`, `ctl`).
+        let key = SessionKey::parse(name)?;
+        let engine = self.engine(&key)?;
         if self.exists(&key) {
             return Err(Error::new(libc::EEXIST, format!("{key} already exists")));
         }
         // A hosted session is its transcript: a record alone would be listed
         // but could never be opened.
         if !engine.launchable() {
-            let err = Error::perm(format!(
+            return Err(Error::perm(format!(
                 "{key}: hosted sessions are made by writing agent-transcripts/{}.jsonl",
                 key.id()
-            ));
-            log::warn!("mkdir {name:?}: {}", err.message);
-            return Err(err);
+            )));
         }
         self.sidecar.update(|all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {

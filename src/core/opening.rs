@@ -171,11 +171,20 @@ impl Core {
             log::warn!("{key}: {}", e.message);
         }
         let resume = self.conversation_exists(key, engine);
+        let cwd = self.workspace(key);
+        // Gone since it was set (edits refuse a missing one): the program
+        // starts in the home directory, and the user is told so.
+        let moved = (!cwd.is_dir()).then(|| {
+            format!(
+                "workspace {} does not exist; {key} started in the home directory",
+                cwd.display()
+            )
+        });
         let request = OpenRequest {
             paths: &self.paths,
             key,
             argv: engine.argv(&self.conversation_id(key), resume),
-            cwd: self.workspace(key),
+            cwd,
             cols,
             rows,
             wrapper: self.wrapper.clone(),
@@ -204,7 +213,10 @@ impl Core {
                     state.bind_checked = None;
                 }
                 state.record = opened.record.clone();
-                state.error = None;
+                state.error = match opened.outcome {
+                    Outcome::Launch => moved.inspect(|why| log::warn!("{why}")),
+                    _ => None,
+                };
                 Some(state.generation)
             }
         };

@@ -20,11 +20,14 @@ pub(super) enum RecordWrite {
         slot: u32,
         buf: Vec<u8>,
         committed: bool,
+        /// A cap refusal: every later write and the close fail with it.
+        stuck: Option<Error>,
     },
     /// `agent-transcripts/ID.jsonl` or `run`: complete lines are entries.
     Append {
         session: Option<String>,
         pending: Vec<u8>,
+        stuck: Option<Error>,
     },
 }
 
@@ -117,6 +120,7 @@ impl Files {
                 slot: *slot,
                 buf: Vec::new(),
                 committed: false,
+                stuck: None,
             })),
             Node::Slot(world, slot) => {
                 let record = self
@@ -129,11 +133,13 @@ impl Files {
             Node::HostedFile(id) if writes => Ok(Handle::Record(RecordWrite::Append {
                 session: Some(id.clone()),
                 pending: Vec::new(),
+                stuck: None,
             })),
             Node::HostedFile(id) => Ok(Handle::Hosted(id.clone())),
             Node::RunFile => Ok(Handle::Record(RecordWrite::Append {
                 session: None,
                 pending: Vec::new(),
+                stuck: None,
             })),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
         }
@@ -151,6 +157,7 @@ impl Files {
                         slot,
                         buf: Vec::new(),
                         committed: false,
+                        stuck: None,
                     }),
                 ))
             }
@@ -161,6 +168,7 @@ impl Files {
                     Handle::Record(RecordWrite::Append {
                         session: Some(id),
                         pending: Vec::new(),
+                        stuck: None,
                     }),
                 ))
             }
@@ -203,13 +211,29 @@ impl RecordWrite {
         offset: u64,
         data: &[u8],
     ) -> Result<()> {
-        self.check_caps(offset, data)?;
+        if let Some(e) = self.stuck() {
+            return Err(e.clone());
+        }
+        let (RecordWrite::Slot { buf: held, .. } | RecordWrite::Append { pending: held, .. }) =
+            &*self;
+        let partial = !held.is_empty();
+        if let Err(e) = self.check_caps(offset, data) {
+            // One write() past a cap arrives as several requests; the kernel
+            // turns a refusal after the first into a short count. The writer
+            // must still hear of it: at its next write and at close.
+            if partial {
+                let (RecordWrite::Slot { stuck, .. } | RecordWrite::Append { stuck, .. }) = self;
+                *stuck = Some(e.clone());
+            }
+            return Err(e);
+        }
         match self {
             RecordWrite::Slot {
                 world,
                 slot,
                 buf,
                 committed,
+                ..
             } => {
                 if *committed && data.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());
@@ -229,7 +253,9 @@ impl RecordWrite {
                     }
                 }
             }
-            RecordWrite::Append { session, pending } => {
+            RecordWrite::Append {
+                session, pending, ..
+            } => {
                 pending.extend_from_slice(data);
                 while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=nl).collect();
@@ -245,6 +271,22 @@ impl RecordWrite {
                 Ok(())
             }
         }
+    }
+
+    /// The file written, for reasons.
+    pub(super) fn label(&self) -> String {
+        match self {
+            RecordWrite::Slot { world, slot, .. } => format!("write slots/{world}/{slot}"),
+            RecordWrite::Append {
+                session: Some(id), ..
+            } => format!("write agent-transcripts/{id}.jsonl"),
+            RecordWrite::Append { session: None, .. } => "write agent-transcripts/run".into(),
+        }
+    }
+
+    fn stuck(&self) -> Option<&Error> {
+        let (RecordWrite::Slot { stuck, .. } | RecordWrite::Append { stuck, .. }) = self;
+        stuck.as_ref()
     }
 
     /// EFBIG for a write that would take a file past its cap: a slot
@@ -264,7 +306,9 @@ impl RecordWrite {
                 (end > MAX_SLOT_RECORD_BYTES)
                     .then(|| (Error::too_big(&what, end, MAX_SLOT_RECORD_BYTES), buf))
             }
-            RecordWrite::Append { session, pending } => {
+            RecordWrite::Append {
+                session, pending, ..
+            } => {
                 let name = session.as_deref().unwrap_or("run");
                 let line = match data.iter().rposition(|b| *b == b'\n') {
                     Some(nl) => data.len() - nl - 1,
@@ -292,6 +336,9 @@ impl RecordWrite {
 
     /// At close: what is still buffered must stand on its own.
     pub(super) fn finish(&mut self, core: &crate::core::Core) -> Result<()> {
+        if let Some(e) = self.stuck() {
+            return Err(e.clone());
+        }
         match self {
             RecordWrite::Slot { buf, committed, .. } => {
                 if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
@@ -304,7 +351,9 @@ impl RecordWrite {
                     partial.len()
                 )))
             }
-            RecordWrite::Append { session, pending } => {
+            RecordWrite::Append {
+                session, pending, ..
+            } => {
                 let line = std::mem::take(pending);
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());

@@ -14,6 +14,21 @@ pub(super) fn new_session_id() -> String {
 impl Core {
     /// One command written to the root `ctl`.
     pub fn root_ctl(&self, command: &str) -> Result<()> {
+        self.run_root_ctl(command).map_err(|e| {
+            self.refuse_root(Error::new(
+                e.errno,
+                format!("ctl {}: {}", preview(command), e.message),
+            ))
+        })
+    }
+
+    /// A write to the root `ctl` refused before any command ran (not
+    /// UTF-8, nothing but blanks).
+    pub fn refuse_root_ctl(&self, err: Error) -> Error {
+        self.refuse_root(Error::new(err.errno, format!("ctl: {}", err.message)))
+    }
+
+    fn run_root_ctl(&self, command: &str) -> Result<()> {
         let mut words = command.split_whitespace();
         match words.next() {
             Some("new") => {
@@ -32,7 +47,8 @@ impl Core {
                 for word in head.split_whitespace() {
                     match word.split_once('=') {
                         Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
-                            workspace = crate::metaedit::validate_workspace(dir)?
+                            workspace = crate::metaedit::validate_workspace(dir)?;
+                            crate::metaedit::check_workspace_dir(dir)?;
                         }
                         _ => {
                             return Err(Error::invalid(format!(
@@ -73,7 +89,6 @@ impl Core {
             ))),
             None => Err(Error::invalid("empty command")),
         }
-        .inspect_err(|e| log::warn!("ctl {}: {}", preview(command), e.message))
     }
 }
 

@@ -20,6 +20,9 @@ pub(super) enum MetaWrite {
         buf: Vec<u8>,
         /// Written to since the last commit.
         dirty: bool,
+        /// A cap refusal: later writes and the close fail with it, until
+        /// the file is truncated.
+        stuck: Option<Error>,
     },
     /// `title`, `project`, `favourite`, `archive`.
     Field {
@@ -27,6 +30,7 @@ pub(super) enum MetaWrite {
         field: MetaField,
         buf: Vec<u8>,
         dirty: bool,
+        stuck: Option<Error>,
     },
 }
 
@@ -52,6 +56,20 @@ pub(super) fn write_at(
     Ok(())
 }
 
+/// Places a write to a metadata file: EFBIG past the cap (so a huge
+/// offset is EFBIG), else EINVAL for a write that begins past what this
+/// handle has written (`>>`, a seek): the file is written whole, from
+/// offset 0, and the gap would be NUL bytes.
+fn place(buf: &mut Vec<u8>, offset: u64, data: &[u8], what: &str) -> Result<()> {
+    let end = offset.saturating_add(data.len() as u64);
+    if end <= META_FILE_MAX && offset > buf.len() as u64 {
+        return Err(Error::invalid(format!(
+            "{what} is written whole from offset 0; a write at offset {offset} would leave a gap (O_APPEND or a seek)"
+        )));
+    }
+    write_at(buf, offset, data, META_FILE_MAX, what)
+}
+
 impl MetaWrite {
     pub(super) fn new(
         core: &crate::core::Core,
@@ -64,12 +82,14 @@ impl MetaWrite {
                 field,
                 buf: Vec::new(),
                 dirty: false,
+                stuck: None,
             },
             _ => MetaWrite::Document {
                 key: key.clone(),
                 seen: core.meta_value(key)?,
                 buf: Vec::new(),
                 dirty: false,
+                stuck: None,
             },
         })
     }
@@ -89,9 +109,17 @@ impl MetaWrite {
                 field,
                 buf,
                 dirty,
+                stuck,
             } => {
                 let what = format!("{key}/{}", field.name());
-                if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                if let Some(e) = stuck {
+                    return Err(core.record_refusal(key, e.clone()));
+                }
+                if let Err(e) = place(buf, offset, data, &what) {
+                    // Bytes taken before: perhaps the first part of this write.
+                    if *dirty {
+                        *stuck = Some(e.clone());
+                    }
                     *dirty = false;
                     return Err(core.record_refusal(key, e));
                 }
@@ -108,9 +136,19 @@ impl MetaWrite {
                 seen,
                 buf,
                 dirty,
+                stuck,
             } => {
                 let what = format!("{key}/meta.json");
-                if let Err(e) = write_at(buf, offset, data, META_FILE_MAX, &what) {
+                if let Some(e) = stuck {
+                    return Err(core.record_refusal(key, e.clone()));
+                }
+                // One write() past the cap may arrive as several requests:
+                // the writer hears of it at its next write and at close.
+                if let Err(e) = place(buf, offset, data, &what) {
+                    // Bytes taken before: perhaps the first part of this write.
+                    if *dirty {
+                        *stuck = Some(e.clone());
+                    }
                     *dirty = false;
                     return Err(core.record_refusal(key, e));
                 }
@@ -139,9 +177,20 @@ impl MetaWrite {
         match self {
             MetaWrite::Field {
                 key,
+                stuck: Some(e),
+                ..
+            }
+            | MetaWrite::Document {
+                key,
+                stuck: Some(e),
+                ..
+            } => Err(core.record_refusal(key, e.clone())),
+            MetaWrite::Field {
+                key,
                 field,
                 buf,
                 dirty,
+                ..
             } if *dirty => {
                 *dirty = false;
                 core.write_field(key, *field, buf)
@@ -151,6 +200,7 @@ impl MetaWrite {
                 seen,
                 buf,
                 dirty,
+                ..
             } if *dirty && !buf.iter().all(u8::is_ascii_whitespace) => {
                 *dirty = false;
                 core.edit_meta(key, seen, buf)
@@ -160,8 +210,9 @@ impl MetaWrite {
     }
 
     pub(super) fn truncate(&mut self, size: u64) {
-        let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
+        let (MetaWrite::Field { buf, stuck, .. } | MetaWrite::Document { buf, stuck, .. }) = self;
         buf.truncate(size as usize);
+        *stuck = None;
     }
 }
 

@@ -111,6 +111,7 @@ impl Core {
             "lock_dir": self.config.lock_dir,
             "agent": {"run": self.slots.agent_run()},
             "slow_ops": self.work.stats(),
+            "error": self.root_error(),
         }))
     }
 

@@ -127,7 +127,9 @@ impl Files {
         to_parent: &Node,
         new_name: &str,
     ) -> Result<()> {
-        let key = SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+        // The kernel found `name`: a file or directory of the mount's own.
+        let key = SessionKey::parse(name)
+            .map_err(|_| Error::perm("only sessions move here, into and out of archived/"))?;
         if new_name != name {
             return Err(Error::perm("sessions keep their key; set a title instead"));
         }

@@ -534,21 +534,48 @@ impl Filesystem for SessionFs {
         reply.error(Errno::from_i32(libc::EOPNOTSUPP));
     }
 
+    // Setting one is a refusal the user hears of (`status.error`).
     fn setxattr(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
+        ino: INodeNo,
+        name: &OsStr,
         _value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        Self::reply_empty("setxattr", self.files.set_xattr(ino.0, name), reply);
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::reply_empty("removexattr", self.files.set_xattr(ino.0, name), reply);
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let result = self.files.mknod(parent.0, name);
+        self.reply_entry("mknod", result, reply);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let result = self.files.link(ino.0, newparent.0, newname);
+        self.reply_entry("link", result, reply);
     }
 
     fn ioctl(
