@@ -128,7 +128,7 @@ impl Config {
 
 /// Creates `dir` (and parents) and makes sure only the owner can enter it.
 pub fn make_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -149,9 +149,16 @@ pub fn make_private_dir(dir: &Path) -> Result<()> {
             meta.uid()
         )));
     }
+    // Another user who can enter the directory could plant a socket or a
+    // lock there before we look: refused, as tmux refuses such a socket
+    // directory, rather than trusted after the fact.
     if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| Error::io(&format!("cannot chmod {}", dir.display()), &e))?;
+        return Err(Error::perm(format!(
+            "{} is open to other users (mode {:o}); sessionfs keeps its state, sockets and \
+             locks only in private directories: `chmod 700` it, or choose another",
+            dir.display(),
+            meta.mode() & 0o777
+        )));
     }
     Ok(())
 }
@@ -167,6 +174,29 @@ mod tests {
             .collect();
         map.entry("HOME".into()).or_insert_with(|| "/home/u".into());
         map
+    }
+
+    #[test]
+    fn a_directory_open_to_others_is_refused_and_left_as_it_was() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let fresh = tmp.path().join("a/b");
+        make_private_dir(&fresh).unwrap();
+        assert_eq!(
+            fresh.metadata().unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = make_private_dir(&open).unwrap_err();
+        assert_eq!(e.errno, libc::EPERM);
+        assert!(
+            e.message.contains("open to other users (mode 755)"),
+            "{}",
+            e.message
+        );
+        assert_eq!(open.metadata().unwrap().permissions().mode() & 0o777, 0o755);
     }
 
     #[test]

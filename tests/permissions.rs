@@ -537,3 +537,41 @@ fn another_user_is_refused_everything_without_allow_other_and_every_change_with_
 fn status_of(m: &Mount, key: &str) -> serde_json::Value {
     m.json(&format!("{key}/status"))
 }
+
+#[test]
+fn a_runtime_or_lock_directory_open_to_others_is_refused_with_one_clear_line() {
+    for (what, dir) in [
+        ("runtime", "run/sessionfs"),
+        ("lock", "run/sessionfs/locks"),
+    ] {
+        let host = Host::new();
+        let open = host.path(dir);
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::set_permissions(host.path("run/sessionfs"), PermissionsExt::from_mode(0o700))
+            .unwrap();
+        std::fs::set_permissions(&open, PermissionsExt::from_mode(0o755)).unwrap();
+        let mnt = host.path("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+            .arg("mount")
+            .arg(&mnt)
+            .env("HOME", host.path("home"))
+            .env("XDG_STATE_HOME", host.path("state"))
+            .env("XDG_RUNTIME_DIR", host.path("run"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: mounted anyway");
+        assert!(
+            err.contains(&format!(
+                "{} is open to other users (mode 755)",
+                open.display()
+            )),
+            "{what}: {err}"
+        );
+        assert!(!is_mounted(&mnt), "{what}: left a mount behind");
+        let mode = std::fs::metadata(&open).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o755, "{what}: the directory was changed");
+    }
+}
