@@ -45,6 +45,9 @@ pub enum Fixed {
     /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)
     /// exist as long as their directory.
     AttributesAndEntry,
+    /// Its entry only: it exists as long as its directory, but its size and
+    /// times change.
+    Entry,
 }
 
 /// How a file is opened.
@@ -241,6 +244,11 @@ impl Files {
             Node::Session(_, SessionFile::Input | SessionFile::Ctl)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
             Node::Root | Node::Session(_, SessionFile::Dir) => Fixed::Attributes,
+            // Never the target of a rename or an unlink that succeeds.
+            Node::Session(
+                _,
+                SessionFile::Scrollback | SessionFile::Screen | SessionFile::Status,
+            ) => Fixed::Entry,
             _ => Fixed::Nothing,
         };
         Attr {

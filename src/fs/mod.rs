@@ -39,6 +39,7 @@ fn ttls(fixed: Fixed) -> (Duration, Duration) {
     match fixed {
         Fixed::AttributesAndEntry => (KEPT, KEPT),
         Fixed::Attributes => (KEPT, TTL),
+        Fixed::Entry => (TTL, KEPT),
         Fixed::Nothing => (TTL, TTL),
     }
 }
