@@ -5,6 +5,7 @@
 //! files, directory snapshots), so it can be driven and tested without a
 //! mount. Nothing here knows FUSE exists.
 
+use super::agent_state::PromptWrite;
 use super::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
 use super::node::{
     Cap, Content, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
@@ -150,6 +151,23 @@ fn commands(data: &[u8]) -> Result<Vec<&str>> {
     Ok(lines)
 }
 
+/// Up to `size` bytes of a file at `offset` (nothing past its end or when
+/// it does not exist yet).
+fn read_at(path: &std::path::Path, offset: u64, size: u32) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&format!("cannot read {}", path.display()), &e)),
+    };
+    let mut buf = vec![0; size.min(1 << 20) as usize];
+    let n = f
+        .read_at(&mut buf, offset)
+        .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
 /// `page-N` with N in plain decimal.
 fn parse_page_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("page-")?;
@@ -207,7 +225,7 @@ impl Files {
     fn attr(&self, node: &Node, size: u64, mtime: SystemTime) -> Attr {
         let row = node.row();
         let fixed = match node {
-            Node::Session(_, SessionFile::Input | SessionFile::Ctl)
+            Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
             Node::Root | Node::Session(_, SessionFile::Dir) => Fixed::Attributes,
             _ => Fixed::Nothing,
@@ -360,6 +378,17 @@ impl Files {
                     self.core.meta_modified(),
                 ),
                 SessionFile::Input | SessionFile::Ctl => (0, now),
+                SessionFile::State => (self.core.state_line(key)?.len() as u64, now),
+                // A stream: what a read returns is not known before it.
+                SessionFile::Wait | SessionFile::Prompt => (0, now),
+                SessionFile::Events => {
+                    let meta = std::fs::metadata(self.core.events_path(key)?).ok();
+                    (
+                        meta.as_ref().map_or(0, |m| m.len()),
+                        meta.and_then(|m| m.modified().ok()).unwrap_or(self.started),
+                    )
+                }
+                SessionFile::TranscriptLast => (self.core.transcript_last(key)?.len() as u64, now),
             },
         };
         Ok(self.attr(node, size, mtime))
@@ -418,6 +447,9 @@ impl Files {
             Node::Session(key, SessionFile::TranscriptDir) => {
                 if name == "latest" {
                     return Ok(Node::Session(key, SessionFile::Latest));
+                }
+                if name == "last" {
+                    return Ok(Node::Session(key, SessionFile::TranscriptLast));
                 }
                 let page = parse_page_name(name)
                     .ok_or_else(|| Error::not_found(format!("no {name} in a transcript")))?;
@@ -497,6 +529,13 @@ impl Files {
                 }
             }
             (Node::Session(key, SessionFile::Input), _) => Handle::Input(key.clone()),
+            (Node::Session(key, SessionFile::Wait), _) => Handle::Wait(key.clone()),
+            (Node::Session(key, SessionFile::Events), _) => {
+                Handle::Events(self.core.events_path(key)?)
+            }
+            (Node::Session(key, SessionFile::Prompt), _) => {
+                Handle::Prompt(PromptWrite::new(key.clone()))
+            }
             (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
             (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
             _ => Handle::Snapshot(self.generate(&node)?),
@@ -513,6 +552,8 @@ impl Files {
             Node::RootFile(RootFile::Status) => Ok(self.core.root_status()),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
             Node::Session(key, SessionFile::Status) => self.core.status(key),
+            Node::Session(key, SessionFile::State) => self.core.state_line(key),
+            Node::Session(key, SessionFile::TranscriptLast) => self.core.transcript_last(key),
             Node::Session(key, SessionFile::Meta) => self.core.meta_json(key),
             Node::Session(key, SessionFile::Field(f)) => self.core.field_text(key, *f),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
@@ -531,6 +572,11 @@ impl Files {
                 .slots()
                 .read_transcript(&id, offset, size as usize);
         }
+        if let Some(Handle::Events(path)) = handles.get(&fh) {
+            let path = path.clone();
+            drop(handles);
+            return read_at(&path, offset, size);
+        }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
                 let start = (offset as usize).min(bytes.len());
@@ -543,6 +589,8 @@ impl Files {
             Some(Handle::Scratch(key, name)) => {
                 Ok(self.scratch.read(key, name, offset, size as usize))
             }
+            // Past the line the blocked read returned (see `wait_key`): the end.
+            Some(Handle::Wait(_)) => Ok(Vec::new()),
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
         }
@@ -577,6 +625,7 @@ impl Files {
             .with(fh, |h| match h {
                 Handle::Record(r) => Some(r.write(&self.core, offset, data)),
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
+                Handle::Prompt(p) => Some(p.write(data)),
                 _ => None,
             })
             .flatten();
@@ -605,8 +654,29 @@ impl Files {
     pub fn finish_does_work(&self, fh: u64) -> bool {
         matches!(
             self.handles.files().get(&fh),
-            Some(Handle::Meta(_) | Handle::Record(_)) | None
+            Some(Handle::Meta(_) | Handle::Record(_) | Handle::Prompt(_)) | None
         )
+    }
+
+    /// A `flush` of a `prompt` handle: the session and the text to send
+    /// (the adapter runs [`Core::prompt`] in the pool), or why it cannot
+    /// be; `None` for any other handle or one that sent its text already.
+    pub fn take_prompt(&self, fh: u64) -> Option<Result<(SessionKey, String)>> {
+        self.handles
+            .with(fh, |h| match h {
+                Handle::Prompt(p) => p.take().map(|r| r.map(|text| (p.key.clone(), text))),
+                _ => None,
+            })
+            .flatten()
+            .map(|r| r.inspect_err(|e| log::warn!("{}", e.message)))
+    }
+
+    /// The session whose `wait` `fh` reads, if it is a `wait` handle.
+    pub fn wait_key(&self, fh: u64) -> Option<SessionKey> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Wait(key)) => Some(key.clone()),
+            _ => None,
+        }
     }
 
     pub fn finish_commits(&self, fh: u64) -> bool {
@@ -931,6 +1001,8 @@ impl Files {
                 }
                 let node = Node::Session(key.clone(), SessionFile::Latest);
                 entries.push(self.entry(&node, Kind::Symlink, "latest"));
+                let node = Node::Session(key.clone(), SessionFile::TranscriptLast);
+                entries.push(self.entry(&node, Kind::File, "last"));
             }
             parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
                 if let Node::World(_) = parent {

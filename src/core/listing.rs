@@ -33,6 +33,8 @@ pub(crate) struct Row {
     pub store: Option<Arc<Indexed>>,
     pub last_activity_ms: u64,
     pub state: &'static str,
+    /// What the program is doing (`state`): `stopped` without a runtime.
+    pub agent_state: &'static str,
     pub pid: Option<u32>,
 }
 
@@ -59,6 +61,7 @@ pub(crate) struct MetaDoc<'a> {
     pid: Option<u32>,
     project: Option<&'a str>,
     state: &'a str,
+    agent_state: &'a str,
     title: Option<&'a str>,
     workspace: Cow<'a, str>,
 }
@@ -230,6 +233,9 @@ impl Core {
                 .as_ref()
                 .and(state.record.as_ref().map(|r| r.agent_pid));
         }
+        let agent_state = parts
+            .runtime
+            .map_or("stopped", |rt| rt.agent.state().as_str());
         let socket = parts.socket;
         let state = state_of(meta.archived, parts.runtime, || {
             socket && crate::runtime::dtach::answers(&self.paths.socket(&key))
@@ -240,6 +246,7 @@ impl Core {
             store: parts.store,
             last_activity_ms: last,
             state,
+            agent_state,
             pid,
         }
     }
@@ -288,6 +295,7 @@ impl Core {
             )
                 .hash(&mut runtimes);
             (rt.scrollback.total(), rt.scrollback.last_append()).hash(&mut runtimes);
+            rt.agent.version().hash(&mut runtimes);
         }
         let mut hosted = std::collections::hash_map::DefaultHasher::new();
         for id in self.slots.transcripts() {
@@ -528,6 +536,7 @@ impl Core {
             pid: row.pid,
             project: row.meta.project.as_deref(),
             state: row.state,
+            agent_state: row.agent_state,
             title: row.title(),
             workspace,
         }

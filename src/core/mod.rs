@@ -14,6 +14,7 @@
 //!   `listing` (rows, `meta.json`, `sessions.json`) and `organize`
 //!   (metadata changes, archive).
 
+mod agent_state;
 mod caps;
 mod control;
 mod conversations;
@@ -33,6 +34,7 @@ mod session_runtime;
 mod status;
 mod transcripts;
 mod views;
+mod waits;
 
 pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
@@ -40,6 +42,7 @@ pub use listing::listing_from_daemon;
 pub use node::Kind;
 pub use organize::{MetaField, META_FILE_MAX};
 pub use session_runtime::SessionRuntime;
+pub use waits::WaitReply;
 
 use control::STOP_GRACE;
 use opening::{Flight, OpenMode, INPUT_DEADLINE};
@@ -87,6 +90,8 @@ pub struct Core {
     /// Slow operations (input, ctl, launches, stops, archives) run here.
     work: Pool,
     listings: listing::ListingCache,
+    /// Blocked reads of `wait`.
+    waits: waits::Waits,
 }
 
 fn to_json_text(v: &Value) -> Vec<u8> {
@@ -120,6 +125,7 @@ impl Core {
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
         listing::start_janitor(&core);
+        agent_state::start(&core);
         Ok(core)
     }
 
@@ -157,6 +163,7 @@ impl Core {
             started_ms: now_ms(),
             work: Pool::default(),
             listings: listing::ListingCache::default(),
+            waits: waits::Waits::default(),
         }))
     }
 

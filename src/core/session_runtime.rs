@@ -45,6 +45,8 @@ pub struct SessionRuntime {
     pub(super) scrollback: Arc<Scrollback>,
     pub(super) screen: Mutex<Screen>,
     pub(super) state: Mutex<RuntimeState>,
+    /// What the program is doing (`state`, `events`).
+    pub(super) agent: super::agent_state::Agent,
 }
 
 impl SessionRuntime {
@@ -58,6 +60,7 @@ impl SessionRuntime {
                 rows: DEFAULT_ROWS,
                 ..Default::default()
             }),
+            agent: Default::default(),
         }
     }
 

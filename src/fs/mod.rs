@@ -94,6 +94,18 @@ impl work::Answer<()> for Later<ReplyEmpty> {
     }
 }
 
+/// A blocked `wait` read, answered by the core's waits thread.
+struct WaitData(ReplyData);
+
+impl crate::core::WaitReply for WaitData {
+    fn answer(self: Box<Self>, result: Result<Vec<u8>, Error>) {
+        match result {
+            Ok(bytes) => self.0.data(&bytes),
+            Err(e) => self.0.error(fail("wait", &e)),
+        }
+    }
+}
+
 fn file_type(kind: Kind) -> FileType {
     match kind {
         Kind::Dir => FileType::Directory,
@@ -161,6 +173,29 @@ impl SessionFs {
     /// `flush`/`fsync`: a metadata commit may archive, which ends the
     /// session's processes first, so it is answered from the pool.
     fn finish(&self, op: &'static str, fh: u64, reply: ReplyEmpty) {
+        // A prompt is typed and submitted; close() returns once the agent
+        // took it, answered from the pool.
+        match self.files.take_prompt(fh) {
+            Some(Ok((key, text))) => {
+                let core = self.files.core().clone();
+                let answer = Later {
+                    reply,
+                    op,
+                    core: core.clone(),
+                    key: Some(key.clone()),
+                };
+                let deadline = core.prompt_deadline();
+                self.files.core().work().submit(
+                    format!("prompt to {key}"),
+                    deadline,
+                    answer,
+                    move || core.prompt(&key, &text),
+                );
+                return;
+            }
+            Some(Err(e)) => return reply.error(fail(op, &e)),
+            None => {}
+        }
         if !self.files.finish_commits(fh) {
             return Self::reply_empty(op, self.files.finish(fh), reply);
         }
@@ -263,15 +298,25 @@ impl Filesystem for SessionFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // `wait` blocks: its reply is kept and answered by the core's
+        // waits thread, never here.
+        if offset == 0 {
+            if let Some(key) = self.files.wait_key(fh.0) {
+                let nonblock = flags.0 & libc::O_NONBLOCK != 0;
+                let core = self.files.core();
+                core.wait(&key, req.pid(), nonblock, Box::new(WaitData(reply)));
+                return;
+            }
+        }
         match self.files.read(fh.0, offset, size) {
             Ok(bytes) => reply.data(&bytes),
             Err(e) => reply.error(fail("read", &e)),
