@@ -39,6 +39,14 @@ pub const PROMPT_MAX: usize = 1 << 20;
 /// session's rollout names its thread.
 const HELD_MAX: usize = 8;
 
+/// The longest a turn's end waits for the agent to record the turn (Claude
+/// writes its store just after its Stop hook).
+const RECORD_WAIT: Duration = Duration::from_secs(2);
+
+fn is_turn_end(event: &HookEvent) -> bool {
+    matches!(event.name.as_str(), "Stop" | "agent-turn-complete")
+}
+
 /// How a session's state is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AgentKind {
@@ -93,7 +101,10 @@ struct Inner {
     seen_output: u64,
     verdict: Verdict,
     agent_pid: Option<u32>,
-    held: Vec<HookEvent>,
+    held: Vec<(u64, HookEvent)>,
+    /// A turn's end (Stop, turn complete), held until the agent has
+    /// recorded the turn in its store: (event, its time, when seen).
+    ending: Option<(HookEvent, u64, Instant)>,
     saved: FollowPos,
 }
 
@@ -124,6 +135,7 @@ impl Default for Agent {
                 verdict: Verdict::Unknown,
                 agent_pid: None,
                 held: vec![],
+                ending: None,
                 saved: FollowPos::default(),
             }),
             changed: Condvar::new(),
@@ -246,8 +258,10 @@ impl PromptWrite {
     /// The text to send at `flush`: `None` when this handle already sent
     /// what it had. Trailing line ends are dropped (`echo` adds one).
     pub(super) fn take(&mut self) -> Option<Result<String>> {
-        if self.buf.is_empty() && self.sent {
-            return None;
+        if self.buf.is_empty() {
+            // A shell's `close` of the descriptor it duplicated onto stdout
+            // flushes before anything is written: nothing is sent then.
+            return (!self.sent).then(|| Err(Error::invalid("an empty prompt")));
         }
         self.sent = true;
         let bytes = std::mem::take(&mut self.buf);
@@ -370,6 +384,7 @@ impl Core {
             inner.verdict = Verdict::Unknown;
             inner.agent_pid = agent_pid;
             inner.held.clear();
+            inner.ending = None;
             inner.saved = pos;
         }
         {
@@ -405,7 +420,7 @@ impl Core {
     /// One look at a live session: new hook lines, the screen or the
     /// foreground group. Runs on the `agents` thread.
     fn agent_tick(&self, key: &SessionKey, rt: &SessionRuntime) {
-        let (kind, follower, opens, seen, pid) = {
+        let (kind, follower, opens, seen, pid, ending) = {
             let mut inner = lock(&rt.agent.inner);
             let Some(kind) = inner.kind else { return };
             if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
@@ -417,16 +432,26 @@ impl Core {
                 inner.opens,
                 inner.seen_output,
                 inner.agent_pid,
+                inner.ending.as_ref().map(|(_, ts, _)| *ts),
             )
         };
+        // Whether the store was written since the held turn's end.
+        let recorded = ending.is_some_and(|ts| {
+            self.catalog.refresh();
+            self.store_file(key)
+                .and_then(|f| std::fs::metadata(f.path).ok())
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .is_some_and(|d| d.as_millis() as u64 >= ts)
+        });
         // File and /proc reads happen with nothing locked.
         let mut follower = follower;
         let lines = follower.as_mut().map(Follower::poll).unwrap_or_default();
-        let events: Vec<HookEvent> = lines
+        let events: Vec<(u64, HookEvent)> = lines
             .iter()
             .filter_map(|l| parse_hook_line(l))
             .filter(|(_, k, _)| k == key.as_str())
-            .map(|(_, _, e)| e)
+            .map(|(ts, _, e)| (ts, e))
             .collect();
         let total = rt.scrollback.total();
         let verdict = match kind.tui() {
@@ -465,20 +490,44 @@ impl Core {
             }
             let mut pending = std::mem::take(&mut inner.held);
             pending.extend(events);
-            for event in pending {
+            let mut hook = |inner: &mut Inner, event: HookEvent| match inner
+                .tracker
+                .apply(&Signal::Hook(event), now)
+            {
+                Outcome::Changed(c) => changes.push(c),
+                Outcome::Rejected(why) => log::info!("{key}: hook event ignored: {why}"),
+                Outcome::Unchanged => {}
+            };
+            for (ts, event) in pending {
                 let unknown = kind == AgentKind::Codex
                     && inner.tracker.own_ids().is_empty()
                     && event.session_id.is_some();
                 if unknown {
                     if inner.held.len() < HELD_MAX {
-                        inner.held.push(event);
+                        inner.held.push((ts, event));
                     }
                     continue;
                 }
-                match inner.tracker.apply(&Signal::Hook(event), now) {
-                    Outcome::Changed(c) => changes.push(c),
-                    Outcome::Rejected(why) => log::info!("{key}: hook event ignored: {why}"),
-                    Outcome::Unchanged => {}
+                // A later event: the held end came first.
+                if let Some((end, _, _)) = inner.ending.take() {
+                    hook(&mut inner, end);
+                }
+                let own = event
+                    .session_id
+                    .as_ref()
+                    .is_some_and(|id| inner.tracker.own_ids().contains(id));
+                if is_turn_end(&event) && own {
+                    inner.ending = Some((event, ts, Instant::now()));
+                    continue;
+                }
+                hook(&mut inner, event);
+            }
+            let due = inner.ending.as_ref().is_some_and(|(_, ts, seen)| {
+                (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
+            });
+            if due {
+                if let Some((end, _, _)) = inner.ending.take() {
+                    hook(&mut inner, end);
                 }
             }
             let verdict = verdict.unwrap_or(inner.verdict);
@@ -548,6 +597,8 @@ impl Core {
                 .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?
                 .unwrap_or_default());
         }
+        // A store the agent made a moment ago may not be indexed yet.
+        self.catalog.refresh();
         let Some(cache) = self.transcript(key)? else {
             return Ok(vec![]);
         };
@@ -642,13 +693,15 @@ impl Core {
                     format!("prompt to {key}: the program ended ({state})"),
                 ))
             }
-            _ if !ready => return Err(Error::new(
-                libc::ETIMEDOUT,
-                format!(
+            _ if !ready => {
+                return Err(Error::new(
+                    libc::ETIMEDOUT,
+                    format!(
                     "prompt to {key}: it was never ready for a prompt within {} s (still {state})",
                     timeout.as_secs_f32()
                 ),
-            )),
+                ))
+            }
             _ => {}
         }
         lock(&rt.state).last_input_ms = now_ms();

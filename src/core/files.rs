@@ -668,7 +668,6 @@ impl Files {
                 _ => None,
             })
             .flatten()
-            .map(|r| r.inspect_err(|e| log::warn!("{}", e.message)))
     }
 
     /// The session whose `wait` `fh` reads, if it is a `wait` handle.
