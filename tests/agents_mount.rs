@@ -154,3 +154,156 @@ fn a_prompt_to_a_new_claude_session_is_answered_and_it_goes_idle() {
     assert_eq!(status["agent_state"], "idle");
     assert!(status["error"].is_null(), "{status}");
 }
+
+/// `cat FILE` in the background.
+fn cat(path: &std::path::Path) -> std::process::Child {
+    Command::new("cat")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_slow_turn_is_busy_and_six_waits_do_not_slow_the_mount() {
+    let Some(a) = Agents::start("a_slow_turn_is_busy_and_six_waits_do_not_slow_the_mount") else {
+        return;
+    };
+    a.api
+        .push(Answer::Text("Slow answer.".into()), Duration::from_secs(5));
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000002");
+    a.prompt(&key, "take your time");
+    assert_eq!(a.read(&key, "state"), "busy\n");
+    let waits: Vec<_> = (0..6)
+        .map(|_| cat(&a.m.path(&format!("{key}/wait"))))
+        .collect();
+    wait_for(10, "six blocked waits", || a.m.json("status")["waits"] == 6);
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let t0 = Instant::now();
+        std::fs::read(a.m.path("status")).unwrap();
+        slowest = slowest.max(t0.elapsed());
+    }
+    eprintln!("slowest `cat MNT/status` with six waits on a busy claude: {slowest:?}");
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+    assert_eq!(a.read(&key, "state"), "busy\n", "still in the slow turn");
+    for w in waits {
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "idle\n");
+    }
+    assert!(a.read(&key, "transcript/last").contains("Slow answer."));
+}
+
+#[test]
+fn a_tool_call_waits_for_permission_given_through_input() {
+    let Some(a) = Agents::start("a_tool_call_waits_for_permission_given_through_input") else {
+        return;
+    };
+    // A write: not one of the commands Claude runs without asking.
+    let marker = a.host.path("tool-ran");
+    a.api
+        .push_bash(&format!("echo approved > {}", marker.display()));
+    a.api.push_text("The tool ran.");
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000003");
+    a.prompt(&key, "run the tool please");
+    assert_eq!(a.wait(&key, 60), "waiting\n");
+    assert_eq!(a.m.json(&format!("{key}/status"))["agent_state"], "waiting");
+    // Approve as a person would: once the dialog is drawn, Enter.
+    wait_for(20, "the permission dialog", || {
+        a.read(&key, "screen").contains("Do you want to proceed?")
+    });
+    let input = a.m.q(&format!("{key}/input"));
+    let until = Instant::now() + Duration::from_secs(20);
+    while a.read(&key, "state") == "waiting\n" {
+        assert!(Instant::now() < until, "the approval was never taken");
+        // Keys right after the dialog appears are dropped: again if so.
+        std::thread::sleep(Duration::from_millis(500));
+        sh_ok(&format!("printf '\\r' > {input}"));
+    }
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    assert!(marker.exists(), "the approved command ran");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("The tool ran."), "{last}");
+    let states: Vec<String> = a
+        .events(&key)
+        .iter()
+        .map(|e| e["state"].as_str().unwrap().to_string())
+        .collect();
+    let tail: Vec<&str> = states
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(tail, ["waiting", "busy", "idle"], "{states:?}");
+}
+
+/// A stop, then a prompt: the session resumes and the agent has the history.
+fn stop_then_resume(a: &Agents, key: &str) {
+    a.api.push_text("First: noted the zebra.");
+    a.prompt(key, "remember the word zebra");
+    assert_eq!(a.wait(key, 60), "idle\n");
+    sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.read(key, "state"), "stopped\n");
+    a.api.push_text("Second: it was zebra.");
+    a.prompt(key, "which word was it");
+    assert_eq!(a.wait(key, 60), "idle\n");
+    assert_eq!(a.m.json(&format!("{key}/status"))["outcome"], "LAUNCH");
+    let turns = a.api.turns();
+    let last = turns
+        .iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("the second prompt never came:\n{}", a.api.log()));
+    assert!(
+        last.body.contains("remember the word zebra"),
+        "the resumed agent sent no history:\n{}",
+        last.body
+    );
+    let page = a.read(key, "transcript/last");
+    assert!(
+        page.contains("which word was it"),
+        "{page}\nlatest:\n{}\nstore has it: {:?}",
+        a.read(key, "transcript/latest"),
+        a.env
+            .claude_stores()
+            .iter()
+            .map(|p| std::fs::read_to_string(p)
+                .unwrap()
+                .contains("which word was it"))
+            .collect::<Vec<_>>()
+    );
+    assert!(page.contains("Second: it was zebra."), "{page}");
+    assert!(!page.contains("remember the word"), "{page}");
+}
+
+#[test]
+fn a_stopped_claude_session_resumes_with_its_history_on_a_prompt() {
+    let Some(a) = Agents::start("a_stopped_claude_session_resumes_with_its_history_on_a_prompt")
+    else {
+        return;
+    };
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000004");
+    stop_then_resume(&a, &key);
+}
+
+#[test]
+fn a_codex_session_takes_prompts_goes_idle_and_resumes() {
+    let Some(a) = Agents::start("a_codex_session_takes_prompts_goes_idle_and_resumes") else {
+        return;
+    };
+    let key = a.session("codex", "mine");
+    a.api.push_text("Codex answer one.");
+    let took = a.prompt(&key, "hello codex");
+    eprintln!("prompt to a new codex session accepted after {took:?}");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("hello codex"), "{last}");
+    assert!(last.contains("Codex answer one."), "{last}");
+    let events = a.events(&key);
+    let end = events.last().unwrap();
+    assert_eq!(end["state"], "idle", "{events:?}");
+    assert_eq!(end["source"], "notify", "{events:?}");
+    stop_then_resume(&a, &key);
+}

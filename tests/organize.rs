@@ -245,7 +245,13 @@ fn an_archived_claude_conversation_survives_its_engine_deleting_it() {
         std::fs::read_to_string(host.path("argv")).is_ok_and(|t| t.ends_with('\n'))
     });
     assert_eq!(
-        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        // The hook settings sessionfs adds come last.
+        std::fs::read_to_string(host.path("argv"))
+            .unwrap()
+            .split(" --settings ")
+            .next()
+            .unwrap()
+            .trim(),
         format!("--resume {id}")
     );
     assert!(

@@ -195,7 +195,13 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
     sh_ok(&format!("echo hello > {}", m.q(&format!("{key}/input"))));
     wait_for(20, "the stand-in to start", || host.path("cwd").exists());
     assert_eq!(
-        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        // The hook settings sessionfs adds come last.
+        std::fs::read_to_string(host.path("argv"))
+            .unwrap()
+            .split(" --settings ")
+            .next()
+            .unwrap()
+            .trim(),
         format!("--resume {CLAUDE_ID}")
     );
     assert_eq!(
@@ -220,7 +226,13 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
                 .is_empty()
     });
     assert_eq!(
-        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        // The hook settings sessionfs adds come last.
+        std::fs::read_to_string(host.path("argv"))
+            .unwrap()
+            .split(" --settings ")
+            .next()
+            .unwrap()
+            .trim(),
         format!("--session-id {fresh}")
     );
 }
@@ -277,7 +289,9 @@ fn a_new_codex_session_is_bound_to_its_rollout_and_resumed_by_that_id() {
     });
     let argv = std::fs::read_to_string(host.path("codex-argv")).unwrap();
     assert_eq!(
-        argv.lines().nth(1),
+        argv.lines()
+            .nth(1)
+            .and_then(|l| l.split(" -c notify=").next()),
         Some(format!("resume {rollout_id}").as_str())
     );
 }

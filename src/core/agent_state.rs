@@ -32,6 +32,10 @@ pub(super) const TICK: Duration = Duration::from_millis(40);
 /// Events kept per session (the oldest are dropped).
 const EVENTS_CAP: usize = 1000;
 
+/// Why a `prompt` flushed with nothing in it is refused; not recorded in
+/// `status.error`: a shell's redirection flushes once before the write.
+pub const EMPTY_PROMPT: &str = "an empty prompt";
+
 /// The longest prompt.
 pub const PROMPT_MAX: usize = 1 << 20;
 
@@ -105,6 +109,10 @@ struct Inner {
     /// A turn's end (Stop, turn complete), held until the agent has
     /// recorded the turn in its store: (event, its time, when seen).
     ending: Option<(HookEvent, u64, Instant)>,
+    /// The store's turns when the running turn was first seen, and its
+    /// length at the last look while an end is held.
+    turns_at_start: Option<usize>,
+    store_len: Option<u64>,
     saved: FollowPos,
 }
 
@@ -136,6 +144,8 @@ impl Default for Agent {
                 agent_pid: None,
                 held: vec![],
                 ending: None,
+                turns_at_start: None,
+                store_len: None,
                 saved: FollowPos::default(),
             }),
             changed: Condvar::new(),
@@ -232,6 +242,8 @@ pub(super) struct PromptWrite {
     pub(super) key: SessionKey,
     buf: Vec<u8>,
     sent: bool,
+    /// A write went past [`PROMPT_MAX`]: nothing of it is sent.
+    too_long: bool,
 }
 
 impl PromptWrite {
@@ -240,12 +252,15 @@ impl PromptWrite {
             key,
             buf: Vec::new(),
             sent: false,
+            too_long: false,
         }
     }
 
     /// One `write`: appended whatever its offset (a stream), capped.
     pub(super) fn write(&mut self, data: &[u8]) -> Result<()> {
-        if self.buf.len() + data.len() > PROMPT_MAX {
+        if self.too_long || self.buf.len() + data.len() > PROMPT_MAX {
+            self.too_long = true;
+            self.buf = Vec::new();
             return Err(Error::invalid(format!(
                 "{}: a prompt is at most {PROMPT_MAX} bytes",
                 self.key
@@ -258,10 +273,14 @@ impl PromptWrite {
     /// The text to send at `flush`: `None` when this handle already sent
     /// what it had. Trailing line ends are dropped (`echo` adds one).
     pub(super) fn take(&mut self) -> Option<Result<String>> {
+        if self.too_long {
+            return (!std::mem::replace(&mut self.sent, true))
+                .then(|| Err(Error::invalid("a prompt is at most 1 MiB")));
+        }
         if self.buf.is_empty() {
             // A shell's `close` of the descriptor it duplicated onto stdout
             // flushes before anything is written: nothing is sent then.
-            return (!self.sent).then(|| Err(Error::invalid("an empty prompt")));
+            return (!self.sent).then(|| Err(Error::invalid(EMPTY_PROMPT)));
         }
         self.sent = true;
         let bytes = std::mem::take(&mut self.buf);
@@ -271,7 +290,7 @@ impl PromptWrite {
         };
         let text = text.trim_end_matches(['\n', '\r']).to_string();
         if text.trim().is_empty() {
-            return Some(Err(Error::invalid("an empty prompt")));
+            return Some(Err(Error::invalid(EMPTY_PROMPT)));
         }
         Some(Ok(text))
     }
@@ -385,6 +404,8 @@ impl Core {
             inner.agent_pid = agent_pid;
             inner.held.clear();
             inner.ending = None;
+            inner.turns_at_start = None;
+            inner.store_len = None;
             inner.saved = pos;
         }
         {
@@ -420,7 +441,7 @@ impl Core {
     /// One look at a live session: new hook lines, the screen or the
     /// foreground group. Runs on the `agents` thread.
     fn agent_tick(&self, key: &SessionKey, rt: &SessionRuntime) {
-        let (kind, follower, opens, seen, pid, ending) = {
+        let (kind, follower, opens, seen, pid, ending, look) = {
             let mut inner = lock(&rt.agent.inner);
             let Some(kind) = inner.kind else { return };
             if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
@@ -433,17 +454,15 @@ impl Core {
                 inner.seen_output,
                 inner.agent_pid,
                 inner.ending.as_ref().map(|(_, ts, _)| *ts),
+                // The store is looked at when a turn is first seen running
+                // (to count its turns) and while its end is held.
+                kind != AgentKind::Shell
+                    && (inner.ending.is_some()
+                        || (inner.tracker.state() == State::Busy
+                            && inner.turns_at_start.is_none())),
             )
         };
-        // Whether the store was written since the held turn's end.
-        let recorded = ending.is_some_and(|ts| {
-            self.catalog.refresh();
-            self.store_file(key)
-                .and_then(|f| std::fs::metadata(f.path).ok())
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .is_some_and(|d| d.as_millis() as u64 >= ts)
-        });
+        let store = look.then(|| self.store_turns(key));
         // File and /proc reads happen with nothing locked.
         let mut follower = follower;
         let lines = follower.as_mut().map(Follower::poll).unwrap_or_default();
@@ -522,6 +541,20 @@ impl Core {
                 }
                 hook(&mut inner, event);
             }
+            // Recorded: the store has a turn more than when this one began,
+            // was written after the end (Claude writes the answer then;
+            // Codex as it streams) and has not grown since the last look.
+            let (turns, len, written) = store.unwrap_or((0, 0, 0));
+            let recorded = ending.is_some_and(|ts| {
+                turns > inner.turns_at_start.unwrap_or(0)
+                    && (kind == AgentKind::Codex || written >= ts)
+                    && inner.store_len == Some(len)
+            });
+            if ending.is_some() {
+                inner.store_len = Some(len);
+            } else if look && inner.turns_at_start.is_none() {
+                inner.turns_at_start = Some(turns);
+            }
             let due = inner.ending.as_ref().is_some_and(|(_, ts, seen)| {
                 (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
             });
@@ -529,6 +562,10 @@ impl Core {
                 if let Some((end, _, _)) = inner.ending.take() {
                     hook(&mut inner, end);
                 }
+            }
+            if inner.tracker.state() != State::Busy && inner.ending.is_none() {
+                inner.turns_at_start = None;
+                inner.store_len = None;
             }
             let verdict = verdict.unwrap_or(inner.verdict);
             if kind.tui().is_some() {
@@ -556,6 +593,27 @@ impl Core {
             write_saved(&files, &saved);
         }
         self.agent_changed(rt, changes, now);
+    }
+
+    /// How many turns the session's store holds, how far it was read and
+    /// when it was last written (ms): zeros while there is none.
+    fn store_turns(&self, key: &SessionKey) -> (usize, u64, u64) {
+        self.catalog.refresh();
+        match self.transcript(key) {
+            Ok(Some(cache)) => {
+                let (turns, len, path) = {
+                    let c = lock(&cache);
+                    (c.index.turn_count(), c.index.scanned_to(), c.path.clone())
+                };
+                let written = std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as u64);
+                (turns, len, written)
+            }
+            _ => (0, 0, 0),
+        }
     }
 
     /// The state a session shows: its tracker's, `stopped` when it has none.

@@ -661,10 +661,10 @@ impl Files {
     /// A `flush` of a `prompt` handle: the session and the text to send
     /// (the adapter runs [`Core::prompt`] in the pool), or why it cannot
     /// be; `None` for any other handle or one that sent its text already.
-    pub fn take_prompt(&self, fh: u64) -> Option<Result<(SessionKey, String)>> {
+    pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
         self.handles
             .with(fh, |h| match h {
-                Handle::Prompt(p) => p.take().map(|r| r.map(|text| (p.key.clone(), text))),
+                Handle::Prompt(p) => p.take().map(|r| (p.key.clone(), r)),
                 _ => None,
             })
             .flatten()

@@ -36,6 +36,7 @@ mod transcripts;
 mod views;
 mod waits;
 
+pub use agent_state::EMPTY_PROMPT;
 pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
 pub use listing::listing_from_daemon;

@@ -176,7 +176,7 @@ impl SessionFs {
         // A prompt is typed and submitted; close() returns once the agent
         // took it, answered from the pool.
         match self.files.take_prompt(fh) {
-            Some(Ok((key, text))) => {
+            Some((key, Ok(text))) => {
                 let core = self.files.core().clone();
                 let answer = Later {
                     reply,
@@ -193,7 +193,14 @@ impl SessionFs {
                 );
                 return;
             }
-            Some(Err(e)) => return reply.error(fail(op, &e)),
+            Some((key, Err(e))) => {
+                let e = if e.message == crate::core::EMPTY_PROMPT {
+                    e
+                } else {
+                    self.files.core().record_refusal(&key, e)
+                };
+                return reply.error(fail(op, &e));
+            }
             None => {}
         }
         if !self.files.finish_commits(fh) {
