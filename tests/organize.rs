@@ -20,17 +20,21 @@ fn listing_of(m: &Mount, dir: &str) -> Vec<String> {
     names
 }
 
-const SESSION_FILES: [&str; 10] = [
+const SESSION_FILES: [&str; 14] = [
     "archive",
     "ctl",
+    "events",
     "favourite",
     "input",
     "meta.json",
     "project",
+    "prompt",
     "screen",
     "scrollback",
+    "state",
     "status",
     "title",
+    "wait",
 ];
 
 #[test]

@@ -575,7 +575,16 @@ impl Core {
                 inner.seen_output = total;
                 inner.verdict = verdict;
             }
-            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(verdict), now) {
+            if let Outcome::Changed(mut c) = inner.tracker.apply(&Signal::Screen(verdict), now) {
+                if kind == AgentKind::Shell {
+                    // Not a drawing: the terminal's foreground group.
+                    c.source = crate::agent::state::Source::Process;
+                    c.detail = match c.state {
+                        State::Busy => "a job is in the foreground",
+                        _ => "the program has the terminal",
+                    }
+                    .into();
+                }
                 changes.push(c);
             }
             if let Some(pos) = inner.follower.as_ref().map(Follower::pos) {
