@@ -55,7 +55,7 @@ fn pages_hold_exactly_their_turns_and_show_nothing_injected() {
         let listing = sh_ok(&format!("ls {}", m.q(&dir)));
         assert_eq!(
             listing.lines().collect::<Vec<_>>(),
-            vec!["latest", "page-0", "page-1", "page-2"],
+            vec!["last", "latest", "page-0", "page-1", "page-2"],
             "{key}"
         );
         assert_eq!(
@@ -114,7 +114,11 @@ fn caps_cut_the_rendered_page_with_a_marker_and_never_move_the_cursor() {
     for key in [format!("claude:{CLAUDE_ID}"), format!("codex:{CODEX_ID}")] {
         let dir = format!("{key}/transcript");
         let listing = sh_ok(&format!("ls {}", m.q(&dir)));
-        assert_eq!(listing.lines().count(), 4, "{key}: three pages and latest");
+        assert_eq!(
+            listing.lines().count(),
+            5,
+            "{key}: three pages, latest and last"
+        );
         for n in 0..3usize {
             let page = m.read(&format!("{dir}/page-{n}"));
             assert!(
@@ -371,8 +375,9 @@ fn corrupt_rewritten_and_deleted_stores_never_break_a_read() {
     let mut shape = Shape::new(10, 3);
     shape.half_line = false;
     std::fs::write(&claude_file, claude(&shape)).unwrap();
+    // page-0, latest and last.
     wait_for(20, "the rewritten store to show", || {
-        sh_ok(&format!("ls {}", m.q(&dir))).lines().count() == 2
+        sh_ok(&format!("ls {}", m.q(&dir))).lines().count() == 3
     });
     assert_eq!(
         prompts(&m.read(&format!("{dir}/page-0"))),

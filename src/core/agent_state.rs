@@ -541,14 +541,19 @@ impl Core {
                 }
                 hook(&mut inner, event);
             }
-            // Recorded: the store has a turn more than when this one began,
-            // was written after the end (Claude writes the answer then;
-            // Codex as it streams) and has not grown since the last look.
+            // Recorded: Claude's store has a turn more than when this one
+            // began and was written after the end (it writes the turn
+            // then); Codex's, written as it streams, has the turn; and it
+            // has not grown since the last look.
             let (turns, len, written) = store.unwrap_or((0, 0, 0));
             let recorded = ending.is_some_and(|ts| {
-                turns > inner.turns_at_start.unwrap_or(0)
-                    && (kind == AgentKind::Codex || written >= ts)
-                    && inner.store_len == Some(len)
+                let has_turn = match kind {
+                    AgentKind::Claude => turns > inner.turns_at_start.unwrap_or(0) && written >= ts,
+                    // The rollout already holds the turn when the turn is
+                    // first seen running: that it has some is enough.
+                    _ => turns > 0,
+                };
+                has_turn && inner.store_len == Some(len)
             });
             if ending.is_some() {
                 inner.store_len = Some(len);

@@ -51,6 +51,8 @@ impl Row {
 /// A session's `meta.json`, its fields in the order the file shows them.
 #[derive(Debug, Serialize)]
 pub(crate) struct MetaDoc<'a> {
+    // In key order, as a parsed document (`sessionfs ls`) prints them.
+    agent_state: &'a str,
     archived: bool,
     created: String,
     engine: &'a str,
@@ -61,7 +63,6 @@ pub(crate) struct MetaDoc<'a> {
     pid: Option<u32>,
     project: Option<&'a str>,
     state: &'a str,
-    agent_state: &'a str,
     title: Option<&'a str>,
     workspace: Cow<'a, str>,
 }
@@ -526,6 +527,7 @@ impl Core {
             (None, None) => self.config.home.to_string_lossy(),
         };
         MetaDoc {
+            agent_state: row.agent_state,
             archived: row.meta.archived,
             created: super::utc_text(row.meta.created_ms),
             engine: row.key.engine(),
@@ -536,7 +538,6 @@ impl Core {
             pid: row.pid,
             project: row.meta.project.as_deref(),
             state: row.state,
-            agent_state: row.agent_state,
             title: row.title(),
             workspace,
         }
