@@ -87,6 +87,13 @@ impl Agents {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The daemon stops and a new one mounts the same state; the agents'
+    /// masters go on.
+    fn restart(&mut self) {
+        self.m.terminate();
+        self.m = self.host.mount("mnt2");
+    }
+
     fn events(&self, key: &str) -> Vec<serde_json::Value> {
         self.read(key, "events")
             .lines()
@@ -306,6 +313,43 @@ fn a_codex_session_takes_prompts_goes_idle_and_resumes() {
     assert_eq!(end["state"], "idle", "{events:?}");
     assert_eq!(end["source"], "notify", "{events:?}");
     stop_then_resume(&a, &key);
+}
+
+#[test]
+fn the_state_and_events_of_a_live_claude_survive_a_daemon_restart() {
+    let Some(mut a) =
+        Agents::start("the_state_and_events_of_a_live_claude_survive_a_daemon_restart")
+    else {
+        return;
+    };
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000005");
+    a.api.push_text("Before the restart.");
+    a.prompt(&key, "first question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let before = a.read(&key, "events");
+    a.restart();
+    assert!(
+        a.read(&key, "events").starts_with(&before),
+        "the events were kept"
+    );
+    assert_eq!(
+        a.read(&key, "state"),
+        "idle\n",
+        "{}",
+        a.read(&key, "events")
+    );
+    a.api.push_text("After the restart.");
+    a.prompt(&key, "second question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    assert_eq!(a.m.json(&format!("{key}/status"))["outcome"], "ATTACH");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("second question"), "{last}");
+    assert!(last.contains("After the restart."), "{last}");
+    let after = a.read(&key, "events");
+    assert!(
+        after.len() > before.len() && after.starts_with(&before),
+        "{after}"
+    );
 }
 
 /// `scripts/bench agents`: for each agent, from a prompt's close to `busy`

@@ -486,14 +486,16 @@ impl Core {
         };
         let pid = pid.or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid));
         // A Codex session started afresh learns its thread from its rollout.
-        let bound = (kind == AgentKind::Codex
-            && !events.is_empty()
-            && lock(&rt.agent.inner).tracker.own_ids().is_empty())
-        .then(|| {
-            self.store_file(key);
-            self.conversation_id(key)
-        })
-        .filter(|id| id != key.id());
+        let unbound = kind == AgentKind::Codex && {
+            let inner = lock(&rt.agent.inner);
+            inner.tracker.own_ids().is_empty() && !(events.is_empty() && inner.held.is_empty())
+        };
+        let bound = unbound
+            .then(|| {
+                self.store_file(key);
+                self.conversation_id(key)
+            })
+            .filter(|id| id != key.id());
         let now = now_ms();
         let mut changes = vec![];
         let mut save = None;
@@ -947,5 +949,62 @@ pub(super) fn start(core: &Arc<Core>) {
         });
     if let Err(e) = spawned {
         log::error!("cannot start the agents thread: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_is_sent_once_and_refused_when_empty_bad_or_too_long() {
+        let key = SessionKey::parse("shell:p").unwrap();
+        let mut p = PromptWrite::new(key.clone());
+        // A shell's early flush: refused, but the prompt can still come.
+        assert_eq!(p.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+        p.write(b"fix it\n").unwrap();
+        assert_eq!(p.take().unwrap().unwrap(), "fix it");
+        assert!(p.take().is_none(), "sent once");
+
+        let mut bad = PromptWrite::new(key.clone());
+        bad.write(b"\xff\xfe").unwrap();
+        assert_eq!(bad.take().unwrap().unwrap_err().errno, libc::EINVAL);
+
+        let mut blank = PromptWrite::new(key.clone());
+        blank.write(b"\n\r\n").unwrap();
+        assert_eq!(blank.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+
+        let mut long = PromptWrite::new(key);
+        long.write(&vec![b'a'; PROMPT_MAX]).unwrap();
+        assert_eq!(long.write(b"a").unwrap_err().errno, libc::EINVAL);
+        // Nothing of a prompt that went past the cap is sent.
+        assert_eq!(long.take().unwrap().unwrap_err().errno, libc::EINVAL);
+        assert!(long.take().is_none());
+    }
+
+    #[test]
+    fn prompts_go_in_order_and_one_that_gave_up_is_passed() {
+        let agent = Agent::default();
+        let far = Instant::now() + Duration::from_secs(5);
+        let first = Turn::wait(&agent, far).unwrap();
+        // The second gives up at once; the third is served after the first.
+        assert!(Turn::wait(&agent, Instant::now()).is_none());
+        let agent = &agent;
+        std::thread::scope(|s| {
+            let third = s.spawn(move || Turn::wait(agent, far).is_some());
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!third.is_finished(), "served before the first ended");
+            drop(first);
+            assert!(third.join().unwrap());
+        });
+        assert_eq!(lock(&agent.queue).serving, 3);
+    }
+
+    #[test]
+    fn the_foreground_group_is_read_from_proc() {
+        // The test runner is not a terminal's foreground job here, or it
+        // has no terminal: either way it is readable.
+        assert!(foreground_job(std::process::id()).is_some());
+        assert_eq!(foreground_job(u32::MAX), None);
     }
 }
