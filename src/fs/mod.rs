@@ -94,13 +94,14 @@ impl work::Answer<()> for Later<ReplyEmpty> {
     }
 }
 
-/// A blocked `wait` read, answered by the core's waits thread.
-struct WaitData(ReplyData);
+/// A blocked `wait` read of at most `.1` bytes, answered by the core's
+/// waits thread.
+struct WaitData(ReplyData, usize);
 
 impl crate::core::WaitReply for WaitData {
     fn answer(self: Box<Self>, result: Result<Vec<u8>, Error>) {
         match result {
-            Ok(bytes) => self.0.data(&bytes),
+            Ok(bytes) => self.0.data(&bytes[..bytes.len().min(self.1)]),
             Err(e) => self.0.error(fail("wait", &e)),
         }
     }
@@ -320,7 +321,12 @@ impl Filesystem for SessionFs {
             if let Some(key) = self.files.wait_key(fh.0) {
                 let nonblock = flags.0 & libc::O_NONBLOCK != 0;
                 let core = self.files.core();
-                core.wait(&key, req.pid(), nonblock, Box::new(WaitData(reply)));
+                core.wait(
+                    &key,
+                    req.pid(),
+                    nonblock,
+                    Box::new(WaitData(reply, size as usize)),
+                );
                 return;
             }
         }
