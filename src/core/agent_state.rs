@@ -116,6 +116,101 @@ struct Inner {
     saved: FollowPos,
 }
 
+impl Inner {
+    fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
+        match self.tracker.apply(&Signal::Hook(event), now) {
+            Outcome::Changed(c) => changes.push(c),
+            Outcome::Rejected(why) => log::info!("{key}: hook event ignored: {why}"),
+            Outcome::Unchanged => {}
+        }
+    }
+
+    /// New hook events (and those held before), in order. A Codex event
+    /// whose thread is not known yet is held; a turn's end is held until
+    /// the turn is recorded ([`Inner::end_if_recorded`]).
+    fn take_hooks(
+        &mut self,
+        kind: AgentKind,
+        key: &SessionKey,
+        events: Vec<(u64, HookEvent)>,
+        now: u64,
+        changes: &mut Vec<Change>,
+    ) {
+        let mut pending = std::mem::take(&mut self.held);
+        pending.extend(events);
+        for (ts, event) in pending {
+            let unknown = kind == AgentKind::Codex
+                && self.tracker.own_ids().is_empty()
+                && event.session_id.is_some();
+            if unknown {
+                if self.held.len() < HELD_MAX {
+                    self.held.push((ts, event));
+                }
+                continue;
+            }
+            // A later event: the held end came first.
+            if let Some((end, _, _)) = self.ending.take() {
+                self.hook(key, end, now, changes);
+            }
+            let own = event
+                .session_id
+                .as_ref()
+                .is_some_and(|id| self.tracker.own_ids().contains(id));
+            if is_turn_end(&event) && own {
+                self.ending = Some((event, ts, Instant::now()));
+                continue;
+            }
+            self.hook(key, event, now, changes);
+        }
+    }
+
+    /// Applies a held turn's end once the store has the turn (or after
+    /// [`RECORD_WAIT`]). `ending` is the held end's time when `store` (its
+    /// turns, length, time written) was looked at; a store looked at while
+    /// a turn runs gives the count the turn started from.
+    fn end_if_recorded(
+        &mut self,
+        kind: AgentKind,
+        key: &SessionKey,
+        ending: Option<u64>,
+        store: Option<(usize, u64, u64)>,
+        now: u64,
+        changes: &mut Vec<Change>,
+    ) {
+        // Recorded: Claude's store has a turn more than when this one
+        // began and was written after the end (it writes the turn then);
+        // Codex's, written as it streams, has the turn; and it has not
+        // grown since the last look.
+        let (turns, len, written) = store.unwrap_or((0, 0, 0));
+        let recorded = ending.is_some_and(|ts| {
+            let has_turn = match kind {
+                AgentKind::Claude => turns > self.turns_at_start.unwrap_or(0) && written >= ts,
+                // The rollout already holds the turn when the turn is first
+                // seen running: that it has some is enough.
+                _ => turns > 0,
+            };
+            has_turn && self.store_len == Some(len)
+        });
+        if ending.is_some() {
+            self.store_len = Some(len);
+        } else if store.is_some() && self.turns_at_start.is_none() {
+            self.turns_at_start = Some(turns);
+        }
+        let due = self.ending.as_ref().is_some_and(|(_, ts, seen)| {
+            (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
+        });
+        if due {
+            if let Some((end, _, _)) = self.ending.take() {
+                self.hook(key, end, now, changes);
+            }
+        }
+        if self.tracker.state() != State::Busy && self.ending.is_none() {
+            self.turns_at_start = None;
+            self.store_len = None;
+        }
+    }
+}
+
 /// The agent side of a session runtime.
 #[derive(Debug)]
 pub(super) struct Agent {
@@ -462,7 +557,11 @@ impl Core {
                             && inner.turns_at_start.is_none())),
             )
         };
-        let store = look.then(|| self.store_turns(key));
+        let store = if look {
+            self.store_turns(key)
+        } else {
+            (0, 0, 0)
+        };
         // File and /proc reads happen with nothing locked.
         let mut follower = follower;
         let lines = follower.as_mut().map(Follower::poll).unwrap_or_default();
@@ -484,7 +583,10 @@ impl Core {
                 }
             }),
         };
-        let pid = pid.or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid));
+        // A launch may come back before the wrapper wrote its record.
+        let pid = pid
+            .or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid))
+            .or_else(|| crate::runtime::launch::live_record(&self.paths, key).map(|r| r.agent_pid));
         // A Codex session started afresh learns its thread from its rollout.
         let unbound = kind == AgentKind::Codex && {
             let inner = lock(&rt.agent.inner);
@@ -509,71 +611,8 @@ impl Core {
             if let Some(id) = &bound {
                 inner.tracker.own_id(id);
             }
-            let mut pending = std::mem::take(&mut inner.held);
-            pending.extend(events);
-            let mut hook = |inner: &mut Inner, event: HookEvent| match inner
-                .tracker
-                .apply(&Signal::Hook(event), now)
-            {
-                Outcome::Changed(c) => changes.push(c),
-                Outcome::Rejected(why) => log::info!("{key}: hook event ignored: {why}"),
-                Outcome::Unchanged => {}
-            };
-            for (ts, event) in pending {
-                let unknown = kind == AgentKind::Codex
-                    && inner.tracker.own_ids().is_empty()
-                    && event.session_id.is_some();
-                if unknown {
-                    if inner.held.len() < HELD_MAX {
-                        inner.held.push((ts, event));
-                    }
-                    continue;
-                }
-                // A later event: the held end came first.
-                if let Some((end, _, _)) = inner.ending.take() {
-                    hook(&mut inner, end);
-                }
-                let own = event
-                    .session_id
-                    .as_ref()
-                    .is_some_and(|id| inner.tracker.own_ids().contains(id));
-                if is_turn_end(&event) && own {
-                    inner.ending = Some((event, ts, Instant::now()));
-                    continue;
-                }
-                hook(&mut inner, event);
-            }
-            // Recorded: Claude's store has a turn more than when this one
-            // began and was written after the end (it writes the turn
-            // then); Codex's, written as it streams, has the turn; and it
-            // has not grown since the last look.
-            let (turns, len, written) = store.unwrap_or((0, 0, 0));
-            let recorded = ending.is_some_and(|ts| {
-                let has_turn = match kind {
-                    AgentKind::Claude => turns > inner.turns_at_start.unwrap_or(0) && written >= ts,
-                    // The rollout already holds the turn when the turn is
-                    // first seen running: that it has some is enough.
-                    _ => turns > 0,
-                };
-                has_turn && inner.store_len == Some(len)
-            });
-            if ending.is_some() {
-                inner.store_len = Some(len);
-            } else if look && inner.turns_at_start.is_none() {
-                inner.turns_at_start = Some(turns);
-            }
-            let due = inner.ending.as_ref().is_some_and(|(_, ts, seen)| {
-                (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
-            });
-            if due {
-                if let Some((end, _, _)) = inner.ending.take() {
-                    hook(&mut inner, end);
-                }
-            }
-            if inner.tracker.state() != State::Busy && inner.ending.is_none() {
-                inner.turns_at_start = None;
-                inner.store_len = None;
-            }
+            inner.take_hooks(kind, key, events, now, &mut changes);
+            inner.end_if_recorded(kind, key, ending, look.then_some(store), now, &mut changes);
             let verdict = verdict.unwrap_or(inner.verdict);
             if kind.tui().is_some() {
                 if inner.verdict != verdict {
