@@ -220,6 +220,19 @@ fn prompts_that_cannot_be_sent_are_refused() {
     ));
     assert!(!out.status.success());
     assert_eq!(m.read("shell:p/state"), "stopped\n", "nothing was sent");
+    // A hosted run's transcript takes no prompt: EPERM.
+    sh_ok(&format!(
+        "echo '{{\"type\":\"text\",\"text\":\"hi\"}}' >> {}",
+        m.q("agent-transcripts/run-1.jsonl")
+    ));
+    let out = sh(&format!(
+        "/usr/bin/printf 'hi\\n' > {}",
+        m.q("hosted:run-1/prompt")
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+        "{out:?}"
+    );
     // Archived: EPERM.
     sh_ok(&format!("echo 1 > {}", m.q("shell:p/archive")));
     let out = sh(&format!(
