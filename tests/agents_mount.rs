@@ -222,11 +222,18 @@ fn a_tool_call_waits_for_permission_given_through_input() {
     });
     let input = a.m.q(&format!("{key}/input"));
     let until = Instant::now() + Duration::from_secs(20);
-    while a.read(&key, "state") == "waiting\n" {
+    loop {
         assert!(Instant::now() < until, "the approval was never taken");
-        // Keys right after the dialog appears are dropped: again if so.
-        std::thread::sleep(Duration::from_millis(500));
         sh_ok(&format!("printf '\\r' > {input}"));
+        // Keys right after the dialog appears are dropped: again if the
+        // state has not moved within a second.
+        let moved_by = Instant::now() + Duration::from_secs(1);
+        while a.read(&key, "state") == "waiting\n" && Instant::now() < moved_by {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if a.read(&key, "state") != "waiting\n" {
+            break;
+        }
     }
     assert_eq!(a.wait(&key, 60), "idle\n");
     assert!(marker.exists(), "the approved command ran");
