@@ -54,9 +54,16 @@ enum Command {
         limit: Option<usize>,
         #[arg(long, default_value_t = 0)]
         offset: usize,
+        /// Only sessions in this state (`state` file: stopped, starting,
+        /// idle, busy, waiting, exited).
+        #[arg(long, value_name = "STATE")]
+        state: Option<String>,
         /// One JSON object, as sessions.json.
         #[arg(long)]
         json: bool,
+        /// Only the keys, one a line.
+        #[arg(long, conflicts_with = "json")]
+        keys: bool,
         /// JSON file with more engines and program overrides.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
@@ -199,17 +206,26 @@ fn main() -> ExitCode {
             archived,
             limit,
             offset,
+            state,
             json,
+            keys,
             config,
         } => {
             init_logging("warn");
+            if let Some(s) = state.as_deref() {
+                if sessionfs::agent::state::State::parse(s).is_none() {
+                    eprintln!("sessionfs: unknown state {s:?}; one of stopped, starting, idle, busy, waiting, exited");
+                    return ExitCode::FAILURE;
+                }
+            }
+            // With a state, the whole scope is listed, then filtered and paged here.
             let query = sessionfs::listing::Query {
                 q,
                 project,
                 engine,
                 archived,
-                limit,
-                offset,
+                limit: if state.is_some() { None } else { limit },
+                offset: if state.is_some() { 0 } else { offset },
             };
             let listing = Config::from_env(config.as_deref()).and_then(|config| {
                 // A daemon on the same state knows its live sessions' activity.
@@ -223,9 +239,31 @@ fn main() -> ExitCode {
                     listing
                 })
             });
+            let listing = listing.map(|mut listing| {
+                if let Some(s) = &state {
+                    listing
+                        .sessions
+                        .retain(|m| m["agent_state"].as_str() == Some(s.as_str()));
+                    listing.total = listing.sessions.len();
+                    listing.sessions = std::mem::take(&mut listing.sessions)
+                        .into_iter()
+                        .skip(offset)
+                        .take(limit.unwrap_or(usize::MAX))
+                        .collect();
+                    listing.offset = offset;
+                    listing.limit = limit;
+                }
+                listing
+            });
             match listing {
                 Ok(listing) => {
-                    if json {
+                    if keys {
+                        for m in &listing.sessions {
+                            if let Some(k) = m["key"].as_str() {
+                                println!("{k}");
+                            }
+                        }
+                    } else if json {
                         println!(
                             "{}",
                             serde_json::to_string_pretty(&listing).expect("listing serialises")

@@ -98,6 +98,11 @@ impl Screen {
         *self = Screen::new(cols, rows);
     }
 
+    /// Whether the program asked for bracketed paste (`CSI ? 2004 h`).
+    pub fn bracketed_paste(&self) -> bool {
+        self.parser.screen().bracketed_paste()
+    }
+
     /// Every row of the screen, trailing blanks trimmed, one line each;
     /// blank rows at the bottom are left out.
     pub fn text(&self) -> String {

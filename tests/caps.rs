@@ -134,7 +134,7 @@ fn streams_ignore_offsets_and_take_no_size() {
     sh_ok(&format!("echo open > {}", m.q("shell:st/ctl")));
     let meta = |m: &Mount| {
         let mut v = m.json("shell:st/meta.json");
-        for moving in ["last_activity", "pid", "state"] {
+        for moving in ["last_activity", "pid", "state", "agent_state"] {
             v.as_object_mut().unwrap().remove(moving);
         }
         v

@@ -494,6 +494,10 @@ fn a_full_state_directory_refuses_every_metadata_change_and_loses_nothing() {
     sh_ok(&format!("mv {} {}", m.q(parked), m.q("archived/")));
     m.type_line(live, "echo ali''ve");
     m.wait_output_line(live, "alive");
+    // `agent_state` moves on its own: let it settle before meta.json is kept.
+    wait_for(10, "the shell to be idle", || {
+        m.read(&format!("{live}/state")) == "idle\n"
+    });
     std::fs::write(m.path(&format!("{claude}/ctl")), "open\n").unwrap();
     let live_master = master_of(&m, live);
     let claude_master = master_of(&m, &claude);

@@ -20,17 +20,21 @@ fn listing_of(m: &Mount, dir: &str) -> Vec<String> {
     names
 }
 
-const SESSION_FILES: [&str; 10] = [
+const SESSION_FILES: [&str; 14] = [
     "archive",
     "ctl",
+    "events",
     "favourite",
     "input",
     "meta.json",
     "project",
+    "prompt",
     "screen",
     "scrollback",
+    "state",
     "status",
     "title",
+    "wait",
 ];
 
 #[test]
@@ -245,7 +249,13 @@ fn an_archived_claude_conversation_survives_its_engine_deleting_it() {
         std::fs::read_to_string(host.path("argv")).is_ok_and(|t| t.ends_with('\n'))
     });
     assert_eq!(
-        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        // The hook settings sessionfs adds come last.
+        std::fs::read_to_string(host.path("argv"))
+            .unwrap()
+            .split(" --settings ")
+            .next()
+            .unwrap()
+            .trim(),
         format!("--resume {id}")
     );
     assert!(

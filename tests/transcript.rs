@@ -55,7 +55,7 @@ fn pages_hold_exactly_their_turns_and_show_nothing_injected() {
         let listing = sh_ok(&format!("ls {}", m.q(&dir)));
         assert_eq!(
             listing.lines().collect::<Vec<_>>(),
-            vec!["latest", "page-0", "page-1", "page-2"],
+            vec!["last", "latest", "page-0", "page-1", "page-2"],
             "{key}"
         );
         assert_eq!(
@@ -114,7 +114,11 @@ fn caps_cut_the_rendered_page_with_a_marker_and_never_move_the_cursor() {
     for key in [format!("claude:{CLAUDE_ID}"), format!("codex:{CODEX_ID}")] {
         let dir = format!("{key}/transcript");
         let listing = sh_ok(&format!("ls {}", m.q(&dir)));
-        assert_eq!(listing.lines().count(), 4, "{key}: three pages and latest");
+        assert_eq!(
+            listing.lines().count(),
+            5,
+            "{key}: three pages, latest and last"
+        );
         for n in 0..3usize {
             let page = m.read(&format!("{dir}/page-{n}"));
             assert!(
@@ -195,7 +199,13 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
     sh_ok(&format!("echo hello > {}", m.q(&format!("{key}/input"))));
     wait_for(20, "the stand-in to start", || host.path("cwd").exists());
     assert_eq!(
-        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        // The hook settings sessionfs adds come last.
+        std::fs::read_to_string(host.path("argv"))
+            .unwrap()
+            .split(" --settings ")
+            .next()
+            .unwrap()
+            .trim(),
         format!("--resume {CLAUDE_ID}")
     );
     assert_eq!(
@@ -220,7 +230,13 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
                 .is_empty()
     });
     assert_eq!(
-        std::fs::read_to_string(host.path("argv")).unwrap().trim(),
+        // The hook settings sessionfs adds come last.
+        std::fs::read_to_string(host.path("argv"))
+            .unwrap()
+            .split(" --settings ")
+            .next()
+            .unwrap()
+            .trim(),
         format!("--session-id {fresh}")
     );
 }
@@ -277,7 +293,9 @@ fn a_new_codex_session_is_bound_to_its_rollout_and_resumed_by_that_id() {
     });
     let argv = std::fs::read_to_string(host.path("codex-argv")).unwrap();
     assert_eq!(
-        argv.lines().nth(1),
+        argv.lines()
+            .nth(1)
+            .and_then(|l| l.split(" -c notify=").next()),
         Some(format!("resume {rollout_id}").as_str())
     );
 }
@@ -357,8 +375,9 @@ fn corrupt_rewritten_and_deleted_stores_never_break_a_read() {
     let mut shape = Shape::new(10, 3);
     shape.half_line = false;
     std::fs::write(&claude_file, claude(&shape)).unwrap();
+    // page-0, latest and last.
     wait_for(20, "the rewritten store to show", || {
-        sh_ok(&format!("ls {}", m.q(&dir))).lines().count() == 2
+        sh_ok(&format!("ls {}", m.q(&dir))).lines().count() == 3
     });
     assert_eq!(
         prompts(&m.read(&format!("{dir}/page-0"))),

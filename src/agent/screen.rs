@@ -96,6 +96,49 @@ fn codex(lines: &[&str]) -> Verdict {
     }
 }
 
+/// The text of the prompt box, rows joined by spaces with the `❯`/`›`
+/// marker dropped; `None` when no prompt box is drawn.
+pub fn composer_text(tui: Tui, screen: &str) -> Option<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let rows: Vec<&str> = match tui {
+        Tui::Claude => claude_composer(&lines)?,
+        Tui::Codex => {
+            let at = lines.iter().rposition(|l| l.starts_with('›'))?;
+            // The box ends at the first blank row or the key hints.
+            let len = lines[at..]
+                .iter()
+                .skip(1)
+                .position(|l| l.trim().is_empty() || l.contains(" · "))
+                .map_or(lines.len() - at, |n| n + 1);
+            lines[at..at + len].to_vec()
+        }
+    };
+    let joined = rows.join(" ");
+    let text = joined.trim_start().trim_start_matches(['❯', '›']);
+    Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Whether the prompt box shows `typed` (its start), or the placeholder a
+/// TUI shows for a long paste ("[Pasted text #1 +40 lines]", "[Pasted
+/// Content 2000 chars]").
+pub fn composer_shows(tui: Tui, screen: &str, typed: &str) -> bool {
+    let Some(shown) = composer_text(tui, screen) else {
+        return false;
+    };
+    if shown.contains("[Pasted") {
+        return true;
+    }
+    let words: String = typed
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start: String = words.chars().take(24).collect();
+    !start.is_empty() && shown.contains(&start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +182,27 @@ mod tests {
             verdict(Tui::Claude, " Claude Code v2.1.328\n"),
             Verdict::Unknown
         );
+    }
+
+    #[test]
+    fn the_prompt_box_shows_what_was_typed() {
+        let typed = claude_screen("", "❯ fix the failing test now", "  ⏸ manual mode on");
+        assert!(composer_shows(
+            Tui::Claude,
+            &typed,
+            "fix the failing test now\n"
+        ));
+        assert!(!composer_shows(Tui::Claude, &typed, "something else"));
+        let empty = claude_screen("", "❯  ", "  ? for shortcuts");
+        assert!(!composer_shows(Tui::Claude, &empty, "fix"));
+        let pasted = claude_screen("", "❯ [Pasted text #1 +40 lines]", "");
+        assert!(composer_shows(Tui::Claude, &pasted, "long"));
+        let codex = "  >_ OpenAI Codex (v0.169.0)\n     /w\n\n› say hello\n  to me\n\n  gpt-5 default · /w\n";
+        assert_eq!(
+            composer_text(Tui::Codex, codex).as_deref(),
+            Some("say hello to me")
+        );
+        assert!(composer_shows(Tui::Codex, codex, "say  hello"));
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub enum Source {
     Hook,
     Notify,
     Screen,
+    /// The daemon saw its own `prompt` accepted (Codex announces no turn start).
+    Prompt,
 }
 
 impl Source {
@@ -80,6 +82,7 @@ impl Source {
             Source::Hook => "hook",
             Source::Notify => "notify",
             Source::Screen => "screen",
+            Source::Prompt => "prompt",
         }
     }
 }
@@ -136,6 +139,8 @@ pub enum Signal {
     Hook(HookEvent),
     /// The current screen's verdict.
     Screen(Verdict),
+    /// A prompt written to `prompt` was taken: the turn has started.
+    Submitted,
 }
 
 /// A state change, as one line of the `events` log.
@@ -305,6 +310,14 @@ impl Tracker {
             }
             Signal::Hook(event) => self.hook(event, now_ms),
             Signal::Screen(verdict) => self.screen(*verdict, now_ms),
+            // Only out of `idle`: a hook may already have said more.
+            Signal::Submitted if self.state == State::Idle => self.set(
+                State::Busy,
+                Source::Prompt,
+                "prompt accepted".into(),
+                now_ms,
+            ),
+            Signal::Submitted => Outcome::Unchanged,
         }
     }
 

@@ -204,6 +204,7 @@ impl Core {
             client.detach();
         }
         terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());
+        self.agent_process(&rt, crate::agent::state::Signal::MasterGone);
         {
             let mut state = lock(&rt.state);
             if state

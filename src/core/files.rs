@@ -5,6 +5,7 @@
 //! files, directory snapshots), so it can be driven and tested without a
 //! mount. Nothing here knows FUSE exists.
 
+use super::agent_state::PromptWrite;
 use super::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
 use super::node::{
     Cap, Content, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
@@ -163,6 +164,23 @@ fn commands(data: &[u8]) -> Result<Vec<&str>> {
     Ok(lines)
 }
 
+/// Up to `size` bytes of a file at `offset` (nothing past its end or when
+/// it does not exist yet).
+fn read_at(path: &std::path::Path, offset: u64, size: u32) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&format!("cannot read {}", path.display()), &e)),
+    };
+    let mut buf = vec![0; size.min(1 << 20) as usize];
+    let n = f
+        .read_at(&mut buf, offset)
+        .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
 /// `page-N` with N in plain decimal.
 fn parse_page_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("page-")?;
@@ -241,7 +259,7 @@ impl Files {
     fn attr(&self, node: &Node, size: u64, mtime: SystemTime) -> Attr {
         let row = node.row();
         let fixed = match node {
-            Node::Session(_, SessionFile::Input | SessionFile::Ctl)
+            Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
             Node::Root | Node::Session(_, SessionFile::Dir) => Fixed::Attributes,
             // Never the target of a rename or an unlink that succeeds.
@@ -399,6 +417,17 @@ impl Files {
                     self.core.meta_modified(),
                 ),
                 SessionFile::Input | SessionFile::Ctl => (0, now),
+                SessionFile::State => (self.core.state_line(key)?.len() as u64, now),
+                // A stream: what a read returns is not known before it.
+                SessionFile::Wait | SessionFile::Prompt => (0, now),
+                SessionFile::Events => {
+                    let meta = std::fs::metadata(self.core.events_path(key)?).ok();
+                    (
+                        meta.as_ref().map_or(0, |m| m.len()),
+                        meta.and_then(|m| m.modified().ok()).unwrap_or(self.started),
+                    )
+                }
+                SessionFile::TranscriptLast => (self.core.transcript_last(key)?.len() as u64, now),
             },
         };
         Ok(self.attr(node, size, mtime))
@@ -464,6 +493,9 @@ impl Files {
             Node::Session(key, SessionFile::TranscriptDir) => {
                 if name == "latest" {
                     return Ok(Node::Session(key, SessionFile::Latest));
+                }
+                if name == "last" {
+                    return Ok(Node::Session(key, SessionFile::TranscriptLast));
                 }
                 let page = parse_page_name(name)
                     .ok_or_else(|| Error::not_found(format!("no {name} in a transcript")))?;
@@ -542,6 +574,13 @@ impl Files {
                 }
             }
             (Node::Session(key, SessionFile::Input), _) => Handle::Input(key.clone()),
+            (Node::Session(key, SessionFile::Wait), _) => Handle::Wait(key.clone()),
+            (Node::Session(key, SessionFile::Events), _) => {
+                Handle::Events(self.core.events_path(key)?)
+            }
+            (Node::Session(key, SessionFile::Prompt), _) => {
+                Handle::Prompt(PromptWrite::new(key.clone()))
+            }
             (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
             (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
             _ => Handle::Snapshot(self.generate(&node)?),
@@ -558,6 +597,8 @@ impl Files {
             Node::RootFile(RootFile::Status) => Ok(self.core.root_status()),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
             Node::Session(key, SessionFile::Status) => self.core.status(key),
+            Node::Session(key, SessionFile::State) => self.core.state_line(key),
+            Node::Session(key, SessionFile::TranscriptLast) => self.core.transcript_last(key),
             Node::Session(key, SessionFile::Meta) => self.core.meta_json(key),
             Node::Session(key, SessionFile::Field(f)) => self.core.field_text(key, *f),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
@@ -618,6 +659,12 @@ impl Files {
             }
             _ => {}
         }
+        if let Some(Handle::Events(path)) = handles.get(&fh) {
+            let path = path.clone();
+            drop(handles);
+            out.extend_from_slice(&read_at(&path, offset, size)?);
+            return Ok(None);
+        }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
                 let start = (offset as usize).min(bytes.len());
@@ -629,6 +676,8 @@ impl Files {
                 out.extend_from_slice(&self.scratch.read(key, name, offset, size as usize));
                 Ok(None)
             }
+            // Past the line the blocked read returned (see `wait_key`): the end.
+            Some(Handle::Wait(_)) => Ok(None),
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
         }
@@ -681,6 +730,7 @@ impl Files {
             .with(fh, |h| match h {
                 Handle::Record(r) => Some(r.write(&self.core, offset, data)),
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
+                Handle::Prompt(p) => Some(p.write(data)),
                 _ => None,
             })
             .flatten();
@@ -716,8 +766,28 @@ impl Files {
     pub fn finish_does_work(&self, fh: u64) -> bool {
         matches!(
             self.handles.files().get(&fh),
-            Some(Handle::Meta(_) | Handle::Record(_)) | None
+            Some(Handle::Meta(_) | Handle::Record(_) | Handle::Prompt(_)) | None
         )
+    }
+
+    /// A `flush` of a `prompt` handle: the session and the text to send
+    /// (the adapter runs [`Core::prompt`] in the pool), or why it cannot
+    /// be; `None` for any other handle or one that sent its text already.
+    pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
+        self.handles
+            .with(fh, |h| match h {
+                Handle::Prompt(p) => p.take().map(|r| (p.key.clone(), r)),
+                _ => None,
+            })
+            .flatten()
+    }
+
+    /// The session whose `wait` `fh` reads, if it is a `wait` handle.
+    pub fn wait_key(&self, fh: u64) -> Option<SessionKey> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Wait(key)) => Some(key.clone()),
+            _ => None,
+        }
     }
 
     pub fn finish_commits(&self, fh: u64) -> bool {
@@ -1144,6 +1214,8 @@ impl Files {
                 }
                 let node = Node::Session(key.clone(), SessionFile::Latest);
                 entries.push(self.entry(&node, Kind::Symlink, "latest"));
+                let node = Node::Session(key.clone(), SessionFile::TranscriptLast);
+                entries.push(self.entry(&node, Kind::File, "last"));
             }
             parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
                 if let Node::World(_) = parent {

@@ -34,6 +34,12 @@ pub(super) enum Handle {
     Meta(MetaWrite),
     /// An editor's scratch file in a session directory.
     Scratch(SessionKey, String),
+    /// `wait`: the first read blocks until the session settles.
+    Wait(SessionKey),
+    /// `events`, read from its file in the state directory.
+    Events(std::path::PathBuf),
+    /// `prompt`: the text so far, sent at `flush`.
+    Prompt(super::agent_state::PromptWrite),
 }
 
 /// One directory entry: inode, kind, name.

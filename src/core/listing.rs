@@ -33,6 +33,8 @@ pub(crate) struct Row {
     pub store: Option<Arc<Indexed>>,
     pub last_activity_ms: u64,
     pub state: &'static str,
+    /// What the program is doing (`state`): `stopped` without a runtime.
+    pub agent_state: &'static str,
     pub pid: Option<u32>,
 }
 
@@ -49,6 +51,8 @@ impl Row {
 /// A session's `meta.json`, its fields in the order the file shows them.
 #[derive(Debug, Serialize)]
 pub(crate) struct MetaDoc<'a> {
+    // In key order, as a parsed document (`sessionfs ls`) prints them.
+    agent_state: &'a str,
     archived: bool,
     created: String,
     engine: &'a str,
@@ -230,6 +234,9 @@ impl Core {
                 .as_ref()
                 .and(state.record.as_ref().map(|r| r.agent_pid));
         }
+        let agent_state = parts
+            .runtime
+            .map_or("stopped", |rt| rt.agent.state().as_str());
         let socket = parts.socket;
         let state = state_of(meta.archived, parts.runtime, || {
             socket && crate::runtime::dtach::answers(&self.paths.socket(&key))
@@ -240,6 +247,7 @@ impl Core {
             store: parts.store,
             last_activity_ms: last,
             state,
+            agent_state,
             pid,
         }
     }
@@ -288,6 +296,7 @@ impl Core {
             )
                 .hash(&mut runtimes);
             (rt.scrollback.total(), rt.scrollback.last_append()).hash(&mut runtimes);
+            rt.agent.version().hash(&mut runtimes);
         }
         let mut hosted = std::collections::hash_map::DefaultHasher::new();
         for id in self.slots.transcripts() {
@@ -518,6 +527,7 @@ impl Core {
             (None, None) => self.config.home.to_string_lossy(),
         };
         MetaDoc {
+            agent_state: row.agent_state,
             archived: row.meta.archived,
             created: super::utc_text(row.meta.created_ms),
             engine: row.key.engine(),

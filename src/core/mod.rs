@@ -14,6 +14,7 @@
 //!   `listing` (rows, `meta.json`, `sessions.json`) and `organize`
 //!   (metadata changes, archive).
 
+mod agent_state;
 mod caps;
 mod control;
 mod conversations;
@@ -33,13 +34,16 @@ mod session_runtime;
 mod status;
 mod transcripts;
 mod views;
+mod waits;
 
+pub use agent_state::EMPTY_PROMPT;
 pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
 pub use listing::listing_from_daemon;
 pub use node::Kind;
 pub use organize::{MetaField, META_FILE_MAX};
 pub use session_runtime::SessionRuntime;
+pub use waits::WaitReply;
 
 use control::STOP_GRACE;
 use opening::{Flight, OpenMode, INPUT_DEADLINE};
@@ -89,6 +93,8 @@ pub struct Core {
     listings: listing::ListingCache,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
+    /// Blocked reads of `wait`.
+    waits: waits::Waits,
 }
 
 fn to_json_text(v: &Value) -> Vec<u8> {
@@ -123,6 +129,7 @@ impl Core {
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
         listing::start_janitor(&core);
+        agent_state::start(&core);
         Ok(core)
     }
 
@@ -161,6 +168,7 @@ impl Core {
             work: Pool::default(),
             listings: listing::ListingCache::default(),
             root_error: Mutex::new(None),
+            waits: waits::Waits::default(),
         }))
     }
 

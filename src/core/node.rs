@@ -56,10 +56,20 @@ pub enum SessionFile {
     Latest,
     /// `title`, `project`, `favourite`, `archive`: one-line metadata files.
     Field(MetaField),
+    /// What the session is doing: one line (`agent_state.rs`).
+    State,
+    /// Blocks until the session is not starting or busy (`waits.rs`).
+    Wait,
+    /// The session's state changes, JSON lines.
+    Events,
+    /// A prompt, typed and submitted on close.
+    Prompt,
+    /// `transcript/last`: the last complete turn.
+    TranscriptLast,
 }
 
 impl SessionFile {
-    pub const FILES: [SessionFile; 10] = [
+    pub const FILES: [SessionFile; 14] = [
         SessionFile::Scrollback,
         SessionFile::Screen,
         SessionFile::Input,
@@ -70,6 +80,10 @@ impl SessionFile {
         SessionFile::Field(MetaField::Project),
         SessionFile::Field(MetaField::Favourite),
         SessionFile::Field(MetaField::Archive),
+        SessionFile::State,
+        SessionFile::Wait,
+        SessionFile::Events,
+        SessionFile::Prompt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +98,11 @@ impl SessionFile {
             SessionFile::TranscriptDir => "transcript",
             SessionFile::Latest => "latest",
             SessionFile::Field(f) => f.name(),
+            SessionFile::State => "state",
+            SessionFile::Wait => "wait",
+            SessionFile::Events => "events",
+            SessionFile::Prompt => "prompt",
+            SessionFile::TranscriptLast => "last",
         }
     }
 
@@ -106,6 +125,12 @@ impl SessionFile {
             SessionFile::Field(MetaField::Project) => 10,
             SessionFile::Field(MetaField::Favourite) => 11,
             SessionFile::Field(MetaField::Archive) => 12,
+            SessionFile::State => 13,
+            SessionFile::Wait => 14,
+            SessionFile::Events => 15,
+            // Past 15: the two spare bits above the hash hold the rest.
+            SessionFile::Prompt => 16,
+            SessionFile::TranscriptLast => 17,
         }
     }
 
@@ -114,6 +139,7 @@ impl SessionFile {
             SessionFile::Dir,
             SessionFile::TranscriptDir,
             SessionFile::Latest,
+            SessionFile::TranscriptLast,
         ]
         .into_iter()
         .chain(Self::FILES)
@@ -329,6 +355,14 @@ impl Node {
             Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
             Node::Page(..) => GENERATED,
             Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
+            Node::Session(
+                _,
+                SessionFile::State
+                | SessionFile::Wait
+                | SessionFile::Events
+                | SessionFile::TranscriptLast,
+            ) => GENERATED,
+            Node::Session(_, SessionFile::Prompt) => COMMANDS,
             Node::Session(_, SessionFile::Scrollback) => Row {
                 content: Content::Ring,
                 ..GENERATED
@@ -405,6 +439,9 @@ impl Node {
 /// then the file's offset in the low 4 bits.
 const SESSION_SPACE: u64 = 1 << 62;
 const SESSION_HASH_BITS: u32 = 56;
+/// Offsets past 15 put their high bits in the two bits between the hash and
+/// the space, so the numbers of the first sixteen files never changed.
+const OFFSET_HIGH: u32 = 60;
 /// Transcript pages: `10`, 42 bits from the key's hash, 20 bits of page.
 const PAGE_SPACE: u64 = 2 << 62;
 const PAGE_HASH_BITS: u32 = 42;
@@ -531,7 +568,8 @@ impl InodeTable {
             Node::RootFile(f) => f.ino(),
             Node::Session(key, file) => {
                 let slot = self.table().sessions.slot(key, key_hash(key));
-                SESSION_SPACE | slot << 4 | file.offset()
+                let offset = file.offset();
+                SESSION_SPACE | (offset >> 4) << OFFSET_HIGH | slot << 4 | (offset & 15)
             }
             Node::SlotsDir => SLOTS_DIR,
             Node::TranscriptsDir => TRANSCRIPTS_DIR,
@@ -582,8 +620,9 @@ impl InodeTable {
         let t = self.table();
         match ino & (3 << 62) {
             SESSION_SPACE => {
-                let key = t.sessions.name((ino & !SESSION_SPACE) >> 4)?;
-                Some(Node::Session(key, SessionFile::from_offset(ino & 15)?))
+                let key = t.sessions.name((ino & ((1 << OFFSET_HIGH) - 1)) >> 4)?;
+                let offset = (ino >> OFFSET_HIGH & 3) << 4 | (ino & 15);
+                Some(Node::Session(key, SessionFile::from_offset(offset)?))
             }
             PAGE_SPACE => {
                 let key = t.pages.name((ino & !PAGE_SPACE) >> PAGE_BITS)?;
@@ -622,6 +661,31 @@ mod tests {
         assert_eq!(t.node(t.ino(&Node::RunFile)), Some(Node::RunFile));
         let page = Node::Page(b.clone(), 7);
         assert_eq!(t.node(t.ino(&page)), Some(page));
+    }
+
+    #[test]
+    fn files_past_the_sixteenth_keep_the_first_sixteen_numbers() {
+        let t = InodeTable::default();
+        let key = SessionKey::parse("claude:x").unwrap();
+        let dir = t.ino(&Node::Session(key.clone(), SessionFile::Dir));
+        // The layout of the first sixteen files is what it always was.
+        assert_eq!(dir & 15, 0);
+        assert_eq!(
+            t.ino(&Node::Session(key.clone(), SessionFile::Events)),
+            dir | 15
+        );
+        let mut seen = std::collections::HashSet::new();
+        for f in SessionFile::FILES.into_iter().chain([
+            SessionFile::Dir,
+            SessionFile::TranscriptDir,
+            SessionFile::Latest,
+            SessionFile::TranscriptLast,
+        ]) {
+            let node = Node::Session(key.clone(), f);
+            let ino = t.ino(&node);
+            assert!(seen.insert(ino), "{f:?} shares a number");
+            assert_eq!(t.node(ino), Some(node));
+        }
     }
 
     #[test]

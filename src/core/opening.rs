@@ -171,6 +171,8 @@ impl Core {
             log::warn!("{key}: {}", e.message);
         }
         let resume = self.conversation_exists(key, engine);
+        let mut argv = engine.argv(&self.conversation_id(key), resume);
+        self.agent_argv(key, engine, &mut argv);
         let cwd = self.workspace(key);
         // Gone since it was set (edits refuse a missing one): the program
         // starts in the home directory, and the user is told so.
@@ -183,7 +185,7 @@ impl Core {
         let request = OpenRequest {
             paths: &self.paths,
             key,
-            argv: engine.argv(&self.conversation_id(key), resume),
+            argv,
             cwd,
             cols,
             rows,
@@ -229,6 +231,14 @@ impl Core {
                 format!("{key} was stopped while it was being opened"),
             ));
         };
+        self.agent_opened(
+            key,
+            rt,
+            engine,
+            opened.outcome,
+            resume,
+            opened.record.as_ref().map(|r| r.agent_pid),
+        );
         log::info!(
             "{key}: {:?} (master pid {:?})",
             opened.outcome,
@@ -245,6 +255,7 @@ impl Core {
             });
         }
         let reader_rt = rt.clone();
+        let reader_waits = self.waits.clone();
         let reader_client = client.clone();
         let reader = opened.reader;
         std::thread::Builder::new()
@@ -256,6 +267,8 @@ impl Core {
                 // Writers still waiting on this master fail now, not at their deadline.
                 reader_client.close();
                 let mut state = lock(&reader_rt.state);
+                let ended_by_itself =
+                    state.generation == generation && matches!(result, Ok(Ok(())));
                 if state.generation == generation {
                     state.client = None;
                 }
@@ -271,6 +284,16 @@ impl Core {
                         log::error!("{}: {why}", reader_rt.key);
                         state.error = Some(why);
                     }
+                }
+                drop(state);
+                // Not stopped by this daemon: the program ended (a stop
+                // reports itself).
+                if ended_by_itself {
+                    super::agent_state::process(
+                        &reader_rt,
+                        &reader_waits,
+                        crate::agent::state::Signal::Exited("the program ended".into()),
+                    );
                 }
             })
             .map_err(|e| Error::io("cannot start a reader thread", &e))?;

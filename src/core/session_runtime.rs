@@ -51,6 +51,8 @@ pub struct SessionRuntime {
     pub(super) scrollback: Arc<Scrollback>,
     screen: Mutex<Mirror>,
     pub(super) state: Mutex<RuntimeState>,
+    /// What the program is doing (`state`, `events`).
+    pub(super) agent: super::agent_state::Agent,
 }
 
 impl SessionRuntime {
@@ -64,6 +66,7 @@ impl SessionRuntime {
                 rows: DEFAULT_ROWS,
                 ..Default::default()
             }),
+            agent: Default::default(),
         }
     }
 

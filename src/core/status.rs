@@ -18,6 +18,11 @@ sessionfs: agent and shell sessions as files
   tail -f ENGINE:ID/scrollback     follow its raw terminal output
   cat ENGINE:ID/screen       what its terminal shows now
   cat ENGINE:ID/status       live/stopped/busy/archived, last open outcome, pids, last error
+  echo 'fix it' > ENGINE:ID/prompt  submit a prompt (returns once the agent took it)
+  cat ENGINE:ID/wait         block until it is idle, waiting or ended; prints the state
+  cat ENGINE:ID/state        stopped/starting/idle/busy/waiting/exited
+  tail -f ENGINE:ID/events   its state changes, JSON lines
+  cat ENGINE:ID/transcript/last    the last complete turn
   echo stop > ENGINE:ID/ctl  end it; also: open, resize COLSxROWS, redraw
   cat status                 the daemon's own state
   echo 'new shell title=build' > ctl    create a session with a fresh id
@@ -65,6 +70,7 @@ impl Core {
         Ok(to_json_text(&json!({
             "key": key.to_string(),
             "state": state_name,
+            "agent_state": self.agent_state(key).as_str(),
             "outcome": outcome,
             "master_pid": record.as_ref().map(|r| r.master_pid),
             "agent_pid": record.as_ref().map(|r| r.agent_pid),
@@ -112,6 +118,7 @@ impl Core {
             "agent": {"run": self.slots.agent_run()},
             "slow_ops": self.work.stats(),
             "error": self.root_error(),
+            "waits": self.waits.len(),
         }))
     }
 

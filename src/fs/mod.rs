@@ -103,6 +103,19 @@ impl work::Answer<()> for Later<ReplyEmpty> {
     }
 }
 
+/// A blocked `wait` read of at most `.1` bytes, answered by the core's
+/// waits thread.
+struct WaitData(ReplyData, usize);
+
+impl crate::core::WaitReply for WaitData {
+    fn answer(self: Box<Self>, result: Result<Vec<u8>, Error>) {
+        match result {
+            Ok(bytes) => self.0.data(&bytes[..bytes.len().min(self.1)]),
+            Err(e) => self.0.error(fail("wait", &e)),
+        }
+    }
+}
+
 fn file_type(kind: Kind) -> FileType {
     match kind {
         Kind::Dir => FileType::Directory,
@@ -170,6 +183,36 @@ impl SessionFs {
     /// `flush`/`fsync`: a metadata commit may archive, which ends the
     /// session's processes first, so it is answered from the pool.
     fn finish(&self, op: &'static str, fh: u64, reply: ReplyEmpty) {
+        // A prompt is typed and submitted; close() returns once the agent
+        // took it, answered from the pool.
+        match self.files.take_prompt(fh) {
+            Some((key, Ok(text))) => {
+                let core = self.files.core().clone();
+                let answer = Later {
+                    reply,
+                    op,
+                    core: core.clone(),
+                    key: Some(key.clone()),
+                };
+                let deadline = core.prompt_deadline();
+                self.files.core().work().submit(
+                    format!("prompt to {key}"),
+                    deadline,
+                    answer,
+                    move || core.prompt(&key, &text),
+                );
+                return;
+            }
+            Some((key, Err(e))) => {
+                let e = if e.message == crate::core::EMPTY_PROMPT {
+                    e
+                } else {
+                    self.files.core().record_refusal(&key, e)
+                };
+                return reply.error(fail(op, &e));
+            }
+            None => {}
+        }
         if !self.files.finish_commits(fh) {
             return Self::reply_empty(op, self.files.finish(fh), reply);
         }
@@ -272,15 +315,30 @@ impl Filesystem for SessionFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // `wait` blocks: its reply is kept and answered by the core's
+        // waits thread, never here.
+        if offset == 0 {
+            if let Some(key) = self.files.wait_key(fh.0) {
+                let nonblock = flags.0 & libc::O_NONBLOCK != 0;
+                let core = self.files.core();
+                core.wait(
+                    &key,
+                    req.pid(),
+                    nonblock,
+                    Box::new(WaitData(reply, size as usize)),
+                );
+                return;
+            }
+        }
         // Each request thread keeps one reply buffer: a fresh 1 MiB buffer
         // per read would be mapped and faulted in anew every time.
         READ_BUFFER.with_borrow_mut(|buf| {

@@ -1,0 +1,1049 @@
+//! What each session is doing (`state`, `events`, `transcript/last`) and
+//! `prompt`: the agent foundation (`crate::agent`) wired to the runtime.
+//!
+//! One tracker per opened session. Its signals: the process (launch, the
+//! master's end, `stop`), the hook file the agent's own hooks append to
+//! (followed by the `agents` thread every [`TICK`]), the VT mirror's screen
+//! (Claude, Codex) or the terminal's foreground process group (shells and
+//! other programs). Every change goes to the `events` log in the state
+//! directory, beside the follower's place, so a restarted daemon goes on
+//! where the last one stopped; blocked `wait`s are woken.
+
+use super::waits::Waits;
+use super::{lock, Core, OpenMode, SessionRuntime};
+use crate::agent::events::{now_ms, Event, EventLog, FollowPos, Follower};
+use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
+use crate::agent::screen::{self, composer_shows, Tui};
+use crate::agent::state::{
+    Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
+};
+use crate::agent::Files;
+use crate::engine::{Engine, Store};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::runtime::Outcome as OpenOutcome;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How often the hook files, screens and foreground groups are looked at.
+pub(super) const TICK: Duration = Duration::from_millis(40);
+
+/// Events kept per session (the oldest are dropped).
+const EVENTS_CAP: usize = 1000;
+
+/// Why a `prompt` flushed with nothing in it is refused; not recorded in
+/// `status.error`: a shell's redirection flushes once before the write.
+pub const EMPTY_PROMPT: &str = "an empty prompt";
+
+/// The longest prompt.
+pub const PROMPT_MAX: usize = 1 << 20;
+
+/// Codex turn-complete events whose thread is not known yet, kept until the
+/// session's rollout names its thread.
+const HELD_MAX: usize = 8;
+
+/// The longest a turn's end waits for the agent to record the turn (Claude
+/// writes its store just after its Stop hook).
+const RECORD_WAIT: Duration = Duration::from_secs(2);
+
+fn is_turn_end(event: &HookEvent) -> bool {
+    matches!(event.name.as_str(), "Stop" | "agent-turn-complete")
+}
+
+/// How a session's state is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AgentKind {
+    /// Claude Code: hooks, then its screen.
+    Claude,
+    /// Codex: its notify program, then its screen.
+    Codex,
+    /// A shell or any other program: the terminal's foreground group.
+    Shell,
+}
+
+impl AgentKind {
+    pub(super) fn of(engine: &Engine) -> AgentKind {
+        match engine.store {
+            Store::Claude(_) => AgentKind::Claude,
+            Store::Codex(_) => AgentKind::Codex,
+            Store::None | Store::Hosted => AgentKind::Shell,
+        }
+    }
+
+    fn tui(self) -> Option<Tui> {
+        match self {
+            AgentKind::Claude => Some(Tui::Claude),
+            AgentKind::Codex => Some(Tui::Codex),
+            AgentKind::Shell => None,
+        }
+    }
+
+    fn tracker(self, state: State, now: u64) -> Tracker {
+        match self {
+            AgentKind::Claude => Tracker::new(state, now, Coverage::CLAUDE),
+            AgentKind::Codex => Tracker::new(state, now, Coverage::CODEX_NOTIFY),
+            // The foreground group is a fact, not a drawing: no hold.
+            AgentKind::Shell => Tracker::new(state, now, Coverage::NONE).with_timing(Timing {
+                screen_hold_ms: 0,
+                hook_quiet_ms: 0,
+            }),
+        }
+    }
+}
+
+/// The tracker of one session and what feeds it.
+#[derive(Debug)]
+struct Inner {
+    kind: Option<AgentKind>,
+    tracker: Tracker,
+    follower: Option<Follower>,
+    files: Option<Files>,
+    /// Bumped by every open, so a poll that raced one is dropped.
+    opens: u64,
+    /// The output count at the last screen verdict, and that verdict.
+    seen_output: u64,
+    verdict: Verdict,
+    agent_pid: Option<u32>,
+    held: Vec<(u64, HookEvent)>,
+    /// A turn's end (Stop, turn complete), held until the agent has
+    /// recorded the turn in its store: (event, its time, when seen).
+    ending: Option<(HookEvent, u64, Instant)>,
+    /// The store's turns when the running turn was first seen, and its
+    /// length at the last look while an end is held.
+    turns_at_start: Option<usize>,
+    store_len: Option<u64>,
+    saved: FollowPos,
+}
+
+impl Inner {
+    fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
+        match self.tracker.apply(&Signal::Hook(event), now) {
+            Outcome::Changed(c) => changes.push(c),
+            Outcome::Rejected(why) => log::info!("{key}: hook event ignored: {why}"),
+            Outcome::Unchanged => {}
+        }
+    }
+
+    /// New hook events (and those held before), in order. A Codex event
+    /// whose thread is not known yet is held; a turn's end is held until
+    /// the turn is recorded ([`Inner::end_if_recorded`]).
+    fn take_hooks(
+        &mut self,
+        kind: AgentKind,
+        key: &SessionKey,
+        events: Vec<(u64, HookEvent)>,
+        now: u64,
+        changes: &mut Vec<Change>,
+    ) {
+        let mut pending = std::mem::take(&mut self.held);
+        pending.extend(events);
+        for (ts, event) in pending {
+            let unknown = kind == AgentKind::Codex
+                && self.tracker.own_ids().is_empty()
+                && event.session_id.is_some();
+            if unknown {
+                if self.held.len() < HELD_MAX {
+                    self.held.push((ts, event));
+                }
+                continue;
+            }
+            // A later event: the held end came first.
+            if let Some((end, _, _)) = self.ending.take() {
+                self.hook(key, end, now, changes);
+            }
+            let own = event
+                .session_id
+                .as_ref()
+                .is_some_and(|id| self.tracker.own_ids().contains(id));
+            if is_turn_end(&event) && own {
+                self.ending = Some((event, ts, Instant::now()));
+                continue;
+            }
+            self.hook(key, event, now, changes);
+        }
+    }
+
+    /// Applies a held turn's end once the store has the turn (or after
+    /// [`RECORD_WAIT`]). `ending` is the held end's time when `store` (its
+    /// turns, length, time written) was looked at; a store looked at while
+    /// a turn runs gives the count the turn started from.
+    fn end_if_recorded(
+        &mut self,
+        kind: AgentKind,
+        key: &SessionKey,
+        ending: Option<u64>,
+        store: Option<(usize, u64, u64)>,
+        now: u64,
+        changes: &mut Vec<Change>,
+    ) {
+        // Recorded: Claude's store has a turn more than when this one
+        // began and was written after the end (it writes the turn then);
+        // Codex's, written as it streams, has the turn; and it has not
+        // grown since the last look.
+        let (turns, len, written) = store.unwrap_or((0, 0, 0));
+        let recorded = ending.is_some_and(|ts| {
+            let has_turn = match kind {
+                AgentKind::Claude => turns > self.turns_at_start.unwrap_or(0) && written >= ts,
+                // The rollout already holds the turn when the turn is first
+                // seen running: that it has some is enough.
+                _ => turns > 0,
+            };
+            has_turn && self.store_len == Some(len)
+        });
+        if ending.is_some() {
+            self.store_len = Some(len);
+        } else if store.is_some() && self.turns_at_start.is_none() {
+            self.turns_at_start = Some(turns);
+        }
+        let due = self.ending.as_ref().is_some_and(|(_, ts, seen)| {
+            (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
+        });
+        if due {
+            if let Some((end, _, _)) = self.ending.take() {
+                self.hook(key, end, now, changes);
+            }
+        }
+        if self.tracker.state() != State::Busy && self.ending.is_none() {
+            self.turns_at_start = None;
+            self.store_len = None;
+        }
+    }
+}
+
+/// The agent side of a session runtime.
+#[derive(Debug)]
+pub(super) struct Agent {
+    inner: Mutex<Inner>,
+    /// Notified on every change of state or verdict.
+    changed: Condvar,
+    version: AtomicU64,
+    /// The events log; taken only by the threads that move the state.
+    log: Mutex<Option<EventLog>>,
+    /// Prompts in order.
+    queue: Mutex<Queue>,
+    turn: Condvar,
+}
+
+impl Default for Agent {
+    fn default() -> Self {
+        Agent {
+            inner: Mutex::new(Inner {
+                kind: None,
+                tracker: Tracker::new(State::Stopped, 0, Coverage::NONE),
+                follower: None,
+                files: None,
+                opens: 0,
+                seen_output: u64::MAX,
+                verdict: Verdict::Unknown,
+                agent_pid: None,
+                held: vec![],
+                ending: None,
+                turns_at_start: None,
+                store_len: None,
+                saved: FollowPos::default(),
+            }),
+            changed: Condvar::new(),
+            version: AtomicU64::new(0),
+            log: Mutex::new(None),
+            queue: Mutex::new(Queue::default()),
+            turn: Condvar::new(),
+        }
+    }
+}
+
+impl Agent {
+    pub(super) fn state(&self) -> State {
+        lock(&self.inner).tracker.state()
+    }
+
+    /// Changes so far: what a cached listing compares.
+    pub(super) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    fn kind(&self) -> Option<AgentKind> {
+        lock(&self.inner).kind
+    }
+}
+
+/// The follower's place and the agent session ids, saved beside the events.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Saved {
+    pos: FollowPos,
+    own_ids: Vec<String>,
+}
+
+fn saved_path(files: &Files) -> std::path::PathBuf {
+    files.dir().join("follow.json")
+}
+
+fn read_saved(files: &Files) -> Saved {
+    std::fs::read(saved_path(files))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn write_saved(files: &Files, saved: &Saved) {
+    let path = saved_path(files);
+    let tmp = path.with_extension("tmp");
+    let text = serde_json::to_vec(saved).expect("a place serialises");
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+        log::warn!("cannot save {}: {e}", path.display());
+    }
+}
+
+/// The end of `path` now: where a follower of a fresh launch starts, so
+/// the last run's events are not replayed.
+fn end_of(path: &std::path::Path) -> FollowPos {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .map(|m| FollowPos {
+            inode: m.ino(),
+            offset: m.len(),
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the terminal's foreground process group is another than the
+/// program's own (a shell running a job). Read from `/proc/PID/stat`
+/// (`pgrp`, `tpgid`): the daemon is a dtach client, not the terminal's owner.
+pub(super) fn foreground_job(pid: u32) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state, ppid, pgrp, session, tty_nr, tpgid.
+    let pgrp: i64 = fields.get(2)?.parse().ok()?;
+    let tpgid: i64 = fields.get(5)?.parse().ok()?;
+    Some(tpgid > 0 && tpgid != pgrp)
+}
+
+/// `AGENT_SESSIONS_PROMPT_TIMEOUT` (seconds, default 60).
+pub(super) fn prompt_timeout() -> Duration {
+    static TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *TIMEOUT.get_or_init(|| {
+        std::env::var("AGENT_SESSIONS_PROMPT_TIMEOUT")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map_or(Duration::from_secs(60), Duration::from_secs_f64)
+    })
+}
+
+/// A `prompt` being written: the text so far.
+#[derive(Debug)]
+pub(super) struct PromptWrite {
+    pub(super) key: SessionKey,
+    buf: Vec<u8>,
+    sent: bool,
+    /// A write went past [`PROMPT_MAX`]: nothing of it is sent.
+    too_long: bool,
+}
+
+impl PromptWrite {
+    pub(super) fn new(key: SessionKey) -> Self {
+        PromptWrite {
+            key,
+            buf: Vec::new(),
+            sent: false,
+            too_long: false,
+        }
+    }
+
+    /// One `write`: appended whatever its offset (a stream), capped.
+    pub(super) fn write(&mut self, data: &[u8]) -> Result<()> {
+        if self.too_long || self.buf.len() + data.len() > PROMPT_MAX {
+            self.too_long = true;
+            self.buf = Vec::new();
+            return Err(Error::invalid(format!(
+                "{}: a prompt is at most {PROMPT_MAX} bytes",
+                self.key
+            )));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// The text to send at `flush`: `None` when this handle already sent
+    /// what it had. Trailing line ends are dropped (`echo` adds one).
+    pub(super) fn take(&mut self) -> Option<Result<String>> {
+        if self.too_long {
+            return (!std::mem::replace(&mut self.sent, true))
+                .then(|| Err(Error::invalid("a prompt is at most 1 MiB")));
+        }
+        if self.buf.is_empty() {
+            // A shell's `close` of the descriptor it duplicated onto stdout
+            // flushes before anything is written: nothing is sent then.
+            return (!self.sent).then(|| Err(Error::invalid(EMPTY_PROMPT)));
+        }
+        self.sent = true;
+        let bytes = std::mem::take(&mut self.buf);
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => return Some(Err(Error::invalid("a prompt is UTF-8 text"))),
+        };
+        let text = text.trim_end_matches(['\n', '\r']).to_string();
+        if text.trim().is_empty() {
+            return Some(Err(Error::invalid(EMPTY_PROMPT)));
+        }
+        Some(Ok(text))
+    }
+}
+
+/// Bracketed paste: how both TUIs tell a paste from typing.
+const PASTE_START: &[u8] = b"\x1b[200~";
+const PASTE_END: &[u8] = b"\x1b[201~";
+
+impl Core {
+    /// The arguments that make the agent report to its hook file: Claude's
+    /// `--settings FILE`, Codex's `-c notify=[...]`. Writes the settings.
+    pub(super) fn agent_argv(&self, key: &SessionKey, engine: &Engine, argv: &mut Vec<String>) {
+        let kind = AgentKind::of(engine);
+        if kind == AgentKind::Shell {
+            return;
+        }
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        if let Err(e) = crate::config::make_private_dir(files.dir()) {
+            log::warn!("{key}: no hooks: {}", e.message);
+            return;
+        }
+        match kind {
+            AgentKind::Claude => {
+                match write_claude_settings(
+                    &files.settings,
+                    &self.wrapper,
+                    &files.hooks,
+                    key.as_str(),
+                ) {
+                    Ok(()) => {
+                        argv.push("--settings".into());
+                        argv.push(files.settings.to_string_lossy().into_owned());
+                    }
+                    Err(e) => log::warn!("{key}: no hooks: {e}"),
+                }
+            }
+            AgentKind::Codex => {
+                argv.push("-c".into());
+                argv.push(codex_notify_arg(&self.wrapper, &files.hooks, key.as_str()));
+            }
+            AgentKind::Shell => {}
+        }
+    }
+
+    /// A connection was made: starts (LAUNCH) or goes on with (ATTACH) the
+    /// session's tracker.
+    pub(super) fn agent_opened(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        engine: &Engine,
+        outcome: OpenOutcome,
+        resume: bool,
+        agent_pid: Option<u32>,
+    ) {
+        let kind = AgentKind::of(engine);
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        let _ = crate::config::make_private_dir(files.dir());
+        let saved = read_saved(&files);
+        let last = EventLog::last(&files.events);
+        let launched = outcome == OpenOutcome::Launch;
+        let pos = if launched {
+            end_of(&files.hooks)
+        } else {
+            saved.pos
+        };
+        let conversation = self.conversation_id(key);
+        let now = now_ms();
+        let mut changes = vec![];
+        {
+            let mut inner = lock(&rt.agent.inner);
+            let mut tracker = if launched {
+                let mut t = kind.tracker(inner.tracker.state(), now);
+                if let Outcome::Changed(c) = t.apply(&Signal::Launched, now) {
+                    changes.push(c);
+                }
+                t
+            } else {
+                // Joined a running master: its state goes on from the log.
+                let state = last
+                    .as_ref()
+                    .map(|e| e.state)
+                    .filter(|s| !matches!(s, State::Stopped | State::Exited))
+                    .unwrap_or(State::Starting);
+                if last.as_ref().map(|e| e.state) != Some(state) {
+                    changes.push(Change {
+                        state,
+                        source: crate::agent::state::Source::Process,
+                        detail: "attached".into(),
+                    });
+                }
+                kind.tracker(state, now)
+            };
+            let codex_new = kind == AgentKind::Codex && !resume && conversation == key.id();
+            if !codex_new && kind != AgentKind::Shell {
+                tracker.own_id(&conversation);
+            }
+            if !launched {
+                for id in &saved.own_ids {
+                    tracker.own_id(id);
+                }
+            }
+            inner.kind = Some(kind);
+            inner.tracker = tracker;
+            inner.follower = (kind != AgentKind::Shell).then(|| Follower::at(&files.hooks, pos));
+            inner.files = Some(files.clone());
+            inner.opens += 1;
+            inner.seen_output = u64::MAX;
+            inner.verdict = Verdict::Unknown;
+            inner.agent_pid = agent_pid;
+            inner.held.clear();
+            inner.ending = None;
+            inner.turns_at_start = None;
+            inner.store_len = None;
+            inner.saved = pos;
+        }
+        {
+            let mut log_slot = lock(&rt.agent.log);
+            if log_slot.as_ref().is_none_or(|l| l.path() != files.events) {
+                *log_slot = EventLog::open(&files.events, EVENTS_CAP)
+                    .inspect_err(|e| log::warn!("{key}: no events log: {e}"))
+                    .ok();
+            }
+        }
+        if launched {
+            write_saved(
+                &files,
+                &Saved {
+                    pos,
+                    own_ids: vec![],
+                },
+            );
+        }
+        self.agent_changed(rt, changes, now);
+    }
+
+    /// The process side: the master ended by itself (`exited`) or was
+    /// stopped (`stopped`).
+    pub(super) fn agent_process(&self, rt: &SessionRuntime, signal: Signal) {
+        process(rt, &self.waits, signal);
+    }
+
+    fn agent_changed(&self, rt: &SessionRuntime, changes: Vec<Change>, now: u64) {
+        changed(rt, &self.waits, changes, now);
+    }
+
+    /// One look at a live session: new hook lines, the screen or the
+    /// foreground group. Runs on the `agents` thread.
+    fn agent_tick(&self, key: &SessionKey, rt: &SessionRuntime) {
+        let (kind, follower, opens, seen, pid, ending, look) = {
+            let mut inner = lock(&rt.agent.inner);
+            let Some(kind) = inner.kind else { return };
+            if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
+                return;
+            }
+            (
+                kind,
+                inner.follower.take(),
+                inner.opens,
+                inner.seen_output,
+                inner.agent_pid,
+                inner.ending.as_ref().map(|(_, ts, _)| *ts),
+                // The store is looked at when a turn is first seen running
+                // (to count its turns) and while its end is held.
+                kind != AgentKind::Shell
+                    && (inner.ending.is_some()
+                        || (inner.tracker.state() == State::Busy
+                            && inner.turns_at_start.is_none())),
+            )
+        };
+        let store = if look {
+            self.store_turns(key)
+        } else {
+            (0, 0, 0)
+        };
+        // File and /proc reads happen with nothing locked.
+        let mut follower = follower;
+        let lines = follower.as_mut().map(Follower::poll).unwrap_or_default();
+        let events: Vec<(u64, HookEvent)> = lines
+            .iter()
+            .filter_map(|l| parse_hook_line(l))
+            .filter(|(_, k, _)| k == key.as_str())
+            .map(|(ts, _, e)| (ts, e))
+            .collect();
+        let total = rt.scrollback.total();
+        let verdict = match kind.tui() {
+            Some(tui) if total != seen => Some(screen::verdict(tui, &rt.screen_text())),
+            Some(_) => None,
+            None => pid.and_then(foreground_job).map(|job| {
+                if job {
+                    Verdict::Working
+                } else {
+                    Verdict::Ready
+                }
+            }),
+        };
+        // A launch may come back before the wrapper wrote its record.
+        let pid = pid
+            .or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid))
+            .or_else(|| crate::runtime::launch::live_record(&self.paths, key).map(|r| r.agent_pid));
+        // A Codex session started afresh learns its thread from its rollout.
+        let unbound = kind == AgentKind::Codex && {
+            let inner = lock(&rt.agent.inner);
+            inner.tracker.own_ids().is_empty() && !(events.is_empty() && inner.held.is_empty())
+        };
+        let bound = unbound
+            .then(|| {
+                self.store_file(key);
+                self.conversation_id(key)
+            })
+            .filter(|id| id != key.id());
+        let now = now_ms();
+        let mut changes = vec![];
+        let mut save = None;
+        {
+            let mut inner = lock(&rt.agent.inner);
+            if inner.opens != opens {
+                return;
+            }
+            inner.follower = follower;
+            inner.agent_pid = pid;
+            if let Some(id) = &bound {
+                inner.tracker.own_id(id);
+            }
+            inner.take_hooks(kind, key, events, now, &mut changes);
+            inner.end_if_recorded(kind, key, ending, look.then_some(store), now, &mut changes);
+            let verdict = verdict.unwrap_or(inner.verdict);
+            if kind.tui().is_some() {
+                if inner.verdict != verdict {
+                    rt.agent.changed.notify_all();
+                }
+                inner.seen_output = total;
+                inner.verdict = verdict;
+            }
+            if let Outcome::Changed(mut c) = inner.tracker.apply(&Signal::Screen(verdict), now) {
+                if kind == AgentKind::Shell {
+                    // Not a drawing: the terminal's foreground group.
+                    c.source = crate::agent::state::Source::Process;
+                    c.detail = match c.state {
+                        State::Busy => "a job is in the foreground",
+                        _ => "the program has the terminal",
+                    }
+                    .into();
+                }
+                changes.push(c);
+            }
+            if let Some(pos) = inner.follower.as_ref().map(Follower::pos) {
+                if pos != inner.saved {
+                    inner.saved = pos;
+                    save = Some(Saved {
+                        pos,
+                        own_ids: inner.tracker.own_ids().to_vec(),
+                    });
+                }
+            }
+        }
+        let files = lock(&rt.agent.inner).files.clone();
+        if let (Some(saved), Some(files)) = (save, files) {
+            write_saved(&files, &saved);
+        }
+        self.agent_changed(rt, changes, now);
+    }
+
+    /// How many turns the session's store holds, how far it was read and
+    /// when it was last written (ms): zeros while there is none.
+    fn store_turns(&self, key: &SessionKey) -> (usize, u64, u64) {
+        self.catalog.refresh();
+        match self.transcript(key) {
+            Ok(Some(cache)) => {
+                let (turns, len, path) = {
+                    let c = lock(&cache);
+                    (c.index.turn_count(), c.index.scanned_to(), c.path.clone())
+                };
+                let written = std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as u64);
+                (turns, len, written)
+            }
+            _ => (0, 0, 0),
+        }
+    }
+
+    /// The state a session shows: its tracker's, `stopped` when it has none.
+    pub(crate) fn agent_state(&self, key: &SessionKey) -> State {
+        lock(&self.sessions)
+            .get(key)
+            .map_or(State::Stopped, |rt| rt.agent.state())
+    }
+
+    /// The `state` file (and what `wait` returns): one line.
+    pub fn state_line(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        Ok(format!("{}\n", self.agent_state(key)).into_bytes())
+    }
+
+    /// Where the session's `events` are kept.
+    pub fn events_path(&self, key: &SessionKey) -> Result<std::path::PathBuf> {
+        self.require(key)?;
+        Ok(Files::new(&self.config.state_dir, key.as_str()).events)
+    }
+
+    /// `transcript/last`: the last complete turn, rendered as in the pages
+    /// (the one before a turn still running); empty before the first.
+    pub fn transcript_last(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        let limits = crate::transcript::Limits {
+            page_turns: 1,
+            ..self.limits()
+        };
+        let running = matches!(self.agent_state(key), State::Busy | State::Waiting);
+        if key.engine() == super::HOSTED {
+            let (path, index) = self.hosted_index(key)?;
+            let turns = index.pages(1);
+            let Some(n) = turns.checked_sub(1) else {
+                return Ok(vec![]);
+            };
+            return Ok(index
+                .render_page(&path, n, 1)
+                .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?
+                .unwrap_or_default());
+        }
+        // A store the agent made a moment ago may not be indexed yet.
+        self.catalog.refresh();
+        let Some(cache) = self.transcript(key)? else {
+            return Ok(vec![]);
+        };
+        let c = lock(&cache);
+        let turns = c.index.turn_count();
+        let Some(n) = turns.checked_sub(if running { 2 } else { 1 }) else {
+            return Ok(vec![]);
+        };
+        crate::transcript::render_page(&c.path, &c.index, n, &limits).map_err(Into::into)
+    }
+
+    /// Waits on the session's tracker until `done` holds (given the state
+    /// and the screen's latest verdict) or `deadline` passes.
+    fn agent_wait(
+        &self,
+        rt: &SessionRuntime,
+        deadline: Instant,
+        done: impl Fn(State, Verdict) -> bool,
+    ) -> (bool, State) {
+        let mut inner = lock(&rt.agent.inner);
+        loop {
+            let state = inner.tracker.state();
+            if done(state, inner.verdict) {
+                return (true, state);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return (false, state);
+            }
+            // A bounded wait: the screen is also polled by the caller.
+            inner = rt
+                .agent
+                .changed
+                .wait_timeout(inner, (deadline - now).min(TICK))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// How long the pool gives a prompt: its own deadline, then some.
+    pub fn prompt_deadline(&self) -> Duration {
+        prompt_timeout() + Duration::from_secs(10)
+    }
+
+    /// `prompt`: the text typed into the session as its TUI takes a prompt,
+    /// returning once the turn has started. Runs on a slow-operation
+    /// thread; prompts to one session go in order.
+    pub fn prompt(&self, key: &SessionKey, text: &str) -> Result<()> {
+        self.require(key)?;
+        let result = self.prompt_now(key, text);
+        result.map_err(|e| self.refuse(key, e))
+    }
+
+    fn prompt_now(&self, key: &SessionKey, text: &str) -> Result<()> {
+        let engine = self.engine(key)?.clone();
+        if !engine.launchable() {
+            return Err(Error::perm(format!(
+                "{key} is a hosted run's transcript; it takes no prompt"
+            )));
+        }
+        if self.is_archived(key) {
+            return Err(Error::perm(format!(
+                "{key} is archived; unarchive it first"
+            )));
+        }
+        let timeout = prompt_timeout();
+        let deadline = Instant::now() + timeout;
+        let rt = self.runtime(key);
+        // One prompt at a time per session, in the order they were closed.
+        let _turn = Turn::wait(&rt.agent, deadline).ok_or_else(|| {
+            Error::new(
+                libc::ETIMEDOUT,
+                format!(
+                    "prompt to {key}: the prompts before it took more than {} s",
+                    timeout.as_secs_f32()
+                ),
+            )
+        })?;
+        let client = self.ensure_open(key, OpenMode::AttachOrLaunch, deadline)?;
+        let send = |bytes: &[u8]| {
+            client
+                .push(bytes, deadline)
+                .map_err(|(_, e)| super::control::send_error(key, "prompt", &e))
+        };
+        let (ready, state) = self.agent_wait(&rt, deadline, |s, _| {
+            matches!(s, State::Idle | State::Stopped | State::Exited)
+        });
+        match state {
+            State::Stopped | State::Exited => {
+                return Err(Error::new(
+                    libc::EPIPE,
+                    format!("prompt to {key}: the program ended ({state})"),
+                ))
+            }
+            _ if !ready => {
+                return Err(Error::new(
+                    libc::ETIMEDOUT,
+                    format!(
+                    "prompt to {key}: it was never ready for a prompt within {} s (still {state})",
+                    timeout.as_secs_f32()
+                ),
+                ))
+            }
+            _ => {}
+        }
+        lock(&rt.state).last_input_ms = now_ms();
+        let Some(tui) = rt.agent.kind().and_then(AgentKind::tui) else {
+            // A shell: the line, then Enter.
+            let mut line = text.as_bytes().to_vec();
+            line.push(b'\r');
+            return send(&line);
+        };
+        let bracketed = rt.with_screen(|s| s.bracketed_paste());
+        let mut paste = Vec::with_capacity(text.len() + 12);
+        if bracketed {
+            paste.extend_from_slice(PASTE_START);
+        }
+        paste.extend_from_slice(text.as_bytes());
+        if bracketed {
+            paste.extend_from_slice(PASTE_END);
+        }
+        send(&paste)?;
+        // Enter only once the paste is taken, as its own write: with the
+        // text it would be part of the paste.
+        let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
+        while !composer_shows(tui, &rt.screen_text(), text) && Instant::now() < shown_by {
+            self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
+        }
+        let mut enters = 0;
+        loop {
+            send(b"\r")?;
+            enters += 1;
+            let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
+            let until = if enters == 1 { retry } else { deadline };
+            let (taken, state) = self.agent_wait(&rt, until, |s, v| {
+                s != State::Idle || matches!(v, Verdict::Working | Verdict::Dialog)
+            });
+            if taken {
+                if state == State::Idle {
+                    // The screen saw it first (Codex announces no turn start).
+                    self.agent_process(&rt, Signal::Submitted);
+                }
+                return Ok(());
+            }
+            if Instant::now() >= deadline || enters == 2 {
+                return Err(Error::new(
+                    libc::ETIMEDOUT,
+                    format!(
+                        "prompt to {key}: typed, but the agent never started the turn within {} s",
+                        timeout.as_secs_f32()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The prompts of one session, in order.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    next: u64,
+    serving: u64,
+    /// Tickets that gave up before their turn came: passed when it does.
+    gave_up: Vec<u64>,
+}
+
+impl Queue {
+    fn advance(&mut self) {
+        self.serving += 1;
+        while let Some(i) = self.gave_up.iter().position(|t| *t == self.serving) {
+            self.gave_up.swap_remove(i);
+            self.serving += 1;
+        }
+    }
+}
+
+/// A prompt's turn in its session's queue; the next one goes when dropped.
+struct Turn<'a> {
+    agent: &'a Agent,
+}
+
+impl<'a> Turn<'a> {
+    fn wait(agent: &'a Agent, deadline: Instant) -> Option<Turn<'a>> {
+        let mut q = lock(&agent.queue);
+        let ticket = q.next;
+        q.next += 1;
+        while q.serving != ticket {
+            let now = Instant::now();
+            if now >= deadline {
+                q.gave_up.push(ticket);
+                return None;
+            }
+            q = agent
+                .turn
+                .wait_timeout(q, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        Some(Turn { agent })
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        lock(&self.agent.queue).advance();
+        self.agent.turn.notify_all();
+    }
+}
+
+/// A process signal for one session's tracker (the reader thread has no
+/// `Core`).
+pub(super) fn process(rt: &SessionRuntime, waits: &Waits, signal: Signal) {
+    let now = now_ms();
+    let change = {
+        let mut inner = lock(&rt.agent.inner);
+        if inner.kind.is_none() {
+            return;
+        }
+        match inner.tracker.apply(&signal, now) {
+            Outcome::Changed(c) => Some(c),
+            _ => None,
+        }
+    };
+    changed(rt, waits, change.into_iter().collect(), now);
+}
+
+/// Records changes in the events log and wakes whoever waits on them.
+fn changed(rt: &SessionRuntime, waits: &Waits, changes: Vec<Change>, now: u64) {
+    if changes.is_empty() {
+        return;
+    }
+    if let Some(log) = lock(&rt.agent.log).as_mut() {
+        for change in &changes {
+            if let Err(e) = log.append(&Event::from_change(change, now)) {
+                log::warn!("{}: events: {e}", rt.key);
+            }
+        }
+    }
+    for change in &changes {
+        log::info!(
+            "{}: {} ({}: {})",
+            rt.key,
+            change.state,
+            change.source.as_str(),
+            change.detail
+        );
+    }
+    rt.agent.version.fetch_add(1, Ordering::AcqRel);
+    rt.agent.changed.notify_all();
+    waits.wake();
+}
+
+/// Starts the `agents` thread: every [`TICK`] it looks at each live session.
+pub(super) fn start(core: &Arc<Core>) {
+    let core: Weak<Core> = Arc::downgrade(core);
+    let spawned = std::thread::Builder::new()
+        .name("agents".into())
+        .spawn(move || loop {
+            std::thread::sleep(TICK);
+            let Some(core) = core.upgrade() else { return };
+            let live: Vec<Arc<SessionRuntime>> = lock(&core.sessions)
+                .values()
+                .filter(|rt| rt.live_client().is_some())
+                .cloned()
+                .collect();
+            for rt in live {
+                let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    core.agent_tick(&rt.key, &rt)
+                }));
+                if looked.is_err() {
+                    log::error!("{}: judging its state failed", rt.key);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start the agents thread: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_is_sent_once_and_refused_when_empty_bad_or_too_long() {
+        let key = SessionKey::parse("shell:p").unwrap();
+        let mut p = PromptWrite::new(key.clone());
+        // A shell's early flush: refused, but the prompt can still come.
+        assert_eq!(p.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+        p.write(b"fix it\n").unwrap();
+        assert_eq!(p.take().unwrap().unwrap(), "fix it");
+        assert!(p.take().is_none(), "sent once");
+
+        let mut bad = PromptWrite::new(key.clone());
+        bad.write(b"\xff\xfe").unwrap();
+        assert_eq!(bad.take().unwrap().unwrap_err().errno, libc::EINVAL);
+
+        let mut blank = PromptWrite::new(key.clone());
+        blank.write(b"\n\r\n").unwrap();
+        assert_eq!(blank.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+
+        let mut long = PromptWrite::new(key);
+        long.write(&vec![b'a'; PROMPT_MAX]).unwrap();
+        assert_eq!(long.write(b"a").unwrap_err().errno, libc::EINVAL);
+        // Nothing of a prompt that went past the cap is sent.
+        assert_eq!(long.take().unwrap().unwrap_err().errno, libc::EINVAL);
+        assert!(long.take().is_none());
+    }
+
+    #[test]
+    fn prompts_go_in_order_and_one_that_gave_up_is_passed() {
+        let agent = Agent::default();
+        let far = Instant::now() + Duration::from_secs(5);
+        let first = Turn::wait(&agent, far).unwrap();
+        // The second gives up at once; the third is served after the first.
+        assert!(Turn::wait(&agent, Instant::now()).is_none());
+        let agent = &agent;
+        std::thread::scope(|s| {
+            let third = s.spawn(move || Turn::wait(agent, far).is_some());
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!third.is_finished(), "served before the first ended");
+            drop(first);
+            assert!(third.join().unwrap());
+        });
+        assert_eq!(lock(&agent.queue).serving, 3);
+    }
+
+    #[test]
+    fn the_foreground_group_is_read_from_proc() {
+        // The test runner is not a terminal's foreground job here, or it
+        // has no terminal: either way it is readable.
+        assert!(foreground_job(std::process::id()).is_some());
+        assert_eq!(foreground_job(u32::MAX), None);
+    }
+}

@@ -1,0 +1,172 @@
+//! Blocked reads of `wait`: kept with their kernel replies and answered
+//! later by one thread, so no request thread ever waits on a session.
+//!
+//! fuser 0.18 answers the kernel's FUSE_INTERRUPT with ENOSYS, after which
+//! the kernel sends none and a reader with a fatal signal stays in the
+//! kernel until its request is answered. So the thread looks for the
+//! caller's signals itself: every [`POLL`] it reads `/proc/TID/status` of
+//! each waiting thread and answers EINTR when a signal it does not block is
+//! pending (a fatal one also shows as SIGKILL there), or the thread is gone.
+
+use super::{lock, Core};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// How often waiting callers are checked for signals.
+pub const POLL: Duration = Duration::from_millis(25);
+
+/// The most reads that may wait at once; more get EAGAIN.
+pub const MAX_WAITS: usize = 4096;
+
+/// Where a blocked read's answer goes (a kernel reply, in the daemon).
+pub trait WaitReply: Send {
+    fn answer(self: Box<Self>, result: Result<Vec<u8>>);
+}
+
+struct Pending {
+    key: SessionKey,
+    /// The calling thread (FUSE gives a thread id).
+    tid: u32,
+    reply: Box<dyn WaitReply>,
+}
+
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Vec<Pending>>,
+    wake: Condvar,
+    started: OnceLock<()>,
+}
+
+/// The reads waiting for a session to settle.
+#[derive(Default, Clone)]
+pub(super) struct Waits {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Waits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Waits({})", lock(&self.shared.pending).len())
+    }
+}
+
+impl Waits {
+    /// A state changed: the thread looks now rather than at its next poll.
+    pub(super) fn wake(&self) {
+        self.shared.wake.notify_all();
+    }
+
+    pub(super) fn len(&self) -> usize {
+        lock(&self.shared.pending).len()
+    }
+}
+
+/// Whether thread `tid` has a signal pending that it does not block, or is
+/// gone: its blocked read must end now.
+pub fn interrupted(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let mask = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let zombie = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .is_some_and(|s| s.trim_start().starts_with(['Z', 'X']));
+    zombie || (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+impl Core {
+    /// A read of `wait` at offset 0 by thread `tid`: answered now when the
+    /// session is settled (or with EAGAIN for `O_NONBLOCK`), else kept and
+    /// answered when it settles or the caller gets a signal.
+    pub fn wait(
+        self: &Arc<Self>,
+        key: &SessionKey,
+        tid: u32,
+        nonblock: bool,
+        reply: Box<dyn WaitReply>,
+    ) {
+        if let Err(e) = self.require(key) {
+            return reply.answer(Err(e));
+        }
+        if self.agent_state(key).is_settled() {
+            return reply.answer(self.state_line(key));
+        }
+        if nonblock {
+            return reply.answer(Err(Error::new(
+                libc::EAGAIN,
+                format!("{key} is {}", self.agent_state(key)),
+            )));
+        }
+        let shared = &self.waits.shared;
+        {
+            let mut pending = lock(&shared.pending);
+            if pending.len() >= MAX_WAITS {
+                drop(pending);
+                return reply.answer(Err(Error::new(
+                    libc::EAGAIN,
+                    format!("{MAX_WAITS} reads of wait are already blocked"),
+                )));
+            }
+            pending.push(Pending {
+                key: key.clone(),
+                tid,
+                reply,
+            });
+        }
+        shared.started.get_or_init(|| {
+            let core = Arc::downgrade(self);
+            let shared = shared.clone();
+            if let Err(e) = std::thread::Builder::new()
+                .name("waits".into())
+                .spawn(move || watch(&core, &shared))
+            {
+                log::error!("cannot start the waits thread: {e}");
+            }
+        });
+        shared.wake.notify_all();
+    }
+}
+
+/// The one thread that answers blocked `wait` reads.
+fn watch(core: &Weak<Core>, shared: &Shared) {
+    loop {
+        let waiting = {
+            let pending = lock(&shared.pending);
+            let pending = if pending.is_empty() {
+                shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner())
+            } else {
+                shared
+                    .wake
+                    .wait_timeout(pending, POLL)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            };
+            drop(pending);
+            std::mem::take(&mut *lock(&shared.pending))
+        };
+        let Some(core) = core.upgrade() else { return };
+        let mut kept = Vec::with_capacity(waiting.len());
+        for p in waiting {
+            let state = core.agent_state(&p.key);
+            if state.is_settled() {
+                p.reply.answer(Ok(format!("{state}\n").into_bytes()));
+            } else if interrupted(p.tid) {
+                p.reply.answer(Err(Error::new(
+                    libc::EINTR,
+                    format!("wait on {} interrupted by a signal", p.key),
+                )));
+            } else {
+                kept.push(p);
+            }
+        }
+        lock(&shared.pending).extend(kept);
+    }
+}

@@ -1,0 +1,360 @@
+//! `state`, `wait`, `events` and `prompt` through a real mount, with shells
+//! and stand-in agents (fast; the real CLIs are in `agents_mount.rs`).
+
+mod common;
+
+use common::*;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ID: &str = "11111111-2222-4333-8444-555555555555";
+
+fn state_dir(host: &Host) -> std::path::PathBuf {
+    host.path("state/sessionfs")
+}
+
+/// A host whose Claude is a stand-in: it records its arguments, then
+/// reads its terminal.
+fn fake_claude(host: Host) -> Host {
+    let path = host.path("fake-claude");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"$@\" > '{}'\nexec cat\n",
+            host.path("argv").display()
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    let program = path.display().to_string();
+    host.with_env("SESSIONFS_ENGINE_CLAUDE", &program)
+}
+
+/// `cat FILE` started in the background.
+fn cat(path: &std::path::Path) -> Child {
+    Command::new("cat")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The root status's count of blocked `wait` reads.
+fn waits(m: &Mount) -> u64 {
+    m.json("status")["waits"].as_u64().unwrap()
+}
+
+/// Waits for a child up to `secs`; its exit status and stdout.
+fn finish(mut child: Child, secs: u64) -> (std::process::ExitStatus, String) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            return (status, out);
+        }
+        assert!(Instant::now() < until, "the child did not end");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_shell_is_busy_while_a_job_runs_and_wait_returns_when_it_ends() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:job")));
+    assert_eq!(m.read("shell:job/state"), "stopped\n");
+    sh_ok(&format!("echo 'echo ready' > {}", m.q("shell:job/prompt")));
+    m.wait_output_line("shell:job", "ready");
+    wait_for(5, "the shell to be idle", || {
+        m.read("shell:job/state") == "idle\n"
+    });
+    let t0 = Instant::now();
+    sh_ok(&format!("echo 'sleep 3' > {}", m.q("shell:job/prompt")));
+    wait_for(5, "the shell to be busy", || {
+        m.read("shell:job/state") == "busy\n"
+    });
+    assert_eq!(m.json("shell:job/status")["agent_state"], "busy");
+    assert_eq!(sh_ok(&format!("cat {}", m.q("shell:job/wait"))), "idle\n");
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(2800), "{waited:?}");
+    let events: Vec<serde_json::Value> = m
+        .read("shell:job/events")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let states: Vec<&str> = events
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.first(), Some(&"starting"), "{events:?}");
+    assert!(states.ends_with(&["busy", "idle"]), "{events:?}");
+    for e in &events {
+        assert!(e["ts_ms"].as_u64().is_some(), "{e}");
+        assert!(e["source"].is_string() && e["detail"].is_string(), "{e}");
+    }
+    let meta = m.json("shell:job/meta.json");
+    assert_eq!(meta["agent_state"], "idle");
+}
+
+#[test]
+fn ls_filters_by_state_and_prints_keys() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for key in ["shell:busy1", "shell:idle1", "shell:never"] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+    }
+    sh_ok(&format!("echo 'sleep 30' > {}", m.q("shell:busy1/prompt")));
+    sh_ok(&format!("echo 'true' > {}", m.q("shell:idle1/prompt")));
+    let ls = |state: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+            .args(["ls", "--state", state, "--keys"])
+            .env("HOME", host.path("home"))
+            .env("XDG_STATE_HOME", host.path("state"))
+            .env("XDG_RUNTIME_DIR", host.path("run"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    wait_for(10, "ls --state busy", || ls("busy") == "shell:busy1\n");
+    wait_for(10, "ls --state idle", || ls("idle") == "shell:idle1\n");
+    assert_eq!(ls("stopped"), "shell:never\n");
+    let bad = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .args(["ls", "--state", "sleepy"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn sigint_ends_a_blocked_wait_at_once_and_many_waits_leave_the_mount_fast() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:w")));
+    sh_ok(&format!("echo 'sleep 60' > {}", m.q("shell:w/prompt")));
+    wait_for(5, "busy", || m.read("shell:w/state") == "busy\n");
+    let wait_file = m.path("shell:w/wait");
+
+    // O_NONBLOCK: EAGAIN while busy.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&wait_file)
+        .unwrap();
+    let err = f.read(&mut [0u8; 64]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EAGAIN), "{err}");
+
+    // SIGINT to a blocked `cat wait`: it ends within 100 ms.
+    let child = cat(&wait_file);
+    wait_for(5, "the wait to block", || waits(&m) == 1);
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let t0 = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let (status, out) = finish(child, 5);
+    let took = t0.elapsed();
+    eprintln!("SIGINT ended the blocked wait after {took:?}");
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    assert!(!status.success() && out.is_empty(), "{status:?} {out:?}");
+    wait_for(5, "the wait to be forgotten", || waits(&m) == 0);
+
+    // `timeout 1 cat wait` ends at its deadline.
+    let t0 = Instant::now();
+    let out = sh(&format!("timeout 1 cat {}", m.q("shell:w/wait")));
+    assert_eq!(out.status.code(), Some(124));
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+
+    // A hundred blocked waits: other requests stay fast.
+    let children: Vec<Child> = (0..100).map(|_| cat(&wait_file)).collect();
+    wait_for(10, "a hundred blocked waits", || waits(&m) == 100);
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        std::fs::read(m.path("status")).unwrap();
+        std::fs::read(m.path("shell:w/state")).unwrap();
+        slowest = slowest.max(t0.elapsed());
+    }
+    eprintln!("slowest status+state read with 100 waits: {slowest:?}");
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+    // Ending the job answers them all with the new state.
+    sh_ok(&format!("printf '\\003' > {}", m.q("shell:w/input")));
+    for child in children {
+        let (status, out) = finish(child, 10);
+        assert!(status.success(), "{status:?}");
+        assert_eq!(out, "idle\n");
+    }
+}
+
+#[test]
+fn prompts_that_cannot_be_sent_are_refused() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:p")));
+    let prompt = m.q("shell:p/prompt");
+    // Empty, not UTF-8, too long: EINVAL at close (or at the write). A
+    // shell ignores what close() says after a builtin: these are programs.
+    let out = sh(&format!("/usr/bin/printf '' > {prompt}"));
+    assert!(!out.status.success(), "{out:?}");
+    let out = sh(&format!("/usr/bin/printf '\\n\\n' > {prompt}"));
+    assert!(!out.status.success(), "{out:?}");
+    let out = sh(&format!("/usr/bin/printf '\\377\\376' > {prompt}"));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
+        "{out:?}"
+    );
+    let out = sh(&format!(
+        "head -c 1100000 /dev/zero | tr '\\0' a > {prompt}"
+    ));
+    assert!(!out.status.success());
+    assert_eq!(m.read("shell:p/state"), "stopped\n", "nothing was sent");
+    // A hosted run's transcript takes no prompt: EPERM.
+    sh_ok(&format!(
+        "echo '{{\"type\":\"text\",\"text\":\"hi\"}}' >> {}",
+        m.q("agent-transcripts/run-1.jsonl")
+    ));
+    let out = sh(&format!(
+        "/usr/bin/printf 'hi\\n' > {}",
+        m.q("hosted:run-1/prompt")
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+        "{out:?}"
+    );
+    // Archived: EPERM.
+    sh_ok(&format!("echo 1 > {}", m.q("shell:p/archive")));
+    let out = sh(&format!(
+        "/usr/bin/printf 'hi\\n' > {}",
+        m.q("archived/shell:p/prompt")
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_agent_never_ready_times_out_with_the_reason_in_status() {
+    let host = fake_claude(Host::new()).with_env("AGENT_SESSIONS_PROMPT_TIMEOUT", "1");
+    let m = host.mount("mnt");
+    let key = format!("claude:{ID}");
+    sh_ok(&format!("mkdir {}", m.q(&key)));
+    let t0 = Instant::now();
+    let out = sh(&format!(
+        "/usr/bin/printf 'hello\\n' > {}",
+        m.q(&format!("{key}/prompt"))
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("timed out"),
+        "{out:?}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let status = m.json(&format!("{key}/status"));
+    assert!(
+        status["error"].as_str().unwrap().contains("never ready"),
+        "{status}"
+    );
+    // The stand-in was started with the hook settings.
+    let argv = std::fs::read_to_string(host.path("argv")).unwrap();
+    let settings = state_dir(&host).join(format!("agents/{key}/settings.json"));
+    assert_eq!(
+        argv.trim(),
+        format!("--session-id {ID} --settings {}", settings.display())
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let cmd = doc["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(cmd.contains(" hook --events "), "{cmd}");
+}
+
+/// Appends one Claude hook event to the session's hook file the way the
+/// agent's hook does: `sessionfs hook` with the payload on stdin.
+fn hook(host: &Host, key: &str, event: &str, session_id: &str) {
+    let file = state_dir(host).join(format!("agents/{key}/hooks.jsonl"));
+    let payload = serde_json::json!({"session_id": session_id, "hook_event_name": event});
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .args(["hook", "--events"])
+        .arg(&file)
+        .args(["--session", key])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn hook_events_move_the_state_others_are_ignored_and_a_restart_goes_on() {
+    let host = fake_claude(Host::new());
+    let mut m = host.mount("mnt");
+    let key = format!("claude:{ID}");
+    sh_ok(&format!("mkdir {}", m.q(&key)));
+    sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+    assert_eq!(m.read(&format!("{key}/state")), "starting\n");
+    hook(&host, &key, "UserPromptSubmit", ID);
+    wait_for(5, "busy", || m.read(&format!("{key}/state")) == "busy\n");
+    // A child agent's events (another session id) change nothing.
+    hook(&host, &key, "Stop", "99999999-0000-4000-8000-000000000000");
+    hook(&host, &key, "PermissionRequest", ID);
+    wait_for(5, "waiting", || {
+        m.read(&format!("{key}/state")) == "waiting\n"
+    });
+    assert!(
+        m.log_text().contains("from another session"),
+        "{}",
+        m.log_text()
+    );
+    assert_eq!(
+        sh_ok(&format!("cat {}", m.q(&format!("{key}/wait")))),
+        "waiting\n"
+    );
+    hook(&host, &key, "PostToolUse", ID);
+    wait_for(5, "busy again", || {
+        m.read(&format!("{key}/state")) == "busy\n"
+    });
+    let before = m.read(&format!("{key}/events"));
+
+    // The daemon goes; the agent stays and its hooks go on writing.
+    m.terminate();
+    hook(&host, &key, "Stop", ID);
+    let m = host.mount("mnt2");
+    assert!(
+        m.read(&format!("{key}/events")).starts_with(&before),
+        "the events were kept"
+    );
+    // The Stop written while no daemon ran is read (the store it waits
+    // for does not exist: at most its wait for the record).
+    assert_eq!(
+        sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait")))),
+        "idle\n"
+    );
+    let events = m.read(&format!("{key}/events"));
+    let last: serde_json::Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(last["state"], "idle");
+    assert_eq!(last["detail"], "Stop");
+    // Stopped: `stopped`, and a stop is final until the next open.
+    sh_ok(&format!("echo stop > {}", m.q(&format!("{key}/ctl"))));
+    assert_eq!(m.read(&format!("{key}/state")), "stopped\n");
+    hook(&host, &key, "UserPromptSubmit", ID);
+    assert_eq!(m.read(&format!("{key}/state")), "stopped\n");
+}

@@ -1,0 +1,419 @@
+//! The real Claude Code and Codex TUIs driven through a real mount, offline
+//! against the model API stand-in: `prompt`, `state`, `wait`, `events` and
+//! `transcript/last` as a shell pipeline uses them.
+
+#[path = "common/agents.rs"]
+mod agents;
+mod common;
+#[path = "common/model_api.rs"]
+mod model_api;
+
+use agents::{agents_bin, AgentEnv};
+use common::*;
+use model_api::{Answer, ModelApi};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A host whose daemon runs the agents offline against `api`.
+struct Agents {
+    // Dropped in this order: the mount, the agents' leftovers, the host.
+    m: Mount,
+    env: AgentEnv,
+    host: Host,
+    api: ModelApi,
+}
+
+impl Agents {
+    fn start(test: &str) -> Option<Agents> {
+        let bin = agents_bin(test)?;
+        let api = ModelApi::start();
+        let mut host = Host::new();
+        let env = AgentEnv::new(bin, host.root.path(), &api.url());
+        for (k, v) in env.vars() {
+            host = host.with_env(&k, &v);
+        }
+        let m = host.mount("mnt");
+        Some(Agents { m, env, host, api })
+    }
+
+    /// A new session of `engine` that runs in the trusted project directory.
+    fn session(&self, engine: &str, id: &str) -> String {
+        let key = format!("{engine}:{id}");
+        sh_ok(&format!("mkdir {}", self.m.q(&key)));
+        let meta = self.m.q(&format!("{key}/meta.json"));
+        sh_ok(&format!(
+            "jq --arg w '{}' '.workspace = $w' {meta} > {tmp} && cat {tmp} > {meta}",
+            self.env.project.display(),
+            tmp = self.host.path("meta.tmp").display()
+        ));
+        key
+    }
+
+    fn read(&self, key: &str, file: &str) -> String {
+        self.m.read(&format!("{key}/{file}"))
+    }
+
+    /// `echo TEXT > KEY/prompt`: how long close() took.
+    fn prompt(&self, key: &str, text: &str) -> Duration {
+        let t0 = Instant::now();
+        let out = sh(&format!(
+            "printf '%s\\n' '{}' > {}",
+            text.replace('\'', r"'\''"),
+            self.m.q(&format!("{key}/prompt"))
+        ));
+        assert!(
+            out.status.success(),
+            "prompt to {key} failed: {}\nstatus: {}\nscreen:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.read(key, "status"),
+            self.read(key, "screen")
+        );
+        t0.elapsed()
+    }
+
+    /// `cat KEY/wait`, bounded: its line.
+    fn wait(&self, key: &str, secs: u64) -> String {
+        let out = sh(&format!(
+            "timeout {secs} cat {}",
+            self.m.q(&format!("{key}/wait"))
+        ));
+        assert!(
+            out.status.success(),
+            "cat {key}/wait failed ({}); state {}; screen:\n{}",
+            out.status,
+            self.read(key, "state"),
+            self.read(key, "screen")
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The daemon stops and a new one mounts the same state; the agents'
+    /// masters go on.
+    fn restart(&mut self) {
+        self.m.terminate();
+        self.m = self.host.mount("mnt2");
+    }
+
+    fn events(&self, key: &str) -> Vec<serde_json::Value> {
+        self.read(key, "events")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        // The agents' masters go with the host; what they started must too.
+        for pid in self.host.masters() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        self.env.end_leftovers();
+    }
+}
+
+const CLAUDE_ID: &str = "c1a0de00-0000-4000-8000-000000000001";
+
+#[test]
+fn a_prompt_to_a_new_claude_session_is_answered_and_it_goes_idle() {
+    let Some(a) = Agents::start("a_prompt_to_a_new_claude_session_is_answered_and_it_goes_idle")
+    else {
+        return;
+    };
+    a.api.push_text("Stand-in answer one.");
+    let key = a.session("claude", CLAUDE_ID);
+    assert_eq!(a.read(&key, "state"), "stopped\n");
+    let took = a.prompt(&key, "fix the failing test");
+    eprintln!("prompt to a new claude session accepted after {took:?}");
+    // Accepted: the turn has started (or, fast, already ended).
+    let state = a.read(&key, "state");
+    assert!(["busy\n", "idle\n"].contains(&state.as_str()), "{state}");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let last = a.read(&key, "transcript/last");
+    assert!(
+        last.contains("fix the failing test"),
+        "{last}\nevents:\n{}\nlog:\n{}",
+        a.read(&key, "events"),
+        a.m.log_text()
+    );
+    assert!(last.contains("Stand-in answer one."), "{last}");
+    let turns = a.api.turns();
+    assert_eq!(turns.len(), 1, "{}", a.api.log());
+    assert_eq!(
+        turns[0].user_words().as_deref(),
+        Some("fix the failing test")
+    );
+    let events = a.events(&key);
+    let states: Vec<&str> = events
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.first(), Some(&"starting"), "{events:?}");
+    assert!(states.contains(&"busy"), "{events:?}");
+    assert_eq!(states.last(), Some(&"idle"), "{events:?}");
+    let stop = events.last().unwrap();
+    assert_eq!(stop["source"], "hook", "{events:?}");
+    assert_eq!(stop["detail"], "Stop", "{events:?}");
+    let status = a.m.json(&format!("{key}/status"));
+    assert_eq!(status["agent_state"], "idle");
+    assert!(status["error"].is_null(), "{status}");
+}
+
+/// `cat FILE` in the background.
+fn cat(path: &std::path::Path) -> std::process::Child {
+    Command::new("cat")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_slow_turn_is_busy_and_six_waits_do_not_slow_the_mount() {
+    let Some(a) = Agents::start("a_slow_turn_is_busy_and_six_waits_do_not_slow_the_mount") else {
+        return;
+    };
+    a.api
+        .push(Answer::Text("Slow answer.".into()), Duration::from_secs(5));
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000002");
+    a.prompt(&key, "take your time");
+    assert_eq!(a.read(&key, "state"), "busy\n");
+    let waits: Vec<_> = (0..6)
+        .map(|_| cat(&a.m.path(&format!("{key}/wait"))))
+        .collect();
+    wait_for(10, "six blocked waits", || a.m.json("status")["waits"] == 6);
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let t0 = Instant::now();
+        std::fs::read(a.m.path("status")).unwrap();
+        slowest = slowest.max(t0.elapsed());
+    }
+    eprintln!("slowest `cat MNT/status` with six waits on a busy claude: {slowest:?}");
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+    assert_eq!(a.read(&key, "state"), "busy\n", "still in the slow turn");
+    for w in waits {
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "idle\n");
+    }
+    assert!(a.read(&key, "transcript/last").contains("Slow answer."));
+}
+
+#[test]
+fn a_tool_call_waits_for_permission_given_through_input() {
+    let Some(a) = Agents::start("a_tool_call_waits_for_permission_given_through_input") else {
+        return;
+    };
+    // A write: not one of the commands Claude runs without asking.
+    let marker = a.host.path("tool-ran");
+    a.api
+        .push_bash(&format!("echo approved > {}", marker.display()));
+    a.api.push_text("The tool ran.");
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000003");
+    a.prompt(&key, "run the tool please");
+    assert_eq!(a.wait(&key, 60), "waiting\n");
+    assert_eq!(a.m.json(&format!("{key}/status"))["agent_state"], "waiting");
+    // Approve as a person would: once the dialog is drawn, Enter.
+    wait_for(20, "the permission dialog", || {
+        a.read(&key, "screen").contains("Do you want to proceed?")
+    });
+    let input = a.m.q(&format!("{key}/input"));
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < until, "the approval was never taken");
+        sh_ok(&format!("printf '\\r' > {input}"));
+        // Keys right after the dialog appears are dropped: again if the
+        // state has not moved within a second.
+        let moved_by = Instant::now() + Duration::from_secs(1);
+        while a.read(&key, "state") == "waiting\n" && Instant::now() < moved_by {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if a.read(&key, "state") != "waiting\n" {
+            break;
+        }
+    }
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    assert!(marker.exists(), "the approved command ran");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("The tool ran."), "{last}");
+    let states: Vec<String> = a
+        .events(&key)
+        .iter()
+        .map(|e| e["state"].as_str().unwrap().to_string())
+        .collect();
+    let tail: Vec<&str> = states
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(tail, ["waiting", "busy", "idle"], "{states:?}");
+}
+
+/// A stop, then a prompt: the session resumes and the agent has the history.
+fn stop_then_resume(a: &Agents, key: &str) {
+    a.api.push_text("First: noted the zebra.");
+    a.prompt(key, "remember the word zebra");
+    assert_eq!(a.wait(key, 60), "idle\n");
+    sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.read(key, "state"), "stopped\n");
+    a.api.push_text("Second: it was zebra.");
+    a.prompt(key, "which word was it");
+    assert_eq!(a.wait(key, 60), "idle\n");
+    assert_eq!(a.m.json(&format!("{key}/status"))["outcome"], "LAUNCH");
+    let turns = a.api.turns();
+    let last = turns
+        .iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("the second prompt never came:\n{}", a.api.log()));
+    assert!(
+        last.body.contains("remember the word zebra"),
+        "the resumed agent sent no history:\n{}",
+        last.body
+    );
+    let page = a.read(key, "transcript/last");
+    assert!(
+        page.contains("which word was it"),
+        "{page}\nlatest:\n{}\nstore has it: {:?}",
+        a.read(key, "transcript/latest"),
+        a.env
+            .claude_stores()
+            .iter()
+            .map(|p| std::fs::read_to_string(p)
+                .unwrap()
+                .contains("which word was it"))
+            .collect::<Vec<_>>()
+    );
+    assert!(page.contains("Second: it was zebra."), "{page}");
+    assert!(!page.contains("remember the word"), "{page}");
+}
+
+#[test]
+fn a_stopped_claude_session_resumes_with_its_history_on_a_prompt() {
+    let Some(a) = Agents::start("a_stopped_claude_session_resumes_with_its_history_on_a_prompt")
+    else {
+        return;
+    };
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000004");
+    stop_then_resume(&a, &key);
+}
+
+#[test]
+fn a_codex_session_takes_prompts_goes_idle_and_resumes() {
+    let Some(a) = Agents::start("a_codex_session_takes_prompts_goes_idle_and_resumes") else {
+        return;
+    };
+    let key = a.session("codex", "mine");
+    a.api.push_text("Codex answer one.");
+    let took = a.prompt(&key, "hello codex");
+    eprintln!("prompt to a new codex session accepted after {took:?}");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("hello codex"), "{last}");
+    assert!(last.contains("Codex answer one."), "{last}");
+    let events = a.events(&key);
+    let end = events.last().unwrap();
+    assert_eq!(end["state"], "idle", "{events:?}");
+    assert_eq!(end["source"], "notify", "{events:?}");
+    stop_then_resume(&a, &key);
+}
+
+#[test]
+fn the_state_and_events_of_a_live_claude_survive_a_daemon_restart() {
+    let Some(mut a) =
+        Agents::start("the_state_and_events_of_a_live_claude_survive_a_daemon_restart")
+    else {
+        return;
+    };
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-000000000005");
+    a.api.push_text("Before the restart.");
+    a.prompt(&key, "first question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let before = a.read(&key, "events");
+    a.restart();
+    assert!(
+        a.read(&key, "events").starts_with(&before),
+        "the events were kept"
+    );
+    assert_eq!(
+        a.read(&key, "state"),
+        "idle\n",
+        "{}",
+        a.read(&key, "events")
+    );
+    a.api.push_text("After the restart.");
+    a.prompt(&key, "second question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    assert_eq!(a.m.json(&format!("{key}/status"))["outcome"], "ATTACH");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("second question"), "{last}");
+    assert!(last.contains("After the restart."), "{last}");
+    let after = a.read(&key, "events");
+    assert!(
+        after.len() > before.len() && after.starts_with(&before),
+        "{after}"
+    );
+}
+
+/// `scripts/bench agents`: for each agent, from a prompt's close to `busy`
+/// (the `events` line's time) and from the model's last byte to `idle`
+/// (`state` polled every 2 ms), over a few turns of an idle session.
+#[test]
+#[ignore = "a benchmark: scripts/bench agents"]
+fn bench_prompt_to_busy_and_last_byte_to_idle() {
+    let Some(a) = Agents::start("bench_prompt_to_busy_and_last_byte_to_idle") else {
+        return;
+    };
+    const ROUNDS: usize = 5;
+    for (engine, id) in [
+        ("claude", "c1a0de00-0000-4000-8000-0000000000b1"),
+        ("codex", "bench"),
+    ] {
+        let key = a.session(engine, id);
+        // The first turn starts the agent; it is not measured.
+        a.api.push_text("warm.");
+        a.prompt(&key, "warm up");
+        assert_eq!(a.wait(&key, 60), "idle\n");
+        let (mut to_busy, mut to_idle, mut close) = (vec![], vec![], vec![]);
+        for round in 0..ROUNDS {
+            a.api.push(
+                Answer::Text(format!("answer {round}")),
+                Duration::from_millis(300),
+            );
+            let seen = a.events(&key).len();
+            let t0_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            close.push(a.prompt(&key, &format!("question {round}")));
+            let idle_at = loop {
+                if a.read(&key, "state") == "idle\n" {
+                    break Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            };
+            let last_byte = *a.api.answered().last().unwrap();
+            to_idle.push(idle_at.saturating_duration_since(last_byte));
+            let busy = a.events(&key)[seen..]
+                .iter()
+                .find(|e| e["state"] == "busy")
+                .map(|e| e["ts_ms"].as_u64().unwrap())
+                .expect("a busy event");
+            to_busy.push(Duration::from_millis(busy.saturating_sub(t0_ms)));
+        }
+        let show = |v: &mut Vec<Duration>| {
+            v.sort();
+            format!("median {:?}, max {:?}", v[v.len() / 2], v[v.len() - 1])
+        };
+        println!(
+            "{engine}: prompt close -> busy {}; close returned after {}; model's last byte -> idle {}",
+            show(&mut to_busy),
+            show(&mut close),
+            show(&mut to_idle)
+        );
+    }
+}
