@@ -22,7 +22,7 @@ use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::runtime::Outcome as OpenOutcome;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -114,9 +114,50 @@ struct Inner {
     turns_at_start: Option<usize>,
     store_len: Option<u64>,
     saved: FollowPos,
+    /// The output count last seen by the tick, when it last changed, and
+    /// when the session was last looked at (ms): a quiet session is looked
+    /// at only every [`QUIET_LOOK_MS`].
+    tick_output: u64,
+    output_changed_ms: u64,
+    looked_ms: u64,
 }
 
+/// How long after its last output a session is looked at every tick: long
+/// enough for a screen verdict's hold and for hooks to fall quiet.
+const ACTIVE_MS: u64 = 4_000;
+
+/// How often a quiet agent is looked at: a hook that comes without any
+/// output is noticed within this. A quiet shell at its prompt is not looked
+/// at: a job starts from typed input and ends with a prompt, both output;
+/// a busy one is looked at this often, for a job that ends silently.
+const QUIET_LOOK_MS: u64 = 10_000;
+
 impl Inner {
+    /// Whether this tick should look at the session: it had output or input
+    /// lately, a turn's end is held, or it has been quiet for
+    /// [`QUIET_LOOK_MS`]. Idle sessions then cost no file or /proc reads on
+    /// most ticks.
+    fn due(&mut self, total: u64, input_ms: u64, now: u64) -> bool {
+        if total != self.tick_output {
+            self.tick_output = total;
+            self.output_changed_ms = now;
+        }
+        let lately = self.output_changed_ms.max(input_ms);
+        let quiet_look = match self.kind {
+            Some(AgentKind::Shell) => self.tracker.state() != State::Idle,
+            _ => true,
+        };
+        let active = self.ending.is_some()
+            || self.tracker.state() == State::Starting
+            || now.saturating_sub(lately) < ACTIVE_MS;
+        let due = active || (quiet_look && now.saturating_sub(self.looked_ms) >= QUIET_LOOK_MS);
+        if due {
+            self.looked_ms = now;
+        }
+        ACTIVITY.note(active);
+        due
+    }
+
     fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
         match self.tracker.apply(&Signal::Hook(event), now) {
             Outcome::Changed(c) => changes.push(c),
@@ -242,6 +283,9 @@ impl Default for Agent {
                 turns_at_start: None,
                 store_len: None,
                 saved: FollowPos::default(),
+                tick_output: u64::MAX,
+                output_changed_ms: 0,
+                looked_ms: 0,
             }),
             changed: Condvar::new(),
             version: AtomicU64::new(0),
@@ -536,10 +580,15 @@ impl Core {
     /// One look at a live session: new hook lines, the screen or the
     /// foreground group. Runs on the `agents` thread.
     fn agent_tick(&self, key: &SessionKey, rt: &SessionRuntime) {
+        let output = rt.scrollback.total();
+        let input_ms = lock(&rt.state).last_input_ms;
         let (kind, follower, opens, seen, pid, ending, look) = {
             let mut inner = lock(&rt.agent.inner);
             let Some(kind) = inner.kind else { return };
             if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
+                return;
+            }
+            if !inner.due(output, input_ms, now_ms()) {
                 return;
             }
             (
@@ -964,13 +1013,80 @@ fn changed(rt: &SessionRuntime, waits: &Waits, changes: Vec<Change>, now: u64) {
     waits.wake();
 }
 
-/// Starts the `agents` thread: every [`TICK`] it looks at each live session.
+/// Whether any session wants looking at every tick, and a way to wake the
+/// `agents` thread from its long sleep when output or input comes: with
+/// every session quiet, the thread looks once a second, not 25 times.
+struct Activity {
+    /// Some session was active in this round of looks.
+    active: AtomicBool,
+    /// The thread sleeps long; a poke must wake it.
+    sleeping: AtomicBool,
+    poked: Mutex<bool>,
+    wake: Condvar,
+}
+
+static ACTIVITY: Activity = Activity {
+    active: AtomicBool::new(false),
+    sleeping: AtomicBool::new(false),
+    poked: Mutex::new(false),
+    wake: Condvar::new(),
+};
+
+/// The longest the `agents` thread sleeps while every session is quiet.
+const QUIET_TICK: Duration = Duration::from_secs(1);
+
+impl Activity {
+    fn note(&self, active: bool) {
+        if active {
+            self.active.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Output or input came: if the thread is in its long sleep, wake it.
+    fn poke(&self) {
+        if self.sleeping.load(Ordering::Acquire) {
+            *lock(&self.poked) = true;
+            self.wake.notify_all();
+        }
+    }
+
+    /// Sleeps one tick after an active round, else until poked or
+    /// [`QUIET_TICK`].
+    fn pause(&self) {
+        if self.active.swap(false, Ordering::Relaxed) {
+            std::thread::sleep(TICK);
+            return;
+        }
+        let mut poked = lock(&self.poked);
+        self.sleeping.store(true, Ordering::Release);
+        if !*poked {
+            poked = self
+                .wake
+                .wait_timeout(poked, QUIET_TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *poked = false;
+        self.sleeping.store(false, Ordering::Release);
+        drop(poked);
+        // A poke means output just came: let it settle for a tick.
+        std::thread::sleep(TICK);
+    }
+}
+
+/// Output or input reached a session: the `agents` thread looks at once.
+pub(super) fn poke() {
+    ACTIVITY.poke();
+}
+
+/// Starts the `agents` thread: every [`TICK`] while a session is active, at
+/// least every [`QUIET_TICK`] otherwise, it looks at each live session.
 pub(super) fn start(core: &Arc<Core>) {
     let core: Weak<Core> = Arc::downgrade(core);
     let spawned = std::thread::Builder::new()
         .name("agents".into())
         .spawn(move || loop {
-            std::thread::sleep(TICK);
+            ACTIVITY.pause();
             let Some(core) = core.upgrade() else { return };
             let live: Vec<Arc<SessionRuntime>> = lock(&core.sessions)
                 .values()

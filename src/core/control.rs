@@ -67,6 +67,7 @@ impl Core {
             let sent = client.push(data, deadline);
             if !matches!(sent, Err((0, _))) {
                 lock(&self.runtime(key).state).last_input_ms = now_ms();
+                super::agent_state::poke();
             }
             match sent {
                 Ok(()) => Ok(data.len()),
@@ -109,6 +110,7 @@ impl Core {
         };
         let went = client.try_push_now(data)?;
         lock(&rt.state).last_input_ms = now_ms();
+        super::agent_state::poke();
         Some(went)
     }
 

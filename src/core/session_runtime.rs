@@ -82,6 +82,7 @@ impl SessionRuntime {
     pub(super) fn take_output(&self, bytes: &[u8]) {
         crate::faults::maybe_panic("output", bytes);
         self.scrollback.append(bytes);
+        super::agent_state::poke();
     }
 
     /// Runs `work` on the VT mirror brought up to date with the ring: made
