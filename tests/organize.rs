@@ -248,16 +248,7 @@ fn an_archived_claude_conversation_survives_its_engine_deleting_it() {
     wait_for(20, "the stand-in's arguments", || {
         std::fs::read_to_string(host.path("argv")).is_ok_and(|t| t.ends_with('\n'))
     });
-    assert_eq!(
-        // The hook settings sessionfs adds come last.
-        std::fs::read_to_string(host.path("argv"))
-            .unwrap()
-            .split(" --settings ")
-            .next()
-            .unwrap()
-            .trim(),
-        format!("--resume {id}")
-    );
+    assert_eq!(stand_in_args(&host), format!("--resume {id}"));
     assert!(
         store.exists(),
         "the conversation is back where the engine resumes it from"

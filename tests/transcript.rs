@@ -198,16 +198,7 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
     let key = format!("claude:{CLAUDE_ID}");
     sh_ok(&format!("echo hello > {}", m.q(&format!("{key}/input"))));
     wait_for(20, "the stand-in to start", || host.path("cwd").exists());
-    assert_eq!(
-        // The hook settings sessionfs adds come last.
-        std::fs::read_to_string(host.path("argv"))
-            .unwrap()
-            .split(" --settings ")
-            .next()
-            .unwrap()
-            .trim(),
-        format!("--resume {CLAUDE_ID}")
-    );
+    assert_eq!(stand_in_args(&host), format!("--resume {CLAUDE_ID}"));
     assert_eq!(
         std::fs::read_to_string(host.path("cwd")).unwrap().trim(),
         workspace.to_str().unwrap()
@@ -229,16 +220,7 @@ fn input_to_a_discovered_claude_conversation_resumes_it_in_its_workspace() {
                 .unwrap()
                 .is_empty()
     });
-    assert_eq!(
-        // The hook settings sessionfs adds come last.
-        std::fs::read_to_string(host.path("argv"))
-            .unwrap()
-            .split(" --settings ")
-            .next()
-            .unwrap()
-            .trim(),
-        format!("--session-id {fresh}")
-    );
+    assert_eq!(stand_in_args(&host), format!("--session-id {fresh}"));
 }
 
 /// A stand-in Codex: on a new start it writes a rollout named by an id of

@@ -310,3 +310,15 @@ impl Drop for Mount {
         }
     }
 }
+
+/// The arguments the engine stand-in was started with (it writes them to
+/// `argv` in the host), without the hook settings sessionfs adds at the end.
+pub fn stand_in_args(host: &Host) -> String {
+    std::fs::read_to_string(host.path("argv"))
+        .unwrap()
+        .split(" --settings ")
+        .next()
+        .unwrap()
+        .trim()
+        .to_string()
+}
