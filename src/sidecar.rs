@@ -71,6 +71,15 @@ pub struct SessionMeta {
     /// (a new Codex session, a Claude conversation resumed under a new id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
+    /// When this session's record last changed (milliseconds since the
+    /// epoch; 0 in records written before it was kept): the mtime of its
+    /// `meta.json` and one-line files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changed_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -264,7 +273,16 @@ impl Sidecar {
             self.cache().broken = Some(reason.clone());
             Error::new(libc::EIO, reason)
         })?;
+        let before = sessions.clone();
         let result = change(&mut sessions)?;
+        // Each record that changed is dated, so one session's edit moves
+        // only its own files' times.
+        let now = crate::runtime::record::now_ms();
+        for (key, meta) in sessions.iter_mut() {
+            if before.get(key) != Some(meta) {
+                meta.changed_ms = now;
+            }
+        }
         self.write(&sessions)?;
         let written = stamp(&self.path);
         let mut cache = self.cache();

@@ -11,6 +11,7 @@ use super::node::{
 };
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
+use super::times::{digest, Stamps};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
@@ -176,6 +177,7 @@ pub struct Files {
     pub(super) inodes: InodeTable,
     pub(super) handles: HandleTable,
     pub(super) scratch: ScratchFiles,
+    stamps: Stamps,
     started: SystemTime,
 }
 
@@ -191,6 +193,7 @@ impl Files {
             inodes: InodeTable::default(),
             handles: HandleTable::default(),
             scratch,
+            stamps: Stamps::default(),
             started: SystemTime::now(),
         }
     }
@@ -298,48 +301,114 @@ impl Files {
 
     /// The attributes of `node`, as process `pid` (holding `fh`, if any) sees them.
     fn attr_of(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<Attr> {
-        let now = SystemTime::now();
         let started = self.started;
+        let ino = self.inodes.ino(node);
+        // A listing's names, dated by when they last differed.
+        let names = |names: Vec<String>, first: &dyn Fn() -> SystemTime| {
+            let joined = names.join("/");
+            self.stamps.dated(ino, digest(&[joined.as_bytes()]), first)
+        };
         let (size, mtime) = match node {
-            Node::Root
-            | Node::View(_)
-            | Node::Facet(..)
-            | Node::SlotsDir
-            | Node::TranscriptsDir
-            | Node::World(_) => (
+            Node::Root => (
                 0,
-                if matches!(node, Node::Root) {
-                    started
-                } else {
-                    now
-                },
+                names(
+                    self.core
+                        .keys_in(false)
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect(),
+                    &|| self.core.listing_changed(),
+                ),
             ),
-            Node::Session(_, SessionFile::Dir | SessionFile::TranscriptDir) => (0, started),
-            Node::SessionsJson => (self.core.sessions_json().len() as u64, now),
-            Node::ViewLink(..) | Node::Session(_, SessionFile::Latest) => {
-                (self.link_target(node)?.len() as u64, now)
+            Node::View(_) | Node::Facet(..) => (
+                0,
+                names(
+                    self.views_entries(node)?
+                        .into_iter()
+                        .map(|(_, _, n)| n)
+                        .collect(),
+                    &|| self.core.listing_changed(),
+                ),
+            ),
+            Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => (
+                0,
+                names(
+                    self.records_entries(node)?
+                        .into_iter()
+                        .map(|(_, _, n)| n)
+                        .collect(),
+                    &|| started,
+                ),
+            ),
+            Node::Session(key, SessionFile::Dir) => {
+                // Its metadata, and its members: editors' files come and go.
+                let record = self.core.meta_changed(key);
+                let members = names(
+                    self.scratch_names(key).into_iter().map(|(n, _)| n).collect(),
+                    &|| record,
+                );
+                (0, record.max(members))
             }
+            Node::Session(key, SessionFile::TranscriptDir | SessionFile::Latest)
+            | Node::Page(key, _) => {
+                let at = self.core.transcript_modified(key)?;
+                let size = match node {
+                    Node::Page(key, n) => self.core.transcript_page(key, *n as usize)?.len() as u64,
+                    Node::Session(_, SessionFile::Latest) => self.link_target(node)?.len() as u64,
+                    _ => 0,
+                };
+                (size, at)
+            }
+            Node::SessionsJson => {
+                let text = self.core.sessions_json();
+                let at = self
+                    .stamps
+                    .listing(ino, &text, || self.core.listing_changed());
+                (text.len() as u64, at)
+            }
+            // A view's link always names the same session.
+            Node::ViewLink(..) => (self.link_target(node)?.len() as u64, started),
             Node::Scratch(key, name) => {
                 let f = self
                     .scratch_get(key, name)
                     .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
+                let at = self.stamps.dated(
+                    ino,
+                    digest(&[&f.len.to_le_bytes(), f.symlink.as_deref().unwrap_or("").as_bytes()]),
+                    SystemTime::now,
+                );
                 if let Some(target) = f.symlink {
                     // A link an editor made (emacs's lock): a symlink, not a file.
-                    let mut attr = self.attr(node, target.len() as u64, now);
+                    let mut attr = self.attr(node, target.len() as u64, at);
                     attr.kind = Kind::Symlink;
                     attr.perm = 0o777;
                     return Ok(attr);
                 }
-                (f.len, now)
+                (f.len, at)
             }
-            Node::RootFile(RootFile::Readme) => (self.core.readme().len() as u64, started),
-            Node::RootFile(RootFile::Status) => (self.core.root_status().len() as u64, now),
-            Node::RootFile(RootFile::Ctl) => (0, started),
-            Node::Slot(..) | Node::HostedFile(_) | Node::RunFile => (self.records_size(node)?, now),
-            Node::Page(key, n) => (
-                self.core.transcript_page(key, *n as usize)?.len() as u64,
-                now,
+            Node::RootFile(RootFile::Readme) | Node::RootFile(RootFile::Ctl) => (
+                if matches!(node, Node::RootFile(RootFile::Readme)) {
+                    self.core.readme().len() as u64
+                } else {
+                    0
+                },
+                started,
             ),
+            Node::RootFile(RootFile::Status) => {
+                let text = self.core.root_status();
+                (text.len() as u64, self.stamps.dated(ino, digest(&[&text]), || started))
+            }
+            Node::HostedFile(id) => {
+                let path = self.core.slots().transcript_path(id);
+                let at = std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(started);
+                (self.records_size(node)?, at)
+            }
+            Node::Slot(..) | Node::RunFile => {
+                let size = self.records_size(node)?;
+                (size, self.stamps.dated(ino, size, || started))
+            }
             Node::Session(key, file) => match file {
                 SessionFile::Dir | SessionFile::TranscriptDir | SessionFile::Latest => {
                     unreachable!("matched above")
@@ -349,17 +418,27 @@ impl Files {
                     let mtime = self.core.session_runtime(key)?.scrollback().last_append();
                     (size, mtime)
                 }
-                SessionFile::Screen => (self.core.screen(key)?.len() as u64, now),
-                SessionFile::Status => (self.core.status(key)?.len() as u64, now),
+                SessionFile::Screen => (
+                    self.core.screen(key)?.len() as u64,
+                    self.core.output_changed(key),
+                ),
+                SessionFile::Status => {
+                    let text = self.core.status(key)?;
+                    let at = self
+                        .stamps
+                        .dated(ino, digest(&[&text]), || self.core.output_changed(key));
+                    (text.len() as u64, at)
+                }
                 SessionFile::Meta => (
                     self.core.meta_json(key)?.len() as u64,
-                    self.core.meta_modified(),
+                    self.core.meta_changed(key),
                 ),
                 SessionFile::Field(f) => (
                     self.core.field_text(key, *f)?.len() as u64,
-                    self.core.meta_modified(),
+                    self.core.meta_changed(key),
                 ),
-                SessionFile::Input | SessionFile::Ctl => (0, now),
+                // Write-only streams: their attributes never change.
+                SessionFile::Input | SessionFile::Ctl => (0, started),
             },
         };
         Ok(self.attr(node, size, mtime))

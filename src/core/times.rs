@@ -1,0 +1,134 @@
+//! Times that mean something: each file's mtime is the time of the last
+//! change of what it shows, steady while nothing changes, so `tar`, `rsync`
+//! and editors can trust it.
+//!
+//! Where a source keeps its own time (a record's `changed_ms`, a store's
+//! mtime, the ring's last append) that is used. Generated text with no
+//! single source (`status`, `sessions.json`, the root's listing) is dated
+//! by [`Stamps`]: the time its content was first seen to differ.
+
+use super::Core;
+use crate::error::Result;
+use crate::key::SessionKey;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// At most this many nodes are remembered; past it the memory starts over
+/// (each node is then dated by its source again).
+const STAMPS_MAX: usize = 1 << 16;
+
+pub(super) fn from_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// A digest of generated content.
+pub(super) fn digest(parts: &[&[u8]]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in parts {
+        p.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// When each generated node's content last changed, as this daemon saw it.
+#[derive(Debug, Default)]
+pub(super) struct Stamps {
+    seen: Mutex<HashMap<u64, (u64, SystemTime)>>,
+    /// The `sessions.json` text last dated (weak: the listing cache owns
+    /// it), so an unchanged listing is not hashed again.
+    listing: Mutex<Option<(Weak<Vec<u8>>, SystemTime)>>,
+}
+
+impl Stamps {
+    /// The time of node `ino` whose content now has `digest`: unchanged
+    /// since last seen, its old time; changed, now; first seen, `first()`.
+    pub(super) fn dated(&self, ino: u64, digest: u64, first: impl FnOnce() -> SystemTime) -> SystemTime {
+        let mut seen = super::lock(&self.seen);
+        if let Some((d, at)) = seen.get(&ino) {
+            if *d == digest {
+                return *at;
+            }
+            let at = SystemTime::now().max(*at);
+            seen.insert(ino, (digest, at));
+            return at;
+        }
+        if seen.len() >= STAMPS_MAX {
+            seen.clear();
+        }
+        let at = first();
+        seen.insert(ino, (digest, at));
+        at
+    }
+
+    /// The time of `sessions.json` with text `text`.
+    pub(super) fn listing(
+        &self,
+        ino: u64,
+        text: &Arc<Vec<u8>>,
+        first: impl FnOnce() -> SystemTime,
+    ) -> SystemTime {
+        if let Some((weak, at)) = &*super::lock(&self.listing) {
+            if Weak::ptr_eq(weak, &Arc::downgrade(text)) {
+                return *at;
+            }
+        }
+        let at = self.dated(ino, digest(&[text]), first);
+        *super::lock(&self.listing) = Some((Arc::downgrade(text), at));
+        at
+    }
+}
+
+impl Core {
+    /// When this session's record last changed (its title, project,
+    /// favourite, archive, workspace, conversation), else when it was made;
+    /// a conversation found only in an engine's store: its last activity.
+    pub fn meta_changed(&self, key: &SessionKey) -> SystemTime {
+        let meta = self.meta(key);
+        let ms = meta.changed_ms.max(meta.created_ms);
+        if ms > 0 {
+            return from_ms(ms);
+        }
+        from_ms(self.row(key).last_activity_ms)
+    }
+
+    /// The newest change of any session's record, and the daemon's start:
+    /// the first date given to `sessions.json` and the root.
+    pub fn listing_changed(&self) -> SystemTime {
+        let newest = self
+            .rows(false)
+            .iter()
+            .map(|r| {
+                r.meta
+                    .changed_ms
+                    .max(r.meta.created_ms)
+                    .max(r.last_activity_ms)
+            })
+            .max()
+            .unwrap_or(0);
+        from_ms(newest).max(self.meta_modified().min(SystemTime::now()))
+    }
+
+    /// The mtime of the session's conversation store (its transcript
+    /// pages' time); the record's time while it has none.
+    pub fn transcript_modified(&self, key: &SessionKey) -> Result<SystemTime> {
+        let path = if key.engine() == super::HOSTED {
+            Some(self.slots.transcript_path(key.id()))
+        } else {
+            self.store_file(key).map(|f| f.path)
+        };
+        Ok(path
+            .and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .unwrap_or_else(|| self.meta_changed(key)))
+    }
+
+    /// When the session last wrote output (its `scrollback` and `screen`),
+    /// else its record's time.
+    pub fn output_changed(&self, key: &SessionKey) -> SystemTime {
+        match super::lock(&self.sessions).get(key).cloned() {
+            Some(rt) => rt.scrollback().last_append(),
+            None => self.meta_changed(key),
+        }
+    }
+}
