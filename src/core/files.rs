@@ -11,13 +11,13 @@ use super::node::{
 };
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
-use super::times::{digest, Stamps};
+use super::times::{digest, program_time, Stamps};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A node's attributes, as the kernel sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,8 +178,20 @@ pub struct Files {
     pub(super) handles: HandleTable,
     pub(super) scratch: ScratchFiles,
     stamps: Stamps,
+    /// The time of `README` and the root's `ctl`.
+    program_time: SystemTime,
+    /// Metadata files just removed (`rm`, `mv` from another filesystem),
+    /// missing until made again or for [`REMOVED_FOR`].
+    removed: Mutex<Vec<(SessionKey, SessionFile, Instant)>>,
     started: SystemTime,
 }
+
+/// How long a removed `meta.json` or one-line file stays missing if nothing
+/// makes it again: long enough for a copy to follow its `unlink`.
+const REMOVED_FOR: Duration = Duration::from_secs(10);
+
+/// At most this many removals are remembered at once.
+const REMOVED_MAX: usize = 1024;
 
 impl Files {
     pub fn new(core: Arc<Core>) -> Self {
@@ -194,6 +206,8 @@ impl Files {
             handles: HandleTable::default(),
             scratch,
             stamps: Stamps::default(),
+            program_time: program_time().unwrap_or_else(SystemTime::now),
+            removed: Mutex::default(),
             started: SystemTime::now(),
         }
     }
@@ -205,6 +219,23 @@ impl Files {
     /// When the mount started: the time of the directories.
     pub fn started(&self) -> SystemTime {
         self.started
+    }
+
+    /// Whether `file` of `key` was removed and not made again yet.
+    fn is_removed(&self, key: &SessionKey, file: SessionFile) -> bool {
+        crate::core::lock(&self.removed)
+            .iter()
+            .any(|(k, f, at)| k == key && *f == file && at.elapsed() < REMOVED_FOR)
+    }
+
+    /// Ends a removal of `file` of `key`; whether there was one.
+    fn take_removed(&self, key: &SessionKey, file: SessionFile) -> bool {
+        let mut removed = crate::core::lock(&self.removed);
+        let found = removed
+            .iter()
+            .any(|(k, f, at)| k == key && *f == file && at.elapsed() < REMOVED_FOR);
+        removed.retain(|(k, f, at)| !(k == key && *f == file) && at.elapsed() < REMOVED_FOR);
+        found
     }
 
     fn attr(&self, node: &Node, size: u64, mtime: SystemTime) -> Attr {
@@ -304,7 +335,9 @@ impl Files {
         let started = self.started;
         let ino = self.inodes.ino(node);
         // A listing's names, dated by when they last differed.
-        let names = |names: Vec<String>, first: &dyn Fn() -> SystemTime| {
+        // (Sorted: a listing's order follows activity; its members are what date it.)
+        let names = |mut names: Vec<String>, first: &dyn Fn() -> SystemTime| {
+            names.sort_unstable();
             let joined = names.join("/");
             self.stamps.dated(ino, digest(&[joined.as_bytes()]), first)
         };
@@ -392,7 +425,7 @@ impl Files {
                 } else {
                     0
                 },
-                started,
+                self.program_time,
             ),
             Node::RootFile(RootFile::Status) => {
                 let text = self.core.root_status();
@@ -438,7 +471,7 @@ impl Files {
                     self.core.meta_changed(key),
                 ),
                 // Write-only streams: their attributes never change.
-                SessionFile::Input | SessionFile::Ctl => (0, started),
+                SessionFile::Input | SessionFile::Ctl => (0, self.core.created_at(key)),
             },
         };
         Ok(self.attr(node, size, mtime))
@@ -487,6 +520,9 @@ impl Files {
                     return Ok(Node::Session(key, SessionFile::TranscriptDir));
                 }
                 if let Some(f) = SessionFile::from_name(name) {
+                    if self.is_removed(&key, f) {
+                        return Err(Error::not_found(format!("{name} of {key} was removed")));
+                    }
                     return Ok(Node::Session(key, f));
                 }
                 if self.scratch_get(&key, name).is_some() {
@@ -529,6 +565,10 @@ impl Files {
             Opens::ReadOrAppend | Opens::Append if mode.truncates => {
                 Err(Error::perm("transcripts are append-only: use >>"))
             }
+            // Only the privileged get past the kernel's mode check to read a
+            // write-only stream (`tar`, `grep -r` as root): it reads as
+            // empty, as a file of mode 0200 with nothing kept would.
+            Opens::Write | Opens::Append if mode.reads && !mode.writes => Ok(()),
             Opens::Write | Opens::Append if mode.reads => {
                 Err(Error::access(format!("{what} is write-only")))
             }
@@ -550,6 +590,9 @@ impl Files {
             }
         })?;
         let handle = match (&node, node.row().content) {
+            _ if !mode.writes && matches!(node.row().opens, Opens::Write | Opens::Append) => {
+                Handle::Snapshot(Vec::new())
+            }
             (_, Content::Records) => self.records_open(&node, mode.writes)?,
             (Node::Scratch(key, name), _) => {
                 let file = self
@@ -578,6 +621,11 @@ impl Files {
             (Node::Session(key, SessionFile::Input), _) => Handle::Input(key.clone()),
             (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
             (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
+            (Node::Page(key, page), _) => Handle::Page {
+                key: key.clone(),
+                page: *page,
+                text: self.core.transcript_page(key, *page as usize)?,
+            },
             _ => Handle::Snapshot(self.generate(&node)?),
         };
         Ok(self.handles.add(handle))
@@ -609,6 +657,23 @@ impl Files {
                 .core
                 .slots()
                 .read_transcript(&id, offset, size as usize);
+        }
+        // A read past a page's text renders it again (with the table
+        // unlocked): the store may have grown since.
+        if let Some(Handle::Page { key, page, text }) = handles.get(&fh) {
+            let (key, page, mut text) = (key.clone(), *page, text.clone());
+            drop(handles);
+            if offset.saturating_add(u64::from(size)) > text.len() as u64 {
+                if let Ok(newer) = self.core.transcript_page(&key, page as usize) {
+                    text = newer;
+                    if let Some(Handle::Page { text: held, .. }) = self.handles.files().get_mut(&fh) {
+                        *held = text.clone();
+                    }
+                }
+            }
+            let start = (offset as usize).min(text.len());
+            let end = start.saturating_add(size as usize).min(text.len());
+            return Ok(text[start..end].to_vec());
         }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
@@ -798,6 +863,19 @@ impl Files {
                 self.scratch_remove(&key, &name);
                 Ok(())
             }
+            // A copy from another filesystem (`mv`, `cp --remove-destination`)
+            // removes its target first: accepted, and nothing changes until
+            // the new file's content commits.
+            Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) => {
+                log::debug!("{key}: {} removed; it stays as it was until written", file.name());
+                let mut removed = crate::core::lock(&self.removed);
+                removed.retain(|(k, f, at)| at.elapsed() < REMOVED_FOR && !(*k == key && *f == file));
+                if removed.len() >= REMOVED_MAX {
+                    removed.remove(0);
+                }
+                removed.push((key, file, Instant::now()));
+                Ok(())
+            }
             _ => Err(Error::perm("only files an editor made can be removed")),
         }
     }
@@ -808,6 +886,15 @@ impl Files {
         let parent = self.node(parent)?;
         let name = utf8(name)?;
         if let Node::Session(key, SessionFile::Dir) = &parent {
+            if let Some(file) = SessionFile::from_name(name).filter(|f| self.take_removed(key, *f)) {
+                // Made again after `rm`: an empty file whose first write
+                // replaces what it held, committed at close.
+                let node = Node::Session(key.clone(), file);
+                let handle = Handle::Meta(MetaWrite::new(&self.core, key, file)?);
+                let attr = self.attr_of(&node, None, 0)?;
+                let fh = self.handles.add(handle);
+                return Ok((Attr { size: 0, ..attr }, fh));
+            }
             if !Self::is_scratch_name(name) {
                 return Err(Error::new(libc::EEXIST, format!("{name} exists")));
             }
@@ -973,7 +1060,7 @@ impl Files {
                 }
             }
             Node::Session(key, SessionFile::Dir) => {
-                for f in SessionFile::FILES {
+                for f in SessionFile::FILES.into_iter().filter(|f| !self.is_removed(&key, *f)) {
                     entries.push(self.entry(&Node::Session(key.clone(), f), Kind::File, f.name()));
                 }
                 if self.core.has_transcript(&key) {

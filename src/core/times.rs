@@ -23,6 +23,15 @@ pub(super) fn from_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 
+/// The time of what comes with the program (`README`, the root's `ctl`):
+/// its binary's mtime, the same in every daemon of one build.
+pub(super) fn program_time() -> Option<SystemTime> {
+    std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .and_then(|m| m.modified())
+        .ok()
+}
+
 /// A digest of generated content.
 pub(super) fn digest(parts: &[&[u8]]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -91,6 +100,15 @@ impl Core {
             return from_ms(ms);
         }
         from_ms(self.row(key).last_activity_ms)
+    }
+
+    /// When the session was made (its record's `created`), else its
+    /// record's time: the time of `input` and `ctl`, which never change.
+    pub fn created_at(&self, key: &SessionKey) -> SystemTime {
+        match self.meta(key).created_ms {
+            0 => self.meta_changed(key),
+            ms => from_ms(ms),
+        }
     }
 
     /// The newest change of any session's record, and the daemon's start:

@@ -40,6 +40,10 @@ pub struct SessionFs {
     files: Arc<Files>,
     uid: u32,
     gid: u32,
+    /// The permission bits others get: none (private, the default) or
+    /// read and search (`share=read`). The kernel enforces them
+    /// (`default_permissions`); no one but the owner ever gets write.
+    others: u16,
 }
 
 /// The one way an error goes back to the kernel: logged (at debug: the
@@ -112,11 +116,12 @@ fn open_mode(flags: OpenFlags) -> Access {
 }
 
 impl SessionFs {
-    pub fn new(core: Arc<Core>) -> Self {
+    pub fn new(core: Arc<Core>, share_read: bool) -> Self {
         SessionFs {
             files: Arc::new(Files::new(core)),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
+            others: if share_read { 0o055 } else { 0 },
         }
     }
 
@@ -131,7 +136,14 @@ impl SessionFs {
             ctime: a.mtime,
             crtime: self.files.started(),
             kind,
-            perm: a.perm,
+            // The owner's bits as the node table gives them; group and
+            // others read (and search) only what the owner may, if shared.
+            // (A symlink's mode means nothing and is 0777 everywhere.)
+            perm: if kind == FileType::Symlink {
+                0o777
+            } else {
+                (a.perm & 0o700) | (a.perm & self.others)
+            },
             nlink: if kind == FileType::Directory { 2 } else { 1 },
             uid: self.uid,
             gid: self.gid,
@@ -181,6 +193,15 @@ impl SessionFs {
 }
 
 impl Filesystem for SessionFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // Every file is opened with direct I/O; this lets `mmap` map them
+        // all the same (through the page cache, filled from the handle).
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+            log::debug!("kernel lacks {missing:?}: mmap of files here fails with ENODEV");
+        }
+        Ok(())
+    }
+
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.reply_entry(
             "lookup",
