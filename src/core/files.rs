@@ -448,8 +448,7 @@ impl Files {
                 }
                 SessionFile::Scrollback => {
                     let size = self.scrollback_size(key, fh, pid)?;
-                    let mtime = self.core.session_runtime(key)?.scrollback().last_append();
-                    (size, mtime)
+                    (size, self.core.output_changed(key))
                 }
                 SessionFile::Screen => (
                     self.core.screen(key)?.len() as u64,

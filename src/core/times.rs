@@ -53,22 +53,31 @@ pub(super) struct Stamps {
 impl Stamps {
     /// The time of node `ino` whose content now has `digest`: unchanged
     /// since last seen, its old time; changed, now; first seen, `first()`.
-    pub(super) fn dated(&self, ino: u64, digest: u64, first: impl FnOnce() -> SystemTime) -> SystemTime {
-        let mut seen = super::lock(&self.seen);
-        if let Some((d, at)) = seen.get(&ino) {
-            if *d == digest {
-                return *at;
+    pub(super) fn dated(
+        &self,
+        ino: u64,
+        digest: u64,
+        first: impl FnOnce() -> SystemTime,
+    ) -> SystemTime {
+        {
+            let mut seen = super::lock(&self.seen);
+            if let Some((d, at)) = seen.get(&ino).copied() {
+                if d != digest {
+                    let at = SystemTime::now().max(at);
+                    seen.insert(ino, (digest, at));
+                    return at;
+                }
+                return at;
             }
-            let at = SystemTime::now().max(*at);
-            seen.insert(ino, (digest, at));
-            return at;
         }
+        // The source is read with the map unlocked; a racing first sight
+        // of the same node keeps the time stored first.
+        let at = first();
+        let mut seen = super::lock(&self.seen);
         if seen.len() >= STAMPS_MAX {
             seen.clear();
         }
-        let at = first();
-        seen.insert(ino, (digest, at));
-        at
+        seen.entry(ino).or_insert((digest, at)).1
     }
 
     /// The time of `sessions.json` with text `text`.
@@ -144,9 +153,11 @@ impl Core {
     /// When the session last wrote output (its `scrollback` and `screen`),
     /// else its record's time.
     pub fn output_changed(&self, key: &SessionKey) -> SystemTime {
-        match super::lock(&self.sessions).get(key).cloned() {
-            Some(rt) => rt.scrollback().last_append(),
-            None => self.meta_changed(key),
+        // A ring made by a `stat` or an `open` is no output.
+        let rt = super::lock(&self.sessions).get(key).cloned();
+        match rt {
+            Some(rt) if rt.scrollback().len() > 0 => rt.scrollback().last_append(),
+            _ => self.meta_changed(key),
         }
     }
 }

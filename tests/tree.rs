@@ -1,0 +1,296 @@
+//! The mount as the everyday tools see a file tree: times that hold still
+//! while nothing changes (`stat`, `tar`, `rsync`), transcripts that follow
+//! their store (`tail -f`), moves from another filesystem onto metadata
+//! files (`mv`), `mmap`, and a quiet log for a `grep -r`.
+
+mod common;
+
+use common::*;
+use sessionfs::transcript::testgen::{claude, Shape};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ID: &str = "21212121-3434-5656-7878-909090909090";
+
+/// A host whose Claude store holds one conversation of `turns` turns.
+fn store_host(turns: usize) -> (Host, PathBuf) {
+    let host = Host::new();
+    let file = host.path(&format!("claude/projects/-work-proj/{ID}.jsonl"));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, claude(&Shape::new(turns, 7))).unwrap();
+    let root = host.path("claude");
+    let host = host.with_env("CLAUDE_CONFIG_DIR", root.to_str().unwrap());
+    (host, file)
+}
+
+/// Appends the turns a conversation of `turns` turns has beyond the
+/// store's, as the agent does (the generator's closing title line stays
+/// where it was, as a title set mid-conversation would).
+fn append_turns(file: &PathBuf, turns: usize) {
+    let old = std::fs::read(file).unwrap();
+    let new = claude(&Shape::new(turns, 7));
+    let same = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    // Whole lines only: the differing lines may share their first bytes.
+    let same = old[..same].iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    assert!(
+        !old[same..].contains(&b'\n') || old[same..].iter().filter(|b| **b == b'\n').count() == 1,
+        "the generator differs before its last line"
+    );
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    f.write_all(&new[same..]).unwrap();
+}
+
+/// Waits until `d` has passed, checking the clock (no fixed sleep).
+fn let_pass(d: Duration) {
+    let until = Instant::now() + d;
+    wait_for(d.as_secs() + 5, "the time to pass", || Instant::now() >= until);
+}
+
+/// Size, mtime and ctime (nanoseconds) of every path under `rel`.
+fn stats(m: &Mount, rel: &str) -> String {
+    sh_ok(&format!(
+        "cd {} && find . -print0 | sort -z | xargs -0 stat -c '%n %s %y %z'",
+        m.q(rel)
+    ))
+}
+
+#[test]
+fn times_hold_still_while_idle_and_tar_and_rsync_are_clean() {
+    let (host, _store) = store_host(3);
+    let m = host.mount("mnt");
+    let key = "shell:times";
+    std::fs::create_dir(m.path(key)).unwrap();
+    std::fs::create_dir(m.path("shell:quiet")).unwrap();
+    m.type_line(key, "echo rea''dy");
+    m.wait_output_line(key, "ready");
+    let transcript = format!("claude:{ID}");
+
+    // A session that never ran and a stored conversation: their times
+    // agree at once, two stats 2 s apart.
+    for dir in ["shell:quiet", transcript.as_str()] {
+        let before = stats(&m, dir);
+        let_pass(Duration::from_secs(2));
+        assert_eq!(before, stats(&m, dir), "{dir} moved while idle");
+    }
+    // The whole mount, once the live shell has printed its prompt.
+    wait_for(30, "two stats of the mount 2 s apart to agree", || {
+        let before = stats(&m, "");
+        let_pass(Duration::from_secs(2));
+        before == stats(&m, "")
+    });
+
+    // tar reads every file (as root, the write-only ones read as empty)
+    // and finds nothing changed under it.
+    let out = host.path("all.tar");
+    for dir in [key, transcript.as_str(), "."] {
+        let tar = sh(&format!(
+            "tar cf {} -C {} {dir}",
+            out.display(),
+            m.q("")
+        ));
+        assert!(
+            tar.status.success(),
+            "tar of {dir}: {}\n{}",
+            tar.status,
+            String::from_utf8_lossy(&tar.stderr)
+        );
+    }
+
+    // A second rsync copies nothing.
+    let copy = host.path("copy");
+    let rsync = |what: &str| {
+        sh_ok(&format!(
+            "rsync -a --itemize-changes {}/ {}/",
+            m.q(""),
+            copy.display()
+        ))
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+            + what
+    };
+    assert!(!rsync("").is_empty(), "the first rsync copies");
+    assert_eq!(rsync(""), "", "the second rsync copied something");
+    assert_eq!(
+        std::fs::read(copy.join(format!("{transcript}/transcript/page-0"))).unwrap(),
+        std::fs::read(m.path(&format!("{transcript}/transcript/page-0"))).unwrap()
+    );
+
+    // ctime follows mtime; a session's metadata files share its record's time.
+    let t = |rel: &str| {
+        sh_ok(&format!("stat -c '%y|%z' {}", m.q(rel)))
+            .trim()
+            .to_string()
+    };
+    let meta = t(&format!("{key}/meta.json"));
+    let (mtime, ctime) = meta.split_once('|').unwrap();
+    assert_eq!(mtime, ctime);
+    assert_eq!(t(&format!("{key}/title")), meta);
+}
+
+#[test]
+fn a_title_edit_moves_only_that_sessions_times() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for key in ["shell:one", "shell:two"] {
+        std::fs::create_dir(m.path(key)).unwrap();
+    }
+    let mtime = |rel: &str| {
+        std::fs::metadata(m.path(rel))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let other = mtime("shell:two/meta.json");
+    let other_dir = mtime("shell:two");
+    let before = mtime("shell:one/meta.json");
+    let_pass(Duration::from_millis(20));
+    sh_ok(&format!("echo renamed > {}", m.q("shell:one/title")));
+    assert_eq!(m.read("shell:one/title"), "renamed\n");
+    let after = mtime("shell:one/meta.json");
+    assert!(after > before, "the edited session's meta.json kept its time");
+    assert_eq!(mtime("shell:one/title"), after);
+    assert_eq!(mtime("shell:two/meta.json"), other, "another session's meta.json moved");
+    assert_eq!(mtime("shell:two/title"), other);
+    assert_eq!(mtime("shell:two"), other_dir);
+}
+
+#[test]
+fn tail_f_on_latest_shows_an_appended_turn_and_an_open_handle_reads_it() {
+    let (host, store) = store_host(3);
+    let m = host.mount("mnt");
+    let latest = m.path(&format!("claude:{ID}/transcript/latest"));
+    let page = std::fs::read_to_string(&latest).unwrap();
+    assert!(page.contains("prompt #2"), "{page}");
+    assert!(!page.contains("prompt #3"));
+
+    // A handle kept open reads on past its old end once the store grows.
+    let mut held = std::fs::File::open(&latest).unwrap();
+    let mut seen = String::new();
+    held.read_to_string(&mut seen).unwrap();
+
+    let out = host.path("tail.out");
+    let mut tail = Command::new("tail")
+        .args(["-n", "+1", "-f"])
+        .arg(&latest)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
+    wait_for(10, "tail to print the page", || shown().contains("prompt #2"));
+
+    append_turns(&store, 4);
+    let appended = Instant::now();
+    wait_for(10, "tail -f to show the new turn", || shown().contains("prompt #3"));
+    let took = appended.elapsed();
+    let _ = tail.kill();
+    let _ = tail.wait();
+    // tail polls once a second on a FUSE mount.
+    assert!(took < Duration::from_millis(2500), "tail took {took:?}");
+
+    let mut more = String::new();
+    held.read_to_string(&mut more).unwrap();
+    assert!(more.contains("prompt #3"), "the open handle read {more:?}");
+    assert_eq!(
+        format!("{seen}{more}").len() as u64,
+        std::fs::metadata(&latest).unwrap().len(),
+        "stat and the handle agree"
+    );
+}
+
+#[test]
+fn mv_from_another_filesystem_onto_meta_json_and_title_applies_it() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let key = "shell:moved";
+    std::fs::create_dir(m.path(key)).unwrap();
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+
+    // The habit: edit a copy with jq elsewhere, move it back.
+    let edited = shm.path().join("meta.json");
+    sh_ok(&format!(
+        "jq '.title = \"from jq\" | .project = \"p1\"' {} > {}",
+        m.q(&format!("{key}/meta.json")),
+        edited.display()
+    ));
+    sh_ok(&format!(
+        "mv {} {}",
+        edited.display(),
+        m.q(&format!("{key}/meta.json"))
+    ));
+    let meta = m.json(&format!("{key}/meta.json"));
+    assert_eq!(meta["title"], "from jq");
+    assert_eq!(meta["project"], "p1");
+
+    let line = shm.path().join("title");
+    std::fs::write(&line, "moved title\n").unwrap();
+    sh_ok(&format!("mv {} {}", line.display(), m.q(&format!("{key}/title"))));
+    assert_eq!(m.read(&format!("{key}/title")), "moved title\n");
+    assert_eq!(m.json(&format!("{key}/meta.json"))["project"], "p1");
+
+    // A removal alone changes nothing.
+    sh_ok(&format!("rm {}", m.q(&format!("{key}/project"))));
+    assert_eq!(m.json(&format!("{key}/meta.json"))["project"], "p1");
+    assert_eq!(m.json(&format!("{key}/meta.json"))["title"], "moved title");
+}
+
+#[test]
+fn mmap_reads_a_transcript_page_and_the_generated_files() {
+    let (host, _store) = store_host(3);
+    let m = host.mount("mnt");
+    std::fs::create_dir(m.path("shell:mapped")).unwrap();
+    for rel in [
+        format!("claude:{ID}/transcript/page-0"),
+        "shell:mapped/meta.json".to_string(),
+        "shell:mapped/status".to_string(),
+        "sessions.json".to_string(),
+    ] {
+        let path = m.path(&rel);
+        let script = "import mmap, sys\n\
+            with open(sys.argv[1], 'rb') as f:\n\
+            \x20   m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n\
+            \x20   sys.stdout.buffer.write(m[:])\n";
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mmap of {rel}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stdout.is_empty(), "{rel} mapped empty");
+        if rel.contains("page-0") {
+            assert_eq!(out.stdout, std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+#[test]
+fn grep_r_over_the_mount_logs_no_warning() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    std::fs::create_dir(m.path("shell:grep")).unwrap();
+    m.type_line("shell:grep", "echo nee''dle");
+    m.wait_output_line("shell:grep", "needle");
+    let out = sh(&format!("grep -r needle {}", m.q("")));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("scrollback"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "grep: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = m.log_text();
+    assert!(!log.contains("WARN"), "{log}");
+}
