@@ -33,7 +33,10 @@ fn append_turns(file: &PathBuf, turns: usize) {
     let new = claude(&Shape::new(turns, 7));
     let same = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
     // Whole lines only: the differing lines may share their first bytes.
-    let same = old[..same].iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let same = old[..same]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
     assert!(
         !old[same..].contains(&b'\n') || old[same..].iter().filter(|b| **b == b'\n').count() == 1,
         "the generator differs before its last line"
@@ -46,7 +49,9 @@ fn append_turns(file: &PathBuf, turns: usize) {
 /// Waits until `d` has passed, checking the clock (no fixed sleep).
 fn let_pass(d: Duration) {
     let until = Instant::now() + d;
-    wait_for(d.as_secs() + 5, "the time to pass", || Instant::now() >= until);
+    wait_for(d.as_secs() + 5, "the time to pass", || {
+        Instant::now() >= until
+    });
 }
 
 /// Size, mtime and ctime (nanoseconds) of every path under `rel`.
@@ -86,11 +91,7 @@ fn times_hold_still_while_idle_and_tar_and_rsync_are_clean() {
     // and finds nothing changed under it.
     let out = host.path("all.tar");
     for dir in [key, transcript.as_str(), "."] {
-        let tar = sh(&format!(
-            "tar cf {} -C {} {dir}",
-            out.display(),
-            m.q("")
-        ));
+        let tar = sh(&format!("tar cf {} -C {} {dir}", out.display(), m.q("")));
         assert!(
             tar.status.success(),
             "tar of {dir}: {}\n{}",
@@ -140,12 +141,7 @@ fn a_title_edit_moves_only_that_sessions_times() {
     for key in ["shell:one", "shell:two"] {
         std::fs::create_dir(m.path(key)).unwrap();
     }
-    let mtime = |rel: &str| {
-        std::fs::metadata(m.path(rel))
-            .unwrap()
-            .modified()
-            .unwrap()
-    };
+    let mtime = |rel: &str| std::fs::metadata(m.path(rel)).unwrap().modified().unwrap();
     let other = mtime("shell:two/meta.json");
     let other_dir = mtime("shell:two");
     let before = mtime("shell:one/meta.json");
@@ -153,9 +149,16 @@ fn a_title_edit_moves_only_that_sessions_times() {
     sh_ok(&format!("echo renamed > {}", m.q("shell:one/title")));
     assert_eq!(m.read("shell:one/title"), "renamed\n");
     let after = mtime("shell:one/meta.json");
-    assert!(after > before, "the edited session's meta.json kept its time");
+    assert!(
+        after > before,
+        "the edited session's meta.json kept its time"
+    );
     assert_eq!(mtime("shell:one/title"), after);
-    assert_eq!(mtime("shell:two/meta.json"), other, "another session's meta.json moved");
+    assert_eq!(
+        mtime("shell:two/meta.json"),
+        other,
+        "another session's meta.json moved"
+    );
     assert_eq!(mtime("shell:two/title"), other);
     assert_eq!(mtime("shell:two"), other_dir);
 }
@@ -183,11 +186,15 @@ fn tail_f_on_latest_shows_an_appended_turn_and_an_open_handle_reads_it() {
         .spawn()
         .unwrap();
     let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
-    wait_for(10, "tail to print the page", || shown().contains("prompt #2"));
+    wait_for(10, "tail to print the page", || {
+        shown().contains("prompt #2")
+    });
 
     append_turns(&store, 4);
     let appended = Instant::now();
-    wait_for(10, "tail -f to show the new turn", || shown().contains("prompt #3"));
+    wait_for(10, "tail -f to show the new turn", || {
+        shown().contains("prompt #3")
+    });
     let took = appended.elapsed();
     let _ = tail.kill();
     let _ = tail.wait();
@@ -230,7 +237,11 @@ fn mv_from_another_filesystem_onto_meta_json_and_title_applies_it() {
 
     let line = shm.path().join("title");
     std::fs::write(&line, "moved title\n").unwrap();
-    sh_ok(&format!("mv {} {}", line.display(), m.q(&format!("{key}/title"))));
+    sh_ok(&format!(
+        "mv {} {}",
+        line.display(),
+        m.q(&format!("{key}/title"))
+    ));
     assert_eq!(m.read(&format!("{key}/title")), "moved title\n");
     assert_eq!(m.json(&format!("{key}/meta.json"))["project"], "p1");
 

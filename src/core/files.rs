@@ -377,7 +377,10 @@ impl Files {
                 // Its metadata, and its members: editors' files come and go.
                 let record = self.core.meta_changed(key);
                 let members = names(
-                    self.scratch_names(key).into_iter().map(|(n, _)| n).collect(),
+                    self.scratch_names(key)
+                        .into_iter()
+                        .map(|(n, _)| n)
+                        .collect(),
                     &|| record,
                 );
                 (0, record.max(members))
@@ -407,7 +410,10 @@ impl Files {
                     .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
                 let at = self.stamps.dated(
                     ino,
-                    digest(&[&f.len.to_le_bytes(), f.symlink.as_deref().unwrap_or("").as_bytes()]),
+                    digest(&[
+                        &f.len.to_le_bytes(),
+                        f.symlink.as_deref().unwrap_or("").as_bytes(),
+                    ]),
                     SystemTime::now,
                 );
                 if let Some(target) = f.symlink {
@@ -429,7 +435,10 @@ impl Files {
             ),
             Node::RootFile(RootFile::Status) => {
                 let text = self.core.root_status();
-                (text.len() as u64, self.stamps.dated(ino, digest(&[&text]), || started))
+                (
+                    text.len() as u64,
+                    self.stamps.dated(ino, digest(&[&text]), || started),
+                )
             }
             Node::HostedFile(id) => {
                 let path = self.core.slots().transcript_path(id);
@@ -665,7 +674,8 @@ impl Files {
             if offset.saturating_add(u64::from(size)) > text.len() as u64 {
                 if let Ok(newer) = self.core.transcript_page(&key, page as usize) {
                     text = newer;
-                    if let Some(Handle::Page { text: held, .. }) = self.handles.files().get_mut(&fh) {
+                    if let Some(Handle::Page { text: held, .. }) = self.handles.files().get_mut(&fh)
+                    {
                         *held = text.clone();
                     }
                 }
@@ -866,9 +876,13 @@ impl Files {
             // removes its target first: accepted, and nothing changes until
             // the new file's content commits.
             Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) => {
-                log::debug!("{key}: {} removed; it stays as it was until written", file.name());
+                log::debug!(
+                    "{key}: {} removed; it stays as it was until written",
+                    file.name()
+                );
                 let mut removed = crate::core::lock(&self.removed);
-                removed.retain(|(k, f, at)| at.elapsed() < REMOVED_FOR && !(*k == key && *f == file));
+                removed
+                    .retain(|(k, f, at)| at.elapsed() < REMOVED_FOR && !(*k == key && *f == file));
                 if removed.len() >= REMOVED_MAX {
                     removed.remove(0);
                 }
@@ -885,7 +899,8 @@ impl Files {
         let parent = self.node(parent)?;
         let name = utf8(name)?;
         if let Node::Session(key, SessionFile::Dir) = &parent {
-            if let Some(file) = SessionFile::from_name(name).filter(|f| self.take_removed(key, *f)) {
+            if let Some(file) = SessionFile::from_name(name).filter(|f| self.take_removed(key, *f))
+            {
                 // Made again after `rm`: an empty file whose first write
                 // replaces what it held, committed at close.
                 let node = Node::Session(key.clone(), file);
@@ -1059,7 +1074,10 @@ impl Files {
                 }
             }
             Node::Session(key, SessionFile::Dir) => {
-                for f in SessionFile::FILES.into_iter().filter(|f| !self.is_removed(&key, *f)) {
+                for f in SessionFile::FILES
+                    .into_iter()
+                    .filter(|f| !self.is_removed(&key, *f))
+                {
                     entries.push(self.entry(&Node::Session(key.clone(), f), Kind::File, f.name()));
                 }
                 if self.core.has_transcript(&key) {

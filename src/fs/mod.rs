@@ -142,7 +142,11 @@ impl SessionFs {
             perm: if kind == FileType::Symlink {
                 0o777
             } else {
-                (a.perm & 0o700) | (a.perm & self.others)
+                let owner = a.perm & 0o700;
+                // Read where the owner reads, search where the owner searches.
+                let read = if owner & 0o400 != 0 { 0o044 } else { 0 };
+                let search = if owner & 0o100 != 0 { 0o011 } else { 0 };
+                owner | ((read | search) & self.others)
             },
             nlink: if kind == FileType::Directory { 2 } else { 1 },
             uid: self.uid,
