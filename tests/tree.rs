@@ -305,3 +305,35 @@ fn grep_r_over_the_mount_logs_no_warning() {
     let log = m.log_text();
     assert!(!log.contains("WARN"), "{log}");
 }
+
+#[test]
+fn the_debug_log_tells_sessionfs_decisions_not_fusers_requests() {
+    let (host, _store) = store_host(2);
+    let host = host.with_env("RUST_LOG", "debug");
+    let m = host.mount("mnt");
+    let key = "shell:logged";
+    std::fs::create_dir(m.path(key)).unwrap();
+    m.type_line(key, "echo lo''gged");
+    m.wait_output_line(key, "logged");
+    sh_ok(&format!("echo named > {}", m.q(&format!("{key}/title"))));
+    let refused = sh(&format!("echo 7 > {}", m.q(&format!("{key}/favourite"))));
+    assert!(!refused.status.success());
+    sh_ok(&format!(
+        "cat {} > /dev/null",
+        m.q(&format!("claude:{ID}/transcript/latest"))
+    ));
+    let log = m.log_text();
+    for decision in [
+        &format!("claude:{ID}: found in") as &str,
+        "shell:logged: created",
+        "shell:logged: LAUNCH",
+        "shell:logged: metadata committed",
+        "shell:logged: expected 1 or 0",
+    ] {
+        assert!(log.contains(decision), "no {decision:?} in the log:\n{log}");
+    }
+    assert!(
+        !log.contains(" fuser"),
+        "fuser's requests in the log:\n{log}"
+    );
+}

@@ -728,15 +728,17 @@ impl Files {
         let buffered = self
             .handles
             .with(fh, |h| match h {
-                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
+                Handle::Record(r) => Some(
+                    r.write(&self.core, offset, data)
+                        .inspect_err(|e| log::warn!("{}", e.message)),
+                ),
+                // A metadata refusal is logged with its session where it is made.
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
                 _ => None,
             })
             .flatten();
         if let Some(result) = buffered {
-            return result
-                .map(|()| data.len())
-                .inspect_err(|e| log::warn!("{}", e.message));
+            return result.map(|()| data.len());
         }
         let scratch = match self.handles.files().get(&fh) {
             Some(Handle::Scratch(key, name)) => Some((key.clone(), name.clone())),
