@@ -29,6 +29,11 @@ pub struct Attr {
     pub mtime: SystemTime,
     /// What of this node never changes, so a client may keep it.
     pub fixed: Fixed,
+    /// The generation of its inode number: derived from what the node is,
+    /// so the number names the same node with the same generation in every
+    /// daemon, and a number that a hash collision gave to another node
+    /// after a restart is told apart (an NFS handle goes stale, not astray).
+    pub generation: u64,
     /// The read size to suggest (`st_blksize`): `cat`, `cp` and buffered
     /// readers take it, and each read is a round trip to the daemon.
     pub io_size: u32,
@@ -151,6 +156,16 @@ fn commands(data: &[u8]) -> Result<Vec<&str>> {
     Ok(lines)
 }
 
+/// FNV-1a of the node's name: the same in every build and run.
+fn generation_of(node: &Node) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in node.label().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
+}
+
 /// `page-N` with N in plain decimal.
 fn parse_page_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("page-")?;
@@ -253,6 +268,7 @@ impl Files {
             size,
             mtime,
             fixed,
+            generation: generation_of(node),
             // A ring of 8 MiB is read in 8 round trips instead of 2,048.
             io_size: if row.content == Content::Ring {
                 1 << 20

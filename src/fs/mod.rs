@@ -161,7 +161,12 @@ impl SessionFs {
         match result {
             Ok(a) => {
                 let (attr_ttl, entry_ttl) = ttls(a.fixed);
-                reply.entry_with_ttls(&attr_ttl, &entry_ttl, &self.attr(&a), Generation(0))
+                reply.entry_with_ttls(
+                    &attr_ttl,
+                    &entry_ttl,
+                    &self.attr(&a),
+                    Generation(a.generation),
+                )
             }
             Err(e) => reply.error(fail(op, &e)),
         }
@@ -369,7 +374,7 @@ impl Filesystem for SessionFs {
             Ok((a, fh)) => reply.created(
                 &TTL,
                 &self.attr(&a),
-                Generation(0),
+                Generation(a.generation),
                 FileHandle(fh),
                 FopenFlags::FOPEN_DIRECT_IO,
             ),
