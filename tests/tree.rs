@@ -25,25 +25,24 @@ fn store_host(turns: usize) -> (Host, PathBuf) {
     (host, file)
 }
 
-/// Appends the turns a conversation of `turns` turns has beyond the
-/// store's, as the agent does (the generator's closing title line stays
-/// where it was, as a title set mid-conversation would).
-fn append_turns(file: &PathBuf, turns: usize) {
-    let old = std::fs::read(file).unwrap();
-    let new = claude(&Shape::new(turns, 7));
-    let same = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    // Whole lines only: the differing lines may share their first bytes.
-    let same = old[..same]
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map_or(0, |i| i + 1);
-    assert!(
-        !old[same..].contains(&b'\n') || old[same..].iter().filter(|b| **b == b'\n').count() == 1,
-        "the generator differs before its last line"
-    );
+/// A conversation of `turns` turns without the generator's closing title
+/// line, so a longer one extends it.
+fn turns_text(turns: usize) -> Vec<u8> {
+    let mut text = claude(&Shape::new(turns, 7));
+    text.pop();
+    let cut = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    text.truncate(cut);
+    text
+}
+
+/// Appends turns `from..to` to the store, as the agent does (the store's
+/// closing title line stays where it was, as a title set mid-conversation).
+fn append_turns(file: &PathBuf, from: usize, to: usize) {
+    let (old, new) = (turns_text(from), turns_text(to));
+    assert!(new.starts_with(&old), "the generator extends");
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
-    f.write_all(&new[same..]).unwrap();
+    f.write_all(&new[old.len()..]).unwrap();
 }
 
 /// Waits until `d` has passed, checking the clock (no fixed sleep).
@@ -190,7 +189,7 @@ fn tail_f_on_latest_shows_an_appended_turn_and_an_open_handle_reads_it() {
         shown().contains("prompt #2")
     });
 
-    append_turns(&store, 4);
+    append_turns(&store, 3, 4);
     let appended = Instant::now();
     wait_for(10, "tail -f to show the new turn", || {
         shown().contains("prompt #3")
@@ -335,5 +334,172 @@ fn the_debug_log_tells_sessionfs_decisions_not_fusers_requests() {
     assert!(
         !log.contains(" fuser"),
         "fuser's requests in the log:\n{log}"
+    );
+}
+
+/// An sshd on a free loopback port that lets root in with a key made for
+/// the test; killed on drop.
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    key: PathBuf,
+}
+
+impl Sshd {
+    fn start(dir: &std::path::Path) -> Sshd {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let key = dir.join("id");
+        for k in ["hostkey", "id"] {
+            sh_ok(&format!(
+                "ssh-keygen -q -t ed25519 -N '' -f {}",
+                dir.join(k).display()
+            ));
+        }
+        std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/hostkey\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n\
+                 PasswordAuthentication no\nStrictModes no\nUsePAM no\n\
+                 PidFile {d}/sshd.pid\nSubsystem sftp internal-sftp\n",
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-f"])
+            .arg(&config)
+            .arg("-E")
+            .arg(dir.join("sshd.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(10, "sshd to listen", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Sshd { child, port, key }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart() {
+    if !running_as_root(
+        "sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart",
+        "runs sshd and logs in as root",
+    ) {
+        return;
+    }
+    if !std::path::Path::new("/usr/sbin/sshd").exists() || sh("command -v sshfs").stdout.is_empty()
+    {
+        eprintln!(
+            "skipped: sshfs or openssh-server is not installed (scripts/setup installs them)"
+        );
+        return;
+    }
+    let (host, store) = store_host(3);
+    let mut m = host.mount("mnt");
+    let key = "shell:remote";
+    std::fs::create_dir(m.path(key)).unwrap();
+    let ssh_dir = host.path("ssh");
+    std::fs::create_dir(&ssh_dir).unwrap();
+    let sshd = Sshd::start(&ssh_dir);
+    let remote = host.path("remote");
+    std::fs::create_dir(&remote).unwrap();
+    sh_ok(&format!(
+        "sshfs -p {} -o IdentityFile={},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,\
+         dir_cache=no,direct_io root@127.0.0.1:{} {}",
+        sshd.port,
+        sshd.key.display(),
+        m.q(""),
+        remote.display()
+    ));
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _unmount = Unmount(remote.clone());
+
+    let listing = sh_ok(&format!("ls -R {}", remote.display()));
+    for name in [key, "meta.json", "page-0", "sessions.json"] {
+        assert!(listing.contains(name), "no {name} in ls -R:\n{listing}");
+    }
+
+    // tail -F through sshfs: a turn appended before and one after a restart.
+    let page = remote.join(format!("claude:{ID}/transcript/page-0"));
+    let out = host.path("tail.out");
+    let mut tail = Command::new("tail")
+        .args(["-n", "+1", "-F", "-s", "0.2"])
+        .arg(&page)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
+    wait_for(10, "tail over sshfs to print the page", || {
+        shown().contains("prompt #2")
+    });
+    append_turns(&store, 3, 4);
+    wait_for(10, "tail over sshfs to show the new turn", || {
+        shown().contains("prompt #3")
+    });
+
+    let _ = tail.kill();
+    let _ = tail.wait();
+
+    // A restart ends the old daemon's open files (the kernel's connection
+    // goes with it); paths, numbers and new opens carry on.
+    let before = sh_ok(&format!("stat -c %i {}", m.q(&format!("{key}/meta.json"))));
+    m.terminate();
+    let m = host.mount("mnt");
+    let out = host.path("tail2.out");
+    let mut tail = Command::new("tail")
+        .args(["-n", "+1", "-f", "-s", "0.2"])
+        .arg(&page)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
+    wait_for(10, "a new tail over sshfs to print the page", || {
+        shown().contains("prompt #3")
+    });
+    append_turns(&store, 4, 5);
+    wait_for(
+        10,
+        "tail over sshfs to show a turn after the restart",
+        || shown().contains("prompt #4"),
+    );
+    let _ = tail.kill();
+    let _ = tail.wait();
+    let listing = sh_ok(&format!("ls -R {}", remote.display()));
+    assert!(listing.contains(key), "{listing}");
+    assert_eq!(
+        sh_ok(&format!("stat -c %i {}", m.q(&format!("{key}/meta.json")))),
+        before
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join(format!("{key}/title"))).unwrap(),
+        "\n"
     );
 }
