@@ -44,7 +44,8 @@ pub struct Attr {
 pub enum Fixed {
     /// Its size, times or existence change at any moment.
     Nothing,
-    /// Its attributes (a directory of mode 0755 dated the daemon's start),
+    /// Its attributes for a while (the root and a session's directory: a
+    /// mode that never changes, an mtime that may show a change late),
     /// though the node itself can go.
     Attributes,
     /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)

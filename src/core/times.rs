@@ -156,7 +156,7 @@ impl Core {
         // A ring made by a `stat` or an `open` is no output.
         let rt = super::lock(&self.sessions).get(key).cloned();
         match rt {
-            Some(rt) if rt.scrollback().len() > 0 => rt.scrollback().last_append(),
+            Some(rt) if !rt.scrollback().is_empty() => rt.scrollback().last_append(),
             _ => self.meta_changed(key),
         }
     }
