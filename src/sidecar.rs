@@ -335,6 +335,32 @@ mod tests {
     }
 
     #[test]
+    fn a_change_dates_only_the_records_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sidecar::open(dir.path());
+        s.update(|all| {
+            all.insert("shell:a".into(), SessionMeta::default());
+            all.insert("shell:b".into(), SessionMeta::default());
+            Ok(())
+        })
+        .unwrap();
+        let b_before = s.get("shell:b").unwrap().changed_ms;
+        assert!(b_before > 0);
+        let start = std::time::Instant::now();
+        while crate::runtime::record::now_ms() == b_before {
+            assert!(start.elapsed().as_secs() < 5);
+            std::thread::yield_now();
+        }
+        s.update(|all| {
+            all.get_mut("shell:a").unwrap().title = Some("t".into());
+            Ok(())
+        })
+        .unwrap();
+        assert!(s.get("shell:a").unwrap().changed_ms > b_before);
+        assert_eq!(s.get("shell:b").unwrap().changed_ms, b_before);
+    }
+
+    #[test]
     fn a_failed_change_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let s = Sidecar::open(dir.path());

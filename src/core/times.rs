@@ -161,3 +161,33 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_keeps_its_time_until_its_content_differs() {
+        let stamps = Stamps::default();
+        let first = from_ms(1_000);
+        assert_eq!(stamps.dated(7, digest(&[b"a"]), || first), first);
+        assert_eq!(stamps.dated(7, digest(&[b"a"]), || from_ms(5)), first);
+        let changed = stamps.dated(7, digest(&[b"b"]), || from_ms(5));
+        assert!(changed > first);
+        assert_eq!(stamps.dated(7, digest(&[b"b"]), || from_ms(5)), changed);
+        // Another node is dated on its own.
+        assert_eq!(stamps.dated(8, digest(&[b"a"]), || from_ms(9)), from_ms(9));
+    }
+
+    #[test]
+    fn an_unchanged_listing_text_is_not_dated_again() {
+        let stamps = Stamps::default();
+        let text = Arc::new(b"[]".to_vec());
+        let at = stamps.listing(1, &text, || from_ms(3));
+        assert_eq!(at, from_ms(3));
+        let same = Arc::new(b"[]".to_vec());
+        assert_eq!(stamps.listing(1, &same, || from_ms(4)), at);
+        let other = Arc::new(b"[1]".to_vec());
+        assert!(stamps.listing(1, &other, || from_ms(4)) > at);
+    }
+}
