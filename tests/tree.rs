@@ -503,3 +503,26 @@ fn sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart() {
         "\n"
     );
 }
+
+#[test]
+fn less_plus_f_on_latest_shows_an_appended_turn() {
+    let (host, store) = store_host(3);
+    let m = host.mount("mnt");
+    let pager = "shell:pager";
+    std::fs::create_dir(m.path(pager)).unwrap();
+    let latest = m.path(&format!("claude:{ID}/transcript/latest"));
+    // less runs in a session of this same mount; its screen is the VT mirror's.
+    m.type_line(pager, &format!("less +F '{}'", latest.display()));
+    let screen = || m.read(&format!("{pager}/screen"));
+    wait_for(15, "less to show the page's end", || {
+        screen().contains("reply #2 done")
+    });
+    append_turns(&store, 3, 4);
+    let appended = Instant::now();
+    wait_for(10, "less +F to show the new turn", || {
+        screen().contains("reply #3 done")
+    });
+    let took = appended.elapsed();
+    m.type_line(pager, "\x03q");
+    assert!(took < Duration::from_millis(2500), "less took {took:?}");
+}

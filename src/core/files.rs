@@ -684,12 +684,16 @@ impl Files {
                 .read_transcript(&id, offset, size as usize);
         }
         // A read past a page's text renders it again (with the table
-        // unlocked): the store may have grown since.
+        // unlocked): turns appended to the store since extend it. Anything
+        // else (a store replaced or cut) is not taken: the reader keeps the
+        // one version it had, and the next open shows the new one.
         if let Some(Handle::Page { key, page, text }) = handles.get(&fh) {
             let (key, page, mut text) = (key.clone(), *page, text.clone());
             drop(handles);
             if offset.saturating_add(u64::from(size)) > text.len() as u64 {
-                if let Ok(newer) = self.core.transcript_page(&key, page as usize) {
+                let newer = self.core.transcript_page(&key, page as usize).ok();
+                if let Some(newer) = newer.filter(|n| n.len() > text.len() && n.starts_with(&text))
+                {
                     text = newer;
                     if let Some(Handle::Page { text: held, .. }) = self.handles.files().get_mut(&fh)
                     {
