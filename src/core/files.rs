@@ -196,9 +196,10 @@ pub struct Files {
     stamps: Stamps,
     /// The time of `README` and the root's `ctl`.
     program_time: SystemTime,
-    /// Metadata files just removed (`rm`, `mv` from another filesystem),
-    /// missing until made again or for [`REMOVED_FOR`].
-    removed: Mutex<Vec<(SessionKey, SessionFile, Instant)>>,
+    /// Metadata files just removed (`mv` from another filesystem), with
+    /// the process that removed them: missing to it alone until it makes
+    /// them again, or for [`REMOVED_FOR`].
+    removed: Mutex<Vec<(SessionKey, SessionFile, u32, Instant)>>,
     started: SystemTime,
 }
 
@@ -237,20 +238,22 @@ impl Files {
         self.started
     }
 
-    /// Whether `file` of `key` was removed and not made again yet.
-    fn is_removed(&self, key: &SessionKey, file: SessionFile) -> bool {
+    /// Whether `file` of `key` was removed by process `tgid` and not made again yet.
+    fn is_removed(&self, key: &SessionKey, file: SessionFile, tgid: u32) -> bool {
         crate::core::lock(&self.removed)
             .iter()
-            .any(|(k, f, at)| k == key && *f == file && at.elapsed() < REMOVED_FOR)
+            .any(|(k, f, t, at)| k == key && *f == file && *t == tgid && at.elapsed() < REMOVED_FOR)
     }
 
-    /// Ends a removal of `file` of `key`; whether there was one.
-    fn take_removed(&self, key: &SessionKey, file: SessionFile) -> bool {
+    /// Ends a removal of `file` of `key` by process `tgid`; whether there was one.
+    fn take_removed(&self, key: &SessionKey, file: SessionFile, tgid: u32) -> bool {
         let mut removed = crate::core::lock(&self.removed);
-        let found = removed
-            .iter()
-            .any(|(k, f, at)| k == key && *f == file && at.elapsed() < REMOVED_FOR);
-        removed.retain(|(k, f, at)| !(k == key && *f == file) && at.elapsed() < REMOVED_FOR);
+        let found = removed.iter().any(|(k, f, t, at)| {
+            k == key && *f == file && *t == tgid && at.elapsed() < REMOVED_FOR
+        });
+        removed.retain(|(k, f, t, at)| {
+            !(k == key && *f == file && *t == tgid) && at.elapsed() < REMOVED_FOR
+        });
         found
     }
 
@@ -545,9 +548,6 @@ impl Files {
                     return Ok(Node::Session(key, SessionFile::TranscriptDir));
                 }
                 if let Some(f) = SessionFile::from_name(name) {
-                    if self.is_removed(&key, f) {
-                        return Err(Error::not_found(format!("{name} of {key} was removed")));
-                    }
                     return Ok(Node::Session(key, f));
                 }
                 if self.scratch_get(&key, name).is_some() {
@@ -574,6 +574,14 @@ impl Files {
     /// `lookup`.
     pub fn lookup(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
         let node = self.lookup_node(parent, name)?;
+        if let Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) = &node {
+            if self.is_removed(key, *file, tgid_of(pid)) {
+                return Err(Error::not_found(format!(
+                    "{} of {key} was removed by this process",
+                    file.name()
+                )));
+            }
+        }
         self.attr_of(&node, None, pid)
     }
 
@@ -883,6 +891,11 @@ impl Files {
 
     /// `unlink`: slot records and scratch files.
     pub fn unlink(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
+        self.unlink_by(parent, name, 0)
+    }
+
+    /// `unlink` by thread `pid`.
+    pub fn unlink_by(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<()> {
         if let (Ok(parent @ (Node::World(_) | Node::TranscriptsDir)), Some(name)) =
             (self.node(parent), name.to_str())
         {
@@ -903,13 +916,15 @@ impl Files {
                     "{key}: {} removed; it stays as it was until written",
                     file.name()
                 );
+                let tgid = tgid_of(pid);
                 let mut removed = crate::core::lock(&self.removed);
-                removed
-                    .retain(|(k, f, at)| at.elapsed() < REMOVED_FOR && !(*k == key && *f == file));
+                removed.retain(|(k, f, t, at)| {
+                    at.elapsed() < REMOVED_FOR && !(*k == key && *f == file && *t == tgid)
+                });
                 if removed.len() >= REMOVED_MAX {
                     removed.remove(0);
                 }
-                removed.push((key, file, Instant::now()));
+                removed.push((key, file, tgid, Instant::now()));
                 Ok(())
             }
             _ => Err(Error::perm("only files an editor made can be removed")),
@@ -919,10 +934,17 @@ impl Files {
     /// `create`: an editor's scratch file in a session directory, a slot
     /// record, a hosted transcript. The attributes and an open handle.
     pub fn create(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(Attr, u64)> {
+        self.create_by(parent, name, 0)
+    }
+
+    /// `create` by thread `pid`.
+    pub fn create_by(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<(Attr, u64)> {
         let parent = self.node(parent)?;
         let name = utf8(name)?;
         if let Node::Session(key, SessionFile::Dir) = &parent {
-            if let Some(file) = SessionFile::from_name(name).filter(|f| self.take_removed(key, *f))
+            let tgid = tgid_of(pid);
+            if let Some(file) =
+                SessionFile::from_name(name).filter(|f| self.take_removed(key, *f, tgid))
             {
                 // Made again after `rm`: an empty file whose first write
                 // replaces what it held, committed at close.
@@ -1097,10 +1119,7 @@ impl Files {
                 }
             }
             Node::Session(key, SessionFile::Dir) => {
-                for f in SessionFile::FILES
-                    .into_iter()
-                    .filter(|f| !self.is_removed(&key, *f))
-                {
+                for f in SessionFile::FILES {
                     entries.push(self.entry(&Node::Session(key.clone(), f), Kind::File, f.name()));
                 }
                 if self.core.has_transcript(&key) {

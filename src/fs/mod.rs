@@ -270,8 +270,9 @@ impl Filesystem for SessionFs {
         Self::reply_empty("rmdir", self.files.rmdir(parent.0, name), reply);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Self::reply_empty("unlink", self.files.unlink(parent.0, name), reply);
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.files.unlink_by(parent.0, name, req.pid());
+        Self::reply_empty("unlink", result, reply);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -362,7 +363,7 @@ impl Filesystem for SessionFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -370,7 +371,7 @@ impl Filesystem for SessionFs {
         _flags: i32,
         reply: fuser::ReplyCreate,
     ) {
-        match self.files.create(parent.0, name) {
+        match self.files.create_by(parent.0, name, req.pid()) {
             Ok((a, fh)) => reply.created(
                 &TTL,
                 &self.attr(&a),
