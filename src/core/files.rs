@@ -362,27 +362,11 @@ impl Files {
             self.stamps.dated(ino, digest(&[joined.as_bytes()]), first)
         };
         let (size, mtime) = match node {
-            Node::Root => (
-                0,
-                names(
-                    self.core
-                        .keys_in(false)
-                        .iter()
-                        .map(|k| k.to_string())
-                        .collect(),
-                    &|| self.core.listing_changed(),
-                ),
-            ),
-            Node::View(_) | Node::Facet(..) => (
-                0,
-                names(
-                    self.views_entries(node)?
-                        .into_iter()
-                        .map(|(_, _, n)| n)
-                        .collect(),
-                    &|| self.core.listing_changed(),
-                ),
-            ),
+            // Their members (sessions, and the flags views group by),
+            // dated without listing them on every path walk.
+            Node::Root | Node::View(_) | Node::Facet(..) => {
+                (0, self.core.members_changed(&self.stamps))
+            }
             Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => (
                 0,
                 names(

@@ -7,6 +7,7 @@
 //! single source (`status`, `sessions.json`, the root's listing) is dated
 //! by [`Stamps`]: the time its content was first seen to differ.
 
+use super::listing::Row;
 use super::Core;
 use crate::error::Result;
 use crate::key::SessionKey;
@@ -48,6 +49,8 @@ pub(super) struct Stamps {
     /// The `sessions.json` text last dated (weak: the listing cache owns
     /// it), so an unchanged listing is not hashed again.
     listing: Mutex<Option<(Weak<Vec<u8>>, SystemTime)>>,
+    /// The same for the listing's rows (the root's and views' members).
+    members: Mutex<Option<(Weak<Vec<Row>>, SystemTime)>>,
 }
 
 impl Stamps {
@@ -87,15 +90,67 @@ impl Stamps {
         text: &Arc<Vec<u8>>,
         first: impl FnOnce() -> SystemTime,
     ) -> SystemTime {
-        if let Some((weak, at)) = &*super::lock(&self.listing) {
-            if Weak::ptr_eq(weak, &Arc::downgrade(text)) {
+        self.by_version(&self.listing, ino, text, |t| digest(&[t]), first)
+    }
+
+    /// The time of the root's and the views' members, for the rows `rows`
+    /// (the listing's cached rows: a new version only when something changed).
+    pub(super) fn members(
+        &self,
+        rows: &Arc<Vec<Row>>,
+        first: impl FnOnce() -> SystemTime,
+    ) -> SystemTime {
+        self.by_version(
+            &self.members,
+            MEMBERS,
+            rows,
+            |rows| members_digest(rows),
+            first,
+        )
+    }
+
+    /// [`Stamps::dated`] for content kept in an `Arc` by a cache: the same
+    /// version is not digested again.
+    fn by_version<T>(
+        &self,
+        slot: &Mutex<Option<(Weak<T>, SystemTime)>>,
+        ino: u64,
+        version: &Arc<T>,
+        digest_of: impl FnOnce(&T) -> u64,
+        first: impl FnOnce() -> SystemTime,
+    ) -> SystemTime {
+        if let Some((weak, at)) = &*super::lock(slot) {
+            if Weak::ptr_eq(weak, &Arc::downgrade(version)) {
                 return *at;
             }
         }
-        let at = self.dated(ino, digest(&[text]), first);
-        *super::lock(&self.listing) = Some((Arc::downgrade(text), at));
+        let at = self.dated(ino, digest_of(version), first);
+        *super::lock(slot) = Some((Arc::downgrade(version), at));
         at
     }
+}
+
+/// Where [`Stamps`] keeps the members' time (no inode has this number).
+const MEMBERS: u64 = u64::MAX;
+
+/// What decides the root's and the views' entries: each session's key and
+/// the flags views group by, in key order (not activity order).
+fn members_digest(rows: &[Row]) -> u64 {
+    let mut members: Vec<(&str, bool, bool, Option<&str>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.key.as_str(),
+                r.meta.archived,
+                r.meta.favourite,
+                r.meta.project.as_deref(),
+            )
+        })
+        .collect();
+    members.sort_unstable();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    members.hash(&mut h);
+    h.finish()
 }
 
 impl Core {
@@ -118,6 +173,13 @@ impl Core {
             0 => self.meta_changed(key),
             ms => from_ms(ms),
         }
+    }
+
+    /// When the set of sessions (and what the views group them by) last
+    /// changed: the time of the root and the views.
+    pub(super) fn members_changed(&self, stamps: &Stamps) -> SystemTime {
+        let rows = self.rows(false);
+        stamps.members(&rows, || self.listing_changed())
     }
 
     /// The newest change of any session's record, and the daemon's start:
