@@ -255,7 +255,10 @@ fn mmap_reads_a_transcript_page_and_the_generated_files() {
     let (host, _store) = store_host(3);
     let m = host.mount("mnt");
     std::fs::create_dir(m.path("shell:mapped")).unwrap();
+    m.type_line("shell:mapped", "echo map''ped");
+    m.wait_output_line("shell:mapped", "mapped");
     for rel in [
+        "shell:mapped/scrollback".to_string(),
         format!("claude:{ID}/transcript/page-0"),
         "shell:mapped/meta.json".to_string(),
         "shell:mapped/status".to_string(),
