@@ -15,6 +15,9 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Mount over a directory that has files in it (they are hidden).
     pub nonempty: bool,
+    /// `share=read`: other users may read (never write); without it every
+    /// file and listing is the mount owner's alone, even with `allow_other`.
+    pub share_read: bool,
 }
 
 /// Mounts at `mountpoint` and serves until unmounted or signalled. Sessions
@@ -61,7 +64,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
     // Every request goes through the panic guard.
-    let fs = Guarded(SessionFs::new(core));
+    let fs = Guarded(SessionFs::new(core, options.share_read));
     let mounted =
         |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
     // As root fuser would mount the type as plain `fuse`; mount it ourselves.

@@ -26,8 +26,10 @@ enum Command {
     /// $XDG_STATE_HOME/sessionfs/sessionfs.log.
     Mount {
         mountpoint: PathBuf,
-        /// Comma-separated: `allow_other` (let other users reach the mount),
-        /// `nonempty` (mount over a directory that has files), `background`
+        /// Comma-separated: `allow_other` (let other users reach the mount;
+        /// files stay readable by the mount's owner only, modes 0600/0700),
+        /// `share=read` (with `allow_other`, others may also read and list,
+        /// never write), `nonempty` (mount over a directory that has files), `background`
         /// (return once the mount is ready, as fstab needs), and mount(8)'s
         /// generic options (rw, nosuid, nodev, noauto, _netdev, x-*, ...),
         /// which are taken and ignored.
@@ -101,6 +103,8 @@ fn mount_options(raw: &[String]) -> Result<(MountOptions, bool), String> {
         match opt {
             "allow_other" => options.allow_other = true,
             "nonempty" => options.nonempty = true,
+            "share=read" => options.share_read = true,
+            "share=none" => options.share_read = false,
             "background" => background = true,
             o if GENERIC_OPTIONS.contains(&o) || o.starts_with("x-") => {}
             other => return Err(format!("unsupported mount option {other:?}")),

@@ -71,6 +71,15 @@ pub struct SessionMeta {
     /// (a new Codex session, a Claude conversation resumed under a new id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
+    /// When this session's record last changed (milliseconds since the
+    /// epoch; 0 in records written before it was kept): the mtime of its
+    /// `meta.json` and one-line files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changed_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -264,7 +273,16 @@ impl Sidecar {
             self.cache().broken = Some(reason.clone());
             Error::new(libc::EIO, reason)
         })?;
+        let before = sessions.clone();
         let result = change(&mut sessions)?;
+        // Each record that changed is dated, so one session's edit moves
+        // only its own files' times.
+        let now = crate::runtime::record::now_ms();
+        for (key, meta) in sessions.iter_mut() {
+            if before.get(key) != Some(meta) {
+                meta.changed_ms = now;
+            }
+        }
         self.write(&sessions)?;
         let written = stamp(&self.path);
         let mut cache = self.cache();
@@ -314,6 +332,32 @@ mod tests {
         .unwrap();
         assert_eq!(a.all().len(), 2);
         assert!(b.get("shell:x").is_some());
+    }
+
+    #[test]
+    fn a_change_dates_only_the_records_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sidecar::open(dir.path());
+        s.update(|all| {
+            all.insert("shell:a".into(), SessionMeta::default());
+            all.insert("shell:b".into(), SessionMeta::default());
+            Ok(())
+        })
+        .unwrap();
+        let b_before = s.get("shell:b").unwrap().changed_ms;
+        assert!(b_before > 0);
+        let start = std::time::Instant::now();
+        while crate::runtime::record::now_ms() == b_before {
+            assert!(start.elapsed().as_secs() < 5);
+            std::thread::yield_now();
+        }
+        s.update(|all| {
+            all.get_mut("shell:a").unwrap().title = Some("t".into());
+            Ok(())
+        })
+        .unwrap();
+        assert!(s.get("shell:a").unwrap().changed_ms > b_before);
+        assert_eq!(s.get("shell:b").unwrap().changed_ms, b_before);
     }
 
     #[test]

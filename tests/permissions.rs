@@ -575,3 +575,111 @@ fn a_runtime_or_lock_directory_open_to_others_is_refused_with_one_clear_line() {
         assert_eq!(mode, 0o755, "{what}: the directory was changed");
     }
 }
+
+#[test]
+fn under_allow_other_files_are_the_owners_alone_unless_shared_for_reading() {
+    if !running_as_root(
+        "under_allow_other_files_are_the_owners_alone_unless_shared_for_reading",
+        "mounts for root and acts as nobody",
+    ) {
+        return;
+    }
+    let host = Host::new();
+    std::fs::set_permissions(host.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = host.mount_with("private", &["-o", "allow_other"]);
+    let shared = host.mount_with("shared", &["-o", "allow_other,share=read"]);
+    let key = "shell:secret";
+    std::fs::create_dir(private.path(key)).unwrap();
+    private.type_line(key, "echo tok''en");
+    private.wait_output_line(key, "token");
+
+    let reads = |m: &Mount| -> Vec<(String, String, String)> {
+        let mut ops: Vec<(String, String, String)> =
+            ["scrollback", "screen", "status", "meta.json", "title"]
+                .iter()
+                .map(|f| {
+                    (
+                        "read".into(),
+                        m.path(&format!("{key}/{f}")).to_string_lossy().into_owned(),
+                        String::new(),
+                    )
+                })
+                .collect();
+        ops.push((
+            "read".into(),
+            m.path("sessions.json").to_string_lossy().into_owned(),
+            String::new(),
+        ));
+        ops.push((
+            "readdir".into(),
+            m.path("").to_string_lossy().into_owned(),
+            String::new(),
+        ));
+        ops.push((
+            "readdir".into(),
+            m.path(key).to_string_lossy().into_owned(),
+            String::new(),
+        ));
+        ops
+    };
+    let writes = |m: &Mount| -> Vec<(String, String, String)> {
+        vec![
+            (
+                "write".into(),
+                m.path(&format!("{key}/title"))
+                    .to_string_lossy()
+                    .into_owned(),
+                "x\n".into(),
+            ),
+            (
+                "write".into(),
+                m.path(&format!("{key}/input"))
+                    .to_string_lossy()
+                    .into_owned(),
+                "echo from-nobody\n".into(),
+            ),
+            (
+                "mkdir".into(),
+                m.path("shell:nobodys").to_string_lossy().into_owned(),
+                String::new(),
+            ),
+        ]
+    };
+    // Private (the default): nothing is readable by another user, not even the listing.
+    let ops = reads(&private);
+    for (op, errno) in ops.iter().zip(as_other(&ops)) {
+        assert_eq!(
+            errno,
+            libc::EACCES,
+            "private: {} {} gave {}",
+            op.0,
+            op.1,
+            name(errno)
+        );
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+    assert_eq!(mode(&private.path(&format!("{key}/scrollback"))), 0o400);
+    assert_eq!(mode(&private.path(&format!("{key}/meta.json"))), 0o600);
+    assert_eq!(mode(&private.path(key)), 0o700);
+
+    // share=read: reading and listing open up; writing never does.
+    let ops = reads(&shared);
+    for (op, errno) in ops.iter().zip(as_other(&ops)) {
+        assert_eq!(errno, 0, "shared: {} {} gave {}", op.0, op.1, name(errno));
+    }
+    let ops = writes(&shared);
+    for (op, errno) in ops.iter().zip(as_other(&ops)) {
+        assert_eq!(
+            errno,
+            libc::EACCES,
+            "shared: {} {} gave {}",
+            op.0,
+            op.1,
+            name(errno)
+        );
+    }
+    assert_eq!(mode(&shared.path(&format!("{key}/meta.json"))), 0o644);
+    assert_eq!(mode(&shared.path(key)), 0o755);
+    assert_eq!(private.read(&format!("{key}/title")), "\n");
+    assert!(!private.path("shell:nobodys").exists());
+}

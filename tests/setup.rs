@@ -53,6 +53,9 @@ impl Machine {
             "script",
             "vim",
             "jq",
+            "rsync",
+            "sshfs",
+            "ssh-keygen",
         ] {
             if let Some(real) = which(tool) {
                 std::os::unix::fs::symlink(real, bin.join(tool)).unwrap();

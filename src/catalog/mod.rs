@@ -360,6 +360,9 @@ impl Catalog {
                 Some(o) if o.file.path == s.path && o.stamp == stamp => o.clone(),
                 o => {
                     changed = true;
+                    if o.is_none() {
+                        log::debug!("{key}: found in {}", s.path.display());
+                    }
                     Arc::new(Indexed {
                         file: StoreFile {
                             kind: self.roots[s.root].kind,
@@ -377,6 +380,7 @@ impl Catalog {
             next.insert(key, entry);
         }
         if changed || next.len() != old.len() {
+            log::debug!("catalog: {} conversations in the stores", next.len());
             index.touch();
         }
         index.files = Arc::new(next);
@@ -495,7 +499,11 @@ impl Catalog {
                     Some(o) if o.file.path == s.path && o.stamp == stamp => continue,
                     Some(o) if o.file.path == s.path => o.summary.clone(),
                     Some(o) if !prefer(&o.file.path, &s.path) => continue,
-                    _ => None,
+                    Some(_) => None,
+                    None => {
+                        log::debug!("{key}: found in {}", s.path.display());
+                        None
+                    }
                 };
                 files.insert(
                     key,

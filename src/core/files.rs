@@ -12,13 +12,14 @@ use super::node::{
 };
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
+use super::times::{digest, program_time, Stamps};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
 use crate::scrollback::{Shared, Waker};
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A node's attributes, as the kernel sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +31,11 @@ pub struct Attr {
     pub mtime: SystemTime,
     /// What of this node never changes, so a client may keep it.
     pub fixed: Fixed,
+    /// The generation of its inode number: derived from what the node is,
+    /// so the number names the same node with the same generation in every
+    /// daemon, and a number that a hash collision gave to another node
+    /// after a restart is told apart (an NFS handle goes stale, not astray).
+    pub generation: u64,
     /// The read size to suggest (`st_blksize`): `cat`, `cp` and buffered
     /// readers take it, and each read is a round trip to the daemon.
     pub io_size: u32,
@@ -40,7 +46,8 @@ pub struct Attr {
 pub enum Fixed {
     /// Its size, times or existence change at any moment.
     Nothing,
-    /// Its attributes (a directory of mode 0755 dated the daemon's start),
+    /// Its attributes for a while (the root and a session's directory: a
+    /// mode that never changes, an mtime that may show a change late),
     /// though the node itself can go.
     Attributes,
     /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)
@@ -181,6 +188,16 @@ fn read_at(path: &std::path::Path, offset: u64, size: u32) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// FNV-1a of the node's name: the same in every build and run.
+fn generation_of(node: &Node) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in node.label().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
+}
+
 /// `page-N` with N in plain decimal.
 fn parse_page_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("page-")?;
@@ -207,8 +224,22 @@ pub struct Files {
     pub(super) inodes: InodeTable,
     pub(super) handles: HandleTable,
     pub(super) scratch: ScratchFiles,
+    stamps: Stamps,
+    /// The time of `README` and the root's `ctl`.
+    program_time: SystemTime,
+    /// Metadata files just removed (`mv` from another filesystem), with
+    /// the process that removed them: missing to it alone until it makes
+    /// them again, or for [`REMOVED_FOR`].
+    removed: Mutex<Vec<(SessionKey, SessionFile, u32, Instant)>>,
     started: SystemTime,
 }
+
+/// How long a removed `meta.json` or one-line file stays missing if nothing
+/// makes it again: long enough for a copy to follow its `unlink`.
+const REMOVED_FOR: Duration = Duration::from_secs(10);
+
+/// At most this many removals are remembered at once.
+const REMOVED_MAX: usize = 1024;
 
 impl Files {
     pub fn new(core: Arc<Core>) -> Self {
@@ -222,6 +253,9 @@ impl Files {
             inodes: InodeTable::default(),
             handles: HandleTable::default(),
             scratch,
+            stamps: Stamps::default(),
+            program_time: program_time().unwrap_or_else(SystemTime::now),
+            removed: Mutex::default(),
             started: SystemTime::now(),
         }
     }
@@ -256,6 +290,25 @@ impl Files {
         self.started
     }
 
+    /// Whether `file` of `key` was removed by process `tgid` and not made again yet.
+    fn is_removed(&self, key: &SessionKey, file: SessionFile, tgid: u32) -> bool {
+        crate::core::lock(&self.removed)
+            .iter()
+            .any(|(k, f, t, at)| k == key && *f == file && *t == tgid && at.elapsed() < REMOVED_FOR)
+    }
+
+    /// Ends a removal of `file` of `key` by process `tgid`; whether there was one.
+    fn take_removed(&self, key: &SessionKey, file: SessionFile, tgid: u32) -> bool {
+        let mut removed = crate::core::lock(&self.removed);
+        let found = removed.iter().any(|(k, f, t, at)| {
+            k == key && *f == file && *t == tgid && at.elapsed() < REMOVED_FOR
+        });
+        removed.retain(|(k, f, t, at)| {
+            !(k == key && *f == file && *t == tgid) && at.elapsed() < REMOVED_FOR
+        });
+        found
+    }
+
     fn attr(&self, node: &Node, size: u64, mtime: SystemTime) -> Attr {
         let row = node.row();
         let fixed = match node {
@@ -276,6 +329,7 @@ impl Files {
             size,
             mtime,
             fixed,
+            generation: generation_of(node),
             // A ring of 8 MiB is read in 8 round trips instead of 2,048.
             io_size: if row.content == Content::Ring {
                 1 << 20
@@ -355,71 +409,148 @@ impl Files {
 
     /// The attributes of `node`, as process `pid` (holding `fh`, if any) sees them.
     fn attr_of(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<Attr> {
-        let now = SystemTime::now();
         let started = self.started;
+        let ino = self.inodes.ino(node);
+        // A listing's names, dated by when they last differed.
+        // (Sorted: a listing's order follows activity; its members are what date it.)
+        let names = |mut names: Vec<String>, first: &dyn Fn() -> SystemTime| {
+            names.sort_unstable();
+            let joined = names.join("/");
+            self.stamps.dated(ino, digest(&[joined.as_bytes()]), first)
+        };
         let (size, mtime) = match node {
-            Node::Root
-            | Node::View(_)
-            | Node::Facet(..)
-            | Node::SlotsDir
-            | Node::TranscriptsDir
-            | Node::World(_) => (
-                0,
-                if matches!(node, Node::Root) {
-                    started
-                } else {
-                    now
-                },
-            ),
-            Node::Session(_, SessionFile::Dir | SessionFile::TranscriptDir) => (0, started),
-            Node::SessionsJson => (self.core.sessions_json().len() as u64, now),
-            Node::ViewLink(..) | Node::Session(_, SessionFile::Latest) => {
-                (self.link_target(node)?.len() as u64, now)
+            // Their members (sessions, and the flags views group by),
+            // dated without listing them on every path walk.
+            Node::Root | Node::View(_) | Node::Facet(..) => {
+                (0, self.core.members_changed(&self.stamps))
             }
+            Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => (
+                0,
+                names(
+                    self.records_entries(node)?
+                        .into_iter()
+                        .map(|(_, _, n)| n)
+                        .collect(),
+                    &|| started,
+                ),
+            ),
+            Node::Session(key, SessionFile::Dir) => {
+                // Its metadata, and its members: editors' files come and go.
+                let record = self.core.meta_changed(key);
+                let members = names(
+                    self.scratch_names(key)
+                        .into_iter()
+                        .map(|(n, _)| n)
+                        .collect(),
+                    &|| record,
+                );
+                (0, record.max(members))
+            }
+            Node::Session(key, SessionFile::TranscriptDir | SessionFile::Latest)
+            | Node::Page(key, _) => {
+                let at = self.core.transcript_modified(key)?;
+                let size = match node {
+                    Node::Page(key, n) => self.core.transcript_page(key, *n as usize)?.len() as u64,
+                    Node::Session(_, SessionFile::Latest) => self.link_target(node)?.len() as u64,
+                    _ => 0,
+                };
+                (size, at)
+            }
+            Node::SessionsJson => {
+                let text = self.core.sessions_json();
+                let at = self
+                    .stamps
+                    .listing(ino, &text, || self.core.listing_changed());
+                (text.len() as u64, at)
+            }
+            // A view's link always names the same session.
+            Node::ViewLink(..) => (self.link_target(node)?.len() as u64, started),
             Node::Scratch(key, name) => {
                 let f = self
                     .scratch_get(key, name)
                     .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
+                let at = self.stamps.dated(
+                    ino,
+                    digest(&[
+                        &f.len.to_le_bytes(),
+                        f.symlink.as_deref().unwrap_or("").as_bytes(),
+                    ]),
+                    SystemTime::now,
+                );
                 if let Some(target) = f.symlink {
                     // A link an editor made (emacs's lock): a symlink, not a file.
-                    let mut attr = self.attr(node, target.len() as u64, now);
+                    let mut attr = self.attr(node, target.len() as u64, at);
                     attr.kind = Kind::Symlink;
                     attr.perm = 0o777;
                     return Ok(attr);
                 }
-                (f.len, now)
+                (f.len, at)
             }
-            Node::RootFile(RootFile::Readme) => (self.core.readme().len() as u64, started),
-            Node::RootFile(RootFile::Status) => (self.core.root_status().len() as u64, now),
-            Node::RootFile(RootFile::Ctl) => (0, started),
-            Node::Slot(..) | Node::HostedFile(_) | Node::RunFile => (self.records_size(node)?, now),
-            Node::Page(key, n) => (
-                self.core.transcript_page(key, *n as usize)?.len() as u64,
-                now,
+            Node::RootFile(RootFile::Readme) | Node::RootFile(RootFile::Ctl) => (
+                if matches!(node, Node::RootFile(RootFile::Readme)) {
+                    self.core.readme().len() as u64
+                } else {
+                    0
+                },
+                self.program_time,
             ),
+            Node::RootFile(RootFile::Status) => {
+                let text = self.core.root_status();
+                (
+                    text.len() as u64,
+                    self.stamps.dated(ino, digest(&[&text]), || started),
+                )
+            }
+            Node::HostedFile(id) => {
+                let path = self.core.slots().transcript_path(id);
+                let at = std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(started);
+                (self.records_size(node)?, at)
+            }
+            Node::Slot(..) | Node::RunFile => {
+                let size = self.records_size(node)?;
+                (size, self.stamps.dated(ino, size, || started))
+            }
             Node::Session(key, file) => match file {
                 SessionFile::Dir | SessionFile::TranscriptDir | SessionFile::Latest => {
                     unreachable!("matched above")
                 }
                 SessionFile::Scrollback => {
                     let size = self.scrollback_size(key, fh, pid)?;
-                    let mtime = self.core.session_runtime(key)?.scrollback().last_append();
-                    (size, mtime)
+                    (size, self.core.output_changed(key))
                 }
-                SessionFile::Screen => (self.core.screen(key)?.len() as u64, now),
-                SessionFile::Status => (self.core.status(key)?.len() as u64, now),
+                SessionFile::Screen => (
+                    self.core.screen(key)?.len() as u64,
+                    self.core.output_changed(key),
+                ),
+                SessionFile::Status => {
+                    let text = self.core.status(key)?;
+                    let at = self
+                        .stamps
+                        .dated(ino, digest(&[&text]), || self.core.output_changed(key));
+                    (text.len() as u64, at)
+                }
                 SessionFile::Meta => (
                     self.core.meta_json(key)?.len() as u64,
-                    self.core.meta_modified(),
+                    self.core.meta_changed(key),
                 ),
                 SessionFile::Field(f) => (
                     self.core.field_text(key, *f)?.len() as u64,
-                    self.core.meta_modified(),
+                    self.core.meta_changed(key),
                 ),
-                SessionFile::Input | SessionFile::Ctl => (0, now),
-                SessionFile::State => (self.core.state_line(key)?.len() as u64, now),
-                // A stream: what a read returns is not known before it.
-                SessionFile::Wait | SessionFile::Prompt => (0, now),
+                // Write-only streams: their attributes never change.
+                SessionFile::Input | SessionFile::Ctl => (0, self.core.created_at(key)),
+                // Dated by the last change of what it shows, as `status`.
+                SessionFile::State => {
+                    let text = self.core.state_line(key)?;
+                    let at = self
+                        .stamps
+                        .dated(ino, digest(&[&text]), || self.core.created_at(key));
+                    (text.len() as u64, at)
+                }
+                // Streams: what a read returns is not known before it.
+                SessionFile::Wait | SessionFile::Prompt => (0, self.core.created_at(key)),
                 SessionFile::Events => {
                     let meta = std::fs::metadata(self.core.events_path(key)?).ok();
                     (
@@ -427,7 +558,13 @@ impl Files {
                         meta.and_then(|m| m.modified().ok()).unwrap_or(self.started),
                     )
                 }
-                SessionFile::TranscriptLast => (self.core.transcript_last(key)?.len() as u64, now),
+                SessionFile::TranscriptLast => {
+                    let text = self.core.transcript_last(key)?;
+                    let at = self
+                        .stamps
+                        .dated(ino, digest(&[&text]), || self.core.created_at(key));
+                    (text.len() as u64, at)
+                }
             },
         };
         Ok(self.attr(node, size, mtime))
@@ -512,6 +649,14 @@ impl Files {
     /// `lookup`.
     pub fn lookup(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
         let node = self.lookup_node(parent, name)?;
+        if let Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) = &node {
+            if self.is_removed(key, *file, tgid_of(pid)) {
+                return Err(Error::not_found(format!(
+                    "{} of {key} was removed by this process",
+                    file.name()
+                )));
+            }
+        }
         self.attr_of(&node, None, pid)
     }
 
@@ -528,6 +673,10 @@ impl Files {
             Opens::ReadOrAppend | Opens::Append if mode.truncates => {
                 Err(Error::perm("transcripts are append-only: use >>"))
             }
+            // Only the privileged get past the kernel's mode check to read a
+            // write-only stream (`tar`, `grep -r` as root): it reads as
+            // empty, as a file of mode 0200 with nothing kept would.
+            Opens::Write | Opens::Append if mode.reads && !mode.writes => Ok(()),
             Opens::Write | Opens::Append if mode.reads => {
                 Err(Error::access(format!("{what} is write-only")))
             }
@@ -546,6 +695,9 @@ impl Files {
         Self::check_opens(&node, mode)
             .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))?;
         let handle = match (&node, node.row().content) {
+            _ if !mode.writes && matches!(node.row().opens, Opens::Write | Opens::Append) => {
+                Handle::Snapshot(Vec::new())
+            }
             (_, Content::Records) => self
                 .records_open(&node, mode.writes)
                 .map_err(|e| self.refuse(None, &format!("open {}", node.label()), e))?,
@@ -583,6 +735,11 @@ impl Files {
             }
             (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
             (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
+            (Node::Page(key, page), _) => Handle::Page {
+                key: key.clone(),
+                page: *page,
+                text: self.core.transcript_page(key, *page as usize)?,
+            },
             _ => Handle::Snapshot(self.generate(&node)?),
         };
         Ok(self.handles.add(handle))
@@ -665,6 +822,29 @@ impl Files {
             out.extend_from_slice(&read_at(&path, offset, size)?);
             return Ok(None);
         }
+        // A read past a page's text renders it again (with the table
+        // unlocked): turns appended to the store since extend it. Anything
+        // else (a store replaced or cut) is not taken: the reader keeps the
+        // one version it had, and the next open shows the new one.
+        if let Some(Handle::Page { key, page, text }) = handles.get(&fh) {
+            let (key, page, mut text) = (key.clone(), *page, text.clone());
+            drop(handles);
+            if offset.saturating_add(u64::from(size)) > text.len() as u64 {
+                let newer = self.core.transcript_page(&key, page as usize).ok();
+                if let Some(newer) = newer.filter(|n| n.len() > text.len() && n.starts_with(&text))
+                {
+                    text = newer;
+                    if let Some(Handle::Page { text: held, .. }) = self.handles.files().get_mut(&fh)
+                    {
+                        *held = text.clone();
+                    }
+                }
+            }
+            let start = (offset as usize).min(text.len());
+            let end = start.saturating_add(size as usize).min(text.len());
+            out.extend_from_slice(&text[start..end]);
+            return Ok(None);
+        }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
                 let start = (offset as usize).min(bytes.len());
@@ -728,20 +908,23 @@ impl Files {
         let buffered = self
             .handles
             .with(fh, |h| match h {
-                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
+                Handle::Record(r) => Some(
+                    r.write(&self.core, offset, data)
+                        .inspect_err(|e| log::warn!("{}", e.message)),
+                ),
+                // A metadata refusal is logged with its session where it is made.
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
                 Handle::Prompt(p) => Some(p.write(data)),
                 _ => None,
             })
             .flatten();
         if let Some(result) = buffered {
-            // A metadata refusal is in the session's status already.
             return result.map(|()| data.len()).map_err(|e| {
                 if let Some(what) = self.record_label(fh) {
                     self.core
                         .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
                 } else {
-                    log::warn!("{}", e.message);
+                    // A metadata refusal is logged with its session where it is made.
                     e
                 }
             });
@@ -925,6 +1108,11 @@ impl Files {
 
     /// `unlink`: slot records and scratch files.
     pub fn unlink(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
+        self.unlink_by(parent, name, 0)
+    }
+
+    /// `unlink` by thread `pid`.
+    pub fn unlink_by(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<()> {
         if let (Ok(parent @ (Node::World(_) | Node::TranscriptsDir)), Some(name)) =
             (self.node(parent), name.to_str())
         {
@@ -935,6 +1123,25 @@ impl Files {
         match self.lookup_node(parent, name)? {
             Node::Scratch(key, name) => {
                 self.scratch_remove(&key, &name);
+                Ok(())
+            }
+            // A copy from another filesystem (`mv`, `cp --remove-destination`)
+            // removes its target first: accepted, and nothing changes until
+            // the new file's content commits.
+            Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) => {
+                log::debug!(
+                    "{key}: {} removed; it stays as it was until written",
+                    file.name()
+                );
+                let tgid = tgid_of(pid);
+                let mut removed = crate::core::lock(&self.removed);
+                removed.retain(|(k, f, t, at)| {
+                    at.elapsed() < REMOVED_FOR && !(*k == key && *f == file && *t == tgid)
+                });
+                if removed.len() >= REMOVED_MAX {
+                    removed.remove(0);
+                }
+                removed.push((key, file, tgid, Instant::now()));
                 Ok(())
             }
             node => Err(self.refuse(
@@ -948,14 +1155,31 @@ impl Files {
     /// `create`: an editor's scratch file in a session directory, a slot
     /// record, a hosted transcript. The attributes and an open handle.
     pub fn create(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(Attr, u64)> {
-        self.create_node(parent, name)
+        self.create_by(parent, name, 0)
+    }
+
+    /// `create` by thread `pid`.
+    pub fn create_by(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<(Attr, u64)> {
+        self.create_node(parent, name, pid)
             .map_err(|e| self.refuse_in(parent, name, "create", e))
     }
 
-    fn create_node(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(Attr, u64)> {
+    fn create_node(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<(Attr, u64)> {
         let parent = self.node(parent)?;
         let name = utf8(name)?;
         if let Node::Session(key, SessionFile::Dir) = &parent {
+            let tgid = tgid_of(pid);
+            if let Some(file) =
+                SessionFile::from_name(name).filter(|f| self.take_removed(key, *f, tgid))
+            {
+                // Made again after `rm`: an empty file whose first write
+                // replaces what it held, committed at close.
+                let node = Node::Session(key.clone(), file);
+                let handle = Handle::Meta(MetaWrite::new(&self.core, key, file)?);
+                let attr = self.attr_of(&node, None, 0)?;
+                let fh = self.handles.add(handle);
+                return Ok((Attr { size: 0, ..attr }, fh));
+            }
             if !Self::is_scratch_name(name) {
                 return Err(Error::new(libc::EEXIST, format!("{name} exists")));
             }

@@ -23,6 +23,13 @@ pub(super) enum Handle {
     },
     /// Generated text, fixed at open so a reader sees one consistent version.
     Snapshot(Vec<u8>),
+    /// A transcript page: the text rendered at open, rendered again when a
+    /// read reaches past it, so `tail -f` and `less +F` see appended turns.
+    Page {
+        key: SessionKey,
+        page: u64,
+        text: Arc<Vec<u8>>,
+    },
     Input(SessionKey),
     SessionCtl(SessionKey),
     RootCtl,

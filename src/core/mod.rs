@@ -32,6 +32,7 @@ mod save;
 pub mod scratch;
 mod session_runtime;
 mod status;
+mod times;
 mod transcripts;
 mod views;
 mod waits;

@@ -329,6 +329,7 @@ impl Core {
                 }
             })?;
         }
+        log::debug!("{key}: metadata committed");
         match archived {
             Some(true) if !self.is_archived(key) => self.archive(key),
             Some(false) if self.is_archived(key) => self.unarchive(key),

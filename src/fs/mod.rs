@@ -49,6 +49,10 @@ pub struct SessionFs {
     files: Arc<Files>,
     uid: u32,
     gid: u32,
+    /// The permission bits others get: none (private, the default) or
+    /// read and search (`share=read`). The kernel enforces them
+    /// (`default_permissions`); no one but the owner ever gets write.
+    others: u16,
 }
 
 /// The one way an error goes back to the kernel: logged (at debug: the
@@ -134,11 +138,12 @@ fn open_mode(flags: OpenFlags) -> Access {
 }
 
 impl SessionFs {
-    pub fn new(core: Arc<Core>) -> Self {
+    pub fn new(core: Arc<Core>, share_read: bool) -> Self {
         SessionFs {
             files: Arc::new(Files::new(core)),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
+            others: if share_read { 0o055 } else { 0 },
         }
     }
 
@@ -153,7 +158,18 @@ impl SessionFs {
             ctime: a.mtime,
             crtime: self.files.started(),
             kind,
-            perm: a.perm,
+            // The owner's bits as the node table gives them; group and
+            // others read (and search) only what the owner may, if shared.
+            // (A symlink's mode means nothing and is 0777 everywhere.)
+            perm: if kind == FileType::Symlink {
+                0o777
+            } else {
+                let owner = a.perm & 0o700;
+                // Read where the owner reads, search where the owner searches.
+                let read = if owner & 0o400 != 0 { 0o044 } else { 0 };
+                let search = if owner & 0o100 != 0 { 0o011 } else { 0 };
+                owner | ((read | search) & self.others)
+            },
             nlink: if kind == FileType::Directory { 2 } else { 1 },
             uid: self.uid,
             gid: self.gid,
@@ -167,7 +183,12 @@ impl SessionFs {
         match result {
             Ok(a) => {
                 let (attr_ttl, entry_ttl) = ttls(a.fixed);
-                reply.entry_with_ttls(&attr_ttl, &entry_ttl, &self.attr(&a), Generation(0))
+                reply.entry_with_ttls(
+                    &attr_ttl,
+                    &entry_ttl,
+                    &self.attr(&a),
+                    Generation(a.generation),
+                )
             }
             Err(e) => reply.error(fail(op, &e)),
         }
@@ -233,6 +254,15 @@ impl SessionFs {
 }
 
 impl Filesystem for SessionFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // Every file is opened with direct I/O; this lets `mmap` map them
+        // all the same (through the page cache, filled from the handle).
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+            log::debug!("kernel lacks {missing:?}: mmap of files here fails with ENODEV");
+        }
+        Ok(())
+    }
+
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.reply_entry(
             "lookup",
@@ -292,8 +322,9 @@ impl Filesystem for SessionFs {
         Self::reply_empty("rmdir", self.files.rmdir(parent.0, name), reply);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Self::reply_empty("unlink", self.files.unlink(parent.0, name), reply);
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.files.unlink_by(parent.0, name, req.pid());
+        Self::reply_empty("unlink", result, reply);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -443,7 +474,7 @@ impl Filesystem for SessionFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -451,11 +482,11 @@ impl Filesystem for SessionFs {
         _flags: i32,
         reply: fuser::ReplyCreate,
     ) {
-        match self.files.create(parent.0, name) {
+        match self.files.create_by(parent.0, name, req.pid()) {
             Ok((a, fh)) => reply.created(
                 &TTL,
                 &self.attr(&a),
-                Generation(0),
+                Generation(a.generation),
                 FileHandle(fh),
                 FopenFlags::FOPEN_DIRECT_IO,
             ),
