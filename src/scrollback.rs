@@ -8,37 +8,11 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-/// Size of one storage chunk; eviction drops whole chunks. It matches the
-/// largest read the kernel sends (1 MiB), and handles start on a chunk
-/// boundary, so `cat` asks for whole chunks, which are answered from the
-/// ring without a copy.
-pub const CHUNK_SIZE: usize = 1 << 20;
-
-/// A ring keeps at least this many chunks' worth of its cap, so eviction
-/// never drops more than an eighth of what it holds.
-const MIN_CHUNKS: usize = 8;
-
-/// What a chunk's buffer starts at: a quiet session does not reserve a
-/// whole chunk.
-const FIRST_CAPACITY: usize = 16 * 1024;
-
-/// Bytes answered straight from a full chunk of the ring, which is never
-/// written again: the reply needs no copy and no lock.
-#[derive(Debug)]
-pub struct Shared {
-    chunk: Arc<Vec<u8>>,
-    range: Range<usize>,
-}
-
-impl Shared {
-    pub fn bytes(&self) -> &[u8] {
-        &self.chunk[self.range.clone()]
-    }
-}
+/// Size of one storage chunk; eviction drops whole chunks.
+pub const CHUNK_SIZE: usize = 16 * 1024;
 
 /// One session's replay ring, shared as `Arc<Scrollback>` between the PTY
 /// reader thread and the FUSE handlers.
@@ -50,10 +24,8 @@ pub struct Scrollback {
 
 struct Inner {
     /// Every chunk but the last is exactly `chunk` bytes and none is empty,
-    /// so the chunk holding a stream offset is found by division. Readers
-    /// share only full chunks, so the last one always has a single owner
-    /// and takes appends in place.
-    chunks: VecDeque<Arc<Vec<u8>>>,
+    /// so the chunk holding a stream offset is found by division.
+    chunks: VecDeque<Vec<u8>>,
     start: u64,
     total: u64,
     last_append: SystemTime,
@@ -97,11 +69,9 @@ impl View {
 }
 
 impl Scrollback {
-    /// A ring holding at most `cap_bytes`, stored in [`CHUNK_SIZE`] chunks
-    /// (smaller ones for a small cap, so that it holds at least seven
-    /// eighths of its cap once full).
+    /// A ring holding at most `cap_bytes`, stored in [`CHUNK_SIZE`] chunks.
     pub fn new(cap_bytes: usize) -> Self {
-        Self::with_chunk_size(cap_bytes, CHUNK_SIZE.min(cap_bytes / MIN_CHUNKS))
+        Self::with_chunk_size(cap_bytes, CHUNK_SIZE)
     }
 
     /// A ring with a chosen chunk size. A chunk larger than the cap is
@@ -183,26 +153,18 @@ impl Scrollback {
     /// and later reads continue from there without repeating anything.
     pub fn read(&self, view: &mut View, offset: u64, size: usize) -> Vec<u8> {
         let mut out = Vec::new();
-        match self.read_into(view, offset, size, &mut out) {
-            Some(shared) => shared.bytes().to_vec(),
-            None => out,
-        }
+        self.read_into(view, offset, size, &mut out);
+        out
     }
 
     /// [`Scrollback::read`] into a buffer the caller keeps, which is cleared
     /// first: a reader that reuses one buffer allocates nothing per read.
-    /// Bytes that lie within one full chunk are not copied: they come back
-    /// as [`Shared`], and `out` stays empty.
-    pub fn read_into(
-        &self,
-        view: &mut View,
-        offset: u64,
-        size: usize,
-        out: &mut Vec<u8>,
-    ) -> Option<Shared> {
+    pub fn read_into(&self, view: &mut View, offset: u64, size: usize, out: &mut Vec<u8>) {
         out.clear();
         let inner = self.lock();
-        let mut pos = view.base.checked_add(offset)?;
+        let Some(mut pos) = view.base.checked_add(offset) else {
+            return;
+        };
         if pos < inner.start {
             // pos < start implies offset < start.
             view.base = inner.start - offset;
@@ -210,15 +172,11 @@ impl Scrollback {
         }
         view.read_to = offset;
         if pos >= inner.total || size == 0 {
-            return None;
+            return;
         }
         let n = (inner.total - pos).min(size as u64) as usize;
         view.read_to = offset + n as u64;
-        if let Some(shared) = inner.share(pos, n, self.chunk) {
-            return Some(shared);
-        }
         inner.copy_out(pos, n, self.chunk, out);
-        None
     }
 
     /// Up to `size` bytes from stream offset `pos` (or from the oldest byte
@@ -253,7 +211,7 @@ impl Scrollback {
         let inner = self.lock();
         let mut out = Vec::with_capacity((inner.total - inner.start) as usize);
         for c in &inner.chunks {
-            out.extend_from_slice(c.as_slice());
+            out.extend_from_slice(c);
         }
         out
     }
@@ -302,7 +260,7 @@ impl Inner {
             // Only the last `cap` bytes could survive; skip copying the rest.
             let skip = data.len() - cap;
             if let Some(c) = self.chunks.pop_front() {
-                self.keep_spare(c);
+                self.spare = Some(c);
             }
             self.chunks.clear();
             self.total += skip as u64;
@@ -315,21 +273,14 @@ impl Inner {
                 let mut c = self
                     .spare
                     .take()
-                    .unwrap_or_else(|| Vec::with_capacity(chunk.min(FIRST_CAPACITY)));
+                    .unwrap_or_else(|| Vec::with_capacity(chunk));
                 c.clear();
-                self.chunks.push_back(Arc::new(c));
+                self.chunks.push_back(c);
             }
             let Some(last) = self.chunks.back_mut() else {
                 break;
             };
-            // Only full chunks are shared, so this never copies.
-            let last = Arc::make_mut(last);
             let n = (chunk - last.len()).min(data.len());
-            if last.capacity() < last.len() + n {
-                // Grow by doubling, but never past one chunk.
-                let want = (last.capacity() * 2).max(last.len() + n).min(chunk);
-                last.reserve_exact(want - last.len());
-            }
             last.extend_from_slice(&data[..n]);
             data = &data[n..];
         }
@@ -338,27 +289,8 @@ impl Inner {
                 break;
             };
             self.start += c.len() as u64;
-            self.keep_spare(c);
-        }
-    }
-
-    /// Keeps an evicted chunk for reuse unless a reader still holds it.
-    fn keep_spare(&mut self, c: Arc<Vec<u8>>) {
-        if let Ok(c) = Arc::try_unwrap(c) {
             self.spare = Some(c);
         }
-    }
-
-    /// The `n` bytes at stream offset `pos` (within `[start, total)`) as a
-    /// share of one full chunk, if they lie within one.
-    fn share(&self, pos: u64, n: usize, chunk: usize) -> Option<Shared> {
-        let rel = (pos - self.start) as usize;
-        let (index, off) = (rel / chunk, rel % chunk);
-        let c = self.chunks.get(index)?;
-        (c.len() == chunk && off + n <= chunk).then(|| Shared {
-            chunk: c.clone(),
-            range: off..off + n,
-        })
     }
 
     /// Appends `n` bytes from stream offset `pos`, which the caller has
@@ -543,37 +475,6 @@ mod tests {
         assert_eq!(sb.view_len(&v), 20);
         assert_eq!(sb.read(&mut v, 8, 100), pattern(16, 12));
         assert_eq!(v.base(), 8);
-    }
-
-    #[test]
-    fn a_read_within_one_full_chunk_is_shared_not_copied() {
-        let sb = Scrollback::with_chunk_size(64, 8);
-        sb.append(&pattern(0, 20));
-        let mut v = sb.open_view();
-        let mut out = Vec::new();
-        // Within the first (full) chunk: shared.
-        let shared = sb.read_into(&mut v, 2, 6, &mut out).expect("shared");
-        assert_eq!(shared.bytes(), &pattern(2, 6)[..]);
-        assert!(out.is_empty());
-        // Across two chunks, or in the last one still filling: copied.
-        assert!(sb.read_into(&mut v, 6, 4, &mut out).is_none());
-        assert_eq!(out, pattern(6, 4));
-        assert!(sb.read_into(&mut v, 17, 3, &mut out).is_none());
-        assert_eq!(out, pattern(17, 3));
-        // A shared chunk outlives its eviction and keeps its bytes.
-        let held = sb.read_into(&mut v, 8, 8, &mut out).expect("shared");
-        sb.append(&pattern(20, 100));
-        assert_eq!(held.bytes(), &pattern(8, 8)[..]);
-        assert_eq!(sb.snapshot(), pattern(120 - sb.len() as u64, sb.len()));
-    }
-
-    #[test]
-    fn the_default_chunk_keeps_seven_eighths_of_a_small_cap() {
-        let sb = Scrollback::new(256 * 1024);
-        assert_eq!(sb.chunk_size(), 32 * 1024);
-        sb.append(&pattern(0, 300 * 1024));
-        assert!(sb.len() >= 256 * 1024 * 7 / 8, "{}", sb.len());
-        assert_eq!(Scrollback::new(8 << 20).chunk_size(), CHUNK_SIZE);
     }
 
     #[test]

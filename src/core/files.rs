@@ -17,7 +17,7 @@ use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
-use crate::scrollback::{Shared, Waker};
+use crate::scrollback::Waker;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -765,23 +765,13 @@ impl Files {
     /// `read`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        Ok(match self.read_into(fh, offset, size, &mut out)? {
-            Some(shared) => shared.bytes().to_vec(),
-            None => out,
-        })
+        self.read_into(fh, offset, size, &mut out)?;
+        Ok(out)
     }
 
     /// [`Files::read`] into a buffer the caller keeps and reuses (cleared
-    /// first), so that a read allocates nothing. A read of `scrollback` that
-    /// lies within one full chunk of the ring comes back as [`Shared`]
-    /// bytes instead, with `out` left empty.
-    pub fn read_into(
-        &self,
-        fh: u64,
-        offset: u64,
-        size: u32,
-        out: &mut Vec<u8>,
-    ) -> Result<Option<Shared>> {
+    /// first), so that a read allocates nothing.
+    pub fn read_into(&self, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
         let mut handles = self.handles.files();
         // A file read happens with the table unlocked.
@@ -794,14 +784,14 @@ impl Files {
                     .slots()
                     .read_transcript(&id, offset, size as usize)?;
                 out.extend_from_slice(&bytes);
-                return Ok(None);
+                return Ok(());
             }
             Some(Handle::Scrollback { ring, view, .. }) => {
                 let (ring, before) = (ring.clone(), *view);
                 drop(handles);
                 // The copy runs with the table unlocked.
                 let mut seen = before;
-                let shared = ring.read_into(&mut seen, offset, size as usize, out);
+                ring.read_into(&mut seen, offset, size as usize, out);
                 // A reader that fell behind moved its view forward; views
                 // only move forward, so a racing read of the same handle
                 // cannot move it back.
@@ -812,7 +802,7 @@ impl Files {
                         }
                     });
                 }
-                return Ok(shared);
+                return Ok(());
             }
             _ => {}
         }
@@ -820,7 +810,7 @@ impl Files {
             let path = path.clone();
             drop(handles);
             out.extend_from_slice(&read_at(&path, offset, size)?);
-            return Ok(None);
+            return Ok(());
         }
         // A read past a page's text renders it again (with the table
         // unlocked): turns appended to the store since extend it. Anything
@@ -843,21 +833,21 @@ impl Files {
             let start = (offset as usize).min(text.len());
             let end = start.saturating_add(size as usize).min(text.len());
             out.extend_from_slice(&text[start..end]);
-            return Ok(None);
+            return Ok(());
         }
         match handles.get_mut(&fh) {
             Some(Handle::Snapshot(bytes)) => {
                 let start = (offset as usize).min(bytes.len());
                 let end = start.saturating_add(size as usize).min(bytes.len());
                 out.extend_from_slice(&bytes[start..end]);
-                Ok(None)
+                Ok(())
             }
             Some(Handle::Scratch(key, name)) => {
                 out.extend_from_slice(&self.scratch.read(key, name, offset, size as usize));
-                Ok(None)
+                Ok(())
             }
             // Past the line the blocked read returned (see `wait_key`): the end.
-            Some(Handle::Wait(_)) => Ok(None),
+            Some(Handle::Wait(_)) => Ok(()),
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
         }

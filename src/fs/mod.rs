@@ -374,8 +374,7 @@ impl Filesystem for SessionFs {
         // per read would be mapped and faulted in anew every time.
         READ_BUFFER.with_borrow_mut(|buf| {
             match self.files.read_into(fh.0, offset, size, buf) {
-                Ok(Some(shared)) => reply.data(shared.bytes()),
-                Ok(None) => reply.data(buf),
+                Ok(()) => reply.data(buf),
                 Err(e) => reply.error(fail("read", &e)),
             }
             if buf.capacity() > READ_BUFFER_KEEP {
