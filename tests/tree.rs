@@ -293,6 +293,11 @@ fn grep_r_over_the_mount_logs_no_warning() {
     std::fs::create_dir(m.path("shell:grep")).unwrap();
     m.type_line("shell:grep", "echo nee''dle");
     m.wait_output_line("shell:grep", "needle");
+    // `wait` of a session that is starting or busy blocks, as a pipe does
+    // (EAGAIN for grep's non-blocking open): grep runs once it is idle.
+    wait_for(20, "the shell to be idle", || {
+        m.read("shell:grep/state").trim() == "idle"
+    });
     let out = sh(&format!("grep -r needle {}", m.q("")));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("scrollback"),
