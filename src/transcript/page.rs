@@ -319,16 +319,36 @@ impl Lines for TailSink {
     }
 
     fn line(&mut self, s: &str) {
-        self.bytes += s.len() + 1;
-        self.lines.push_back((self.message, s.to_string()));
-        let cap = self.limits.tail_bytes;
-        self.enforce(cap);
+        // Text with a line break in it is several lines on the page, and
+        // each counts towards the line cap.
+        for part in s.split('\n') {
+            self.bytes += part.len() + 1;
+            self.lines.push_back((self.message, part.to_string()));
+            let cap = self.limits.tail_bytes;
+            self.enforce(cap);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_with_breaks_in_it_counts_as_its_lines() {
+        let limits = Limits {
+            page_turns: 1,
+            max_lines: 3,
+            max_messages: 2,
+            tail_bytes: 4096,
+        };
+        let mut sink = TailSink::new(&limits);
+        sink.message();
+        sink.line("one\ntwo");
+        sink.line("three\nfour\n");
+        let page = String::from_utf8(sink.finish()).unwrap();
+        assert_eq!(page, "[… 2 lines cut: page over 3 lines]\nthree\nfour\n\n");
+    }
 
     fn sink(max_lines: usize, max_messages: usize, tail_bytes: usize) -> TailSink {
         TailSink::new(&Limits {
