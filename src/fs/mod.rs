@@ -36,9 +36,13 @@ thread_local! {
 /// everything else is asked for every time.
 fn ttls(fixed: Fixed) -> (Duration, Duration) {
     const KEPT: Duration = Duration::from_secs(60);
+    // A directory's attributes: its mtime moves with what it holds, but a
+    // path walk needs them (the kernel checks search permission), so they
+    // are kept for a moment.
+    const MOMENT: Duration = Duration::from_secs(1);
     match fixed {
         Fixed::AttributesAndEntry => (KEPT, KEPT),
-        Fixed::Attributes => (KEPT, TTL),
+        Fixed::Attributes => (MOMENT, TTL),
         Fixed::Entry => (TTL, KEPT),
         Fixed::Nothing => (TTL, TTL),
     }
