@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use sessionfs::transcript::testgen::{claude, Shape};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,29 @@ fn turns_text(turns: usize) -> Vec<u8> {
 
 /// Appends turns `from..to` to the store, as the agent does (the store's
 /// closing title line stays where it was, as a title set mid-conversation).
+/// `tail -n +1 FLAG` of `page` (through sshfs): shows the store's `turns`
+/// turns, then the one appended while it follows.
+fn tail_follows(flag: &str, page: &Path, out: &Path, store: &PathBuf, turns: usize) {
+    let mut tail = Command::new("tail")
+        .args(["-n", "+1", flag, "-s", "0.2"])
+        .arg(page)
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shown = || String::from_utf8_lossy(&std::fs::read(out).unwrap_or_default()).into_owned();
+    let (last, next) = (format!("prompt #{}", turns - 1), format!("prompt #{turns}"));
+    wait_for(10, "tail over sshfs to print the page", || {
+        shown().contains(&last)
+    });
+    append_turns(store, turns, turns + 1);
+    wait_for(10, "tail over sshfs to show the new turn", || {
+        shown().contains(&next)
+    });
+    let _ = tail.kill();
+    let _ = tail.wait();
+}
+
 fn append_turns(file: &PathBuf, from: usize, to: usize) {
     let (old, new) = (turns_text(from), turns_text(to));
     assert!(new.starts_with(&old), "the generator extends");
@@ -455,51 +478,14 @@ fn sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart() {
 
     // tail -F through sshfs: a turn appended before and one after a restart.
     let page = remote.join(format!("claude:{ID}/transcript/page-0"));
-    let out = host.path("tail.out");
-    let mut tail = Command::new("tail")
-        .args(["-n", "+1", "-F", "-s", "0.2"])
-        .arg(&page)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
-    wait_for(10, "tail over sshfs to print the page", || {
-        shown().contains("prompt #2")
-    });
-    append_turns(&store, 3, 4);
-    wait_for(10, "tail over sshfs to show the new turn", || {
-        shown().contains("prompt #3")
-    });
-
-    let _ = tail.kill();
-    let _ = tail.wait();
+    tail_follows("-F", &page, &host.path("tail.out"), &store, 3);
 
     // A restart ends the old daemon's open files (the kernel's connection
     // goes with it); paths, numbers and new opens carry on.
     let before = sh_ok(&format!("stat -c %i {}", m.q(&format!("{key}/meta.json"))));
     m.terminate();
     let m = host.mount("mnt");
-    let out = host.path("tail2.out");
-    let mut tail = Command::new("tail")
-        .args(["-n", "+1", "-f", "-s", "0.2"])
-        .arg(&page)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
-    wait_for(10, "a new tail over sshfs to print the page", || {
-        shown().contains("prompt #3")
-    });
-    append_turns(&store, 4, 5);
-    wait_for(
-        10,
-        "tail over sshfs to show a turn after the restart",
-        || shown().contains("prompt #4"),
-    );
-    let _ = tail.kill();
-    let _ = tail.wait();
+    tail_follows("-f", &page, &host.path("tail2.out"), &store, 4);
     let listing = sh_ok(&format!("ls -R {}", remote.display()));
     assert!(listing.contains(key), "{listing}");
     assert_eq!(
