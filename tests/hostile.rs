@@ -269,6 +269,22 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("input: O_RDWR", Op::Open(s("input"), O_RDWR), EACCES, Session, "write-only"),
         row("input: truncate to 10", Op::Truncate(s("input"), 10), EFBIG, Session, "a stream"),
         row("input: ftruncate to 1 GiB", Op::Ftruncate(s("input"), 1 << 30), EFBIG, Session, "a stream"),
+        // prompt (a prompt that is taken would start the session: only refusals here).
+        row("prompt: not UTF-8", put(&s("prompt"), b"\xff\xfe\n"), EINVAL, Session, "UTF-8"),
+        row("prompt: over 1 MiB", put(&s("prompt"), big(two_mib)), EINVAL, Session, "a prompt is at most"),
+        row("prompt: O_RDWR", Op::Open(s("prompt"), O_RDWR), EACCES, Session, "write-only"),
+        row("prompt: truncate to 5", Op::Truncate(s("prompt"), 5), EFBIG, Session, "a stream"),
+        // An empty prompt is refused without a reason: a shell's redirection
+        // flushes one before the text comes.
+        row("prompt: empty", put(&s("prompt"), ""), EINVAL, Kernel, ""),
+        row("prompt: rm", Op::Unlink(s("prompt")), EPERM, Session, "only files an editor made"),
+        // state, events, wait: read-only.
+        row("state: O_WRONLY", Op::Open(s("state"), O_WRONLY), EACCES, Session, "read-only"),
+        row("state: rm", Op::Unlink(s("state")), EPERM, Session, "only files an editor made"),
+        row("events: truncate", Op::Truncate(s("events"), 0), EACCES, Session, "read-only"),
+        row("events: O_WRONLY|O_APPEND", Op::Open(s("events"), O_WRONLY | O_APPEND), EACCES, Session, "read-only"),
+        row("wait: O_WRONLY", Op::Open(s("wait"), O_WRONLY), EACCES, Session, "read-only"),
+        row("wait: chmod", Op::Chmod(s("wait"), 0o666), EPERM, Session, "chmod"),
         // meta.json.
         row("meta.json: not JSON", put(&s("meta.json"), "not json\n"), EINVAL, Session, "not valid JSON"),
         row("meta.json: trailing garbage", put(&s("meta.json"), "{}}"), EINVAL, Session, "not valid JSON"),
@@ -450,6 +466,8 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("hosted: meta.json duplicate key", put("hosted:h1/meta.json", r#"{"title":"a","title":"a"}"#), EINVAL, Of("hosted:h1"), "duplicate key"),
         row("hosted: mkdir it again", Op::Mkdir("hosted:h1".into()), EEXIST, Kernel, ""),
         row("archived: a write to input", put(&format!("{ARCHIVED}/input"), "ls\n"), EPERM, Of(ARCHIVED), "is archived"),
+        row("archived: a prompt", put(&format!("{ARCHIVED}/prompt"), "hi\n"), EPERM, Of(ARCHIVED), "is archived"),
+        row("hosted: a prompt", put("hosted:h1/prompt", "hi\n"), EPERM, Of("hosted:h1"), "takes no prompt"),
         row("archived: open by ctl", put(&format!("{ARCHIVED}/ctl"), "open\n"), EPERM, Of(ARCHIVED), "is archived"),
         row("archived: meta.json duplicate key", put(&format!("{ARCHIVED}/meta.json"), r#"{"archived":false,"archived":false}"#), EINVAL, Of(ARCHIVED), "duplicate key"),
         row("archived: title with BEL", put(&format!("{ARCHIVED}/title"), "\x07\n"), EINVAL, Of(ARCHIVED), "control characters"),
