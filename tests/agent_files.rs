@@ -106,6 +106,41 @@ fn a_shell_is_busy_while_a_job_runs_and_wait_returns_when_it_ends() {
 }
 
 #[test]
+fn poll_on_wait_is_readable_once_the_job_ends() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:pw")));
+    sh_ok(&format!("echo 'echo ready' > {}", m.q("shell:pw/prompt")));
+    m.wait_output_line("shell:pw", "ready");
+    wait_for(5, "the shell to be idle", || {
+        m.read("shell:pw/state") == "idle\n"
+    });
+    sh_ok(&format!("echo 'sleep 2' > {}", m.q("shell:pw/prompt")));
+    wait_for(5, "the shell to be busy", || {
+        m.read("shell:pw/state") == "busy\n"
+    });
+    // select(2) on `wait`: not readable while busy, readable when the job
+    // ends, and then the read returns at once.
+    let script = format!(
+        r#"
+import os, select, time
+fd = os.open({wait:?}, os.O_RDONLY | os.O_NONBLOCK)
+p = select.poll(); p.register(fd, select.POLLIN)
+assert not p.poll(300), "readable while busy"
+t = time.monotonic()
+got = p.poll(10000)
+assert got and got[0][1] & select.POLLIN, f"never readable: {{got}}"
+line = os.read(fd, 64)
+assert line == b"idle\n", line
+print("readable after %.2f s" % (time.monotonic() - t))
+"#,
+        wait = m.path("shell:pw/wait").display().to_string(),
+    );
+    let out = sh_ok(&format!("python3 -c '{}'", script.replace('\'', "'\\''")));
+    assert!(out.contains("readable after"), "{out}");
+}
+
+#[test]
 fn ls_filters_by_state_and_prints_keys() {
     let host = Host::new();
     let m = host.mount("mnt");

@@ -853,17 +853,29 @@ impl Files {
         }
     }
 
-    /// `poll` on a handle: whether a read would find something new. Only
-    /// `scrollback` ever says no (its handle has read everything held);
-    /// then `waker` is called once more output arrives. Every other file is
-    /// always ready, as a regular file is.
+    /// `poll` on a handle: whether a read would find something new without
+    /// waiting. `scrollback` says no when its handle has read everything
+    /// held (`waker` is then called once more output arrives), `wait` while
+    /// the session is starting or busy (`waker`: at the next state change).
+    /// Every other file is always ready, as a regular file is.
     pub fn poll_readable(&self, fh: u64, waker: Option<Waker>) -> Result<bool> {
-        let (ring, view) = match self.handles.files().get(&fh) {
-            Some(Handle::Scrollback { ring, view, .. }) => (ring.clone(), *view),
-            Some(_) => return Ok(true),
+        enum Polled {
+            Ring(Arc<crate::scrollback::Scrollback>, crate::scrollback::View),
+            Wait(SessionKey),
+            Ready,
+        }
+        // The table is unlocked before anything else is looked at.
+        let polled = match self.handles.files().get(&fh) {
+            Some(Handle::Scrollback { ring, view, .. }) => Polled::Ring(ring.clone(), *view),
+            Some(Handle::Wait(key)) => Polled::Wait(key.clone()),
+            Some(_) => Polled::Ready,
             None => return Err(Error::new(libc::EBADF, "no such handle")),
         };
-        Ok(ring.ready_or_wake(&view, waker))
+        Ok(match polled {
+            Polled::Ring(ring, view) => ring.ready_or_wake(&view, waker),
+            Polled::Wait(key) => self.core.wait_ready_or_wake(&key, waker),
+            Polled::Ready => true,
+        })
     }
 
     /// The write `fh` takes, if it is one that may wait on a session: the

@@ -11,6 +11,7 @@
 use super::{lock, Core};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::scrollback::Waker;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -37,6 +38,9 @@ struct Shared {
     pending: Mutex<Vec<Pending>>,
     wake: Condvar,
     started: OnceLock<()>,
+    /// `poll` callers to tell at the next state change (of any session:
+    /// the kernel then asks again).
+    pollers: Mutex<Vec<Waker>>,
 }
 
 /// The reads waiting for a session to settle.
@@ -55,6 +59,21 @@ impl Waits {
     /// A state changed: the thread looks now rather than at its next poll.
     pub(super) fn wake(&self) {
         self.shared.wake.notify_all();
+        let pollers = std::mem::take(&mut *lock(&self.shared.pollers));
+        for tell in pollers {
+            tell();
+        }
+    }
+
+    /// Keeps `waker` for the next state change; false when too many wait
+    /// already (the caller then says "ready" and the read finds out).
+    fn on_change(&self, waker: Waker) -> bool {
+        let mut pollers = lock(&self.shared.pollers);
+        if pollers.len() >= MAX_WAITS {
+            return false;
+        }
+        pollers.push(waker);
+        true
     }
 
     pub(super) fn len(&self) -> usize {
@@ -83,6 +102,19 @@ pub fn interrupted(tid: u32) -> bool {
 }
 
 impl Core {
+    /// `poll` on `wait`: readable once the session is settled (a read then
+    /// returns at once); otherwise `waker`, when given, is called at the
+    /// next state change.
+    pub(crate) fn wait_ready_or_wake(&self, key: &SessionKey, waker: Option<Waker>) -> bool {
+        // Kept before looking, so that a change in between still wakes.
+        if let Some(w) = waker {
+            if !self.waits.on_change(w) {
+                return true;
+            }
+        }
+        self.agent_state(key).is_settled()
+    }
+
     /// A read of `wait` at offset 0 by thread `tid`: answered now when the
     /// session is settled (or with EAGAIN for `O_NONBLOCK`), else kept and
     /// answered when it settles or the caller gets a signal.
