@@ -182,6 +182,12 @@ fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store(
         assert_eq!(status["state"], "stopped");
         m.read(&format!("{key}/screen"));
         m.read(&format!("{key}/title"));
+        // `ls -l` stats every file, `scrollback` too.
+        sh_ok(&format!("ls -l {} >/dev/null", m.q(&key)));
+        assert_eq!(
+            sh_ok(&format!("stat -c %s {}", m.q(&format!("{key}/scrollback")))),
+            "0\n"
+        );
     }
     let status = m.json("status");
     assert_eq!(status["live"], serde_json::json!([]));

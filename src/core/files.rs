@@ -370,7 +370,10 @@ impl Files {
     /// calling process has one open (so `tail -f`, which polls `fstat`, sees
     /// growth past the ring's cap), else the bytes held.
     fn scrollback_size(&self, key: &SessionKey, fh: Option<u64>, pid: u32) -> Result<u64> {
-        let rt = self.core.session_runtime(key)?;
+        // A session never opened in this daemon has an empty ring.
+        let Some(rt) = self.core.existing_runtime(key)? else {
+            return Ok(0);
+        };
         let ring = rt.scrollback();
         // (handle, owning process, view length) of this session's views,
         // taken with the table locked; `/proc` is read after it is released.

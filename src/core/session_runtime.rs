@@ -183,6 +183,13 @@ impl Core {
         self.require(key)?;
         Ok(self.runtime(key))
     }
+
+    /// The runtime of a known session if it has one: looking (`stat`,
+    /// `ls -l`) makes none.
+    pub fn existing_runtime(&self, key: &SessionKey) -> Result<Option<Arc<SessionRuntime>>> {
+        self.require(key)?;
+        Ok(lock(&self.sessions).get(key).cloned())
+    }
 }
 
 #[cfg(test)]
