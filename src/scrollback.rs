@@ -151,6 +151,7 @@ impl Scrollback {
     /// the end. A reader that fell behind eviction loses the evicted bytes
     /// once: the view shifts so that `offset` lands on the oldest byte held,
     /// and later reads continue from there without repeating anything.
+    #[cfg(test)]
     pub fn read(&self, view: &mut View, offset: u64, size: usize) -> Vec<u8> {
         let mut out = Vec::new();
         self.read_into(view, offset, size, &mut out);

@@ -403,18 +403,24 @@ fn tries(m: &Mount, key: &str, transcript: &str) -> Vec<Try> {
     list
 }
 
-#[test]
-fn another_user_is_refused_everything_without_allow_other_and_every_change_with_it() {
-    if !running_as_root(
-        "another_user_is_refused_everything_without_allow_other_and_every_change_with_it",
-        "mounts for root and acts as nobody",
-    ) {
-        return;
+/// A host whose mount points nobody can reach (the state and runtime
+/// directories stay the daemon's, 0700); none when not run as root.
+fn host_for_nobody(test: &str) -> Option<Host> {
+    if !running_as_root(test, "mounts for root and acts as nobody") {
+        return None;
     }
     let host = Host::new();
-    // nobody must reach the mount points, so the host's directory opens up;
-    // the state and runtime directories stay the daemon's (0700).
     std::fs::set_permissions(host.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Some(host)
+}
+
+#[test]
+fn another_user_is_refused_everything_without_allow_other_and_every_change_with_it() {
+    let Some(host) = host_for_nobody(
+        "another_user_is_refused_everything_without_allow_other_and_every_change_with_it",
+    ) else {
+        return;
+    };
     let id = "13131313-2424-3535-4646-575757575757";
     let store = host.path(&format!("claude/projects/-p/{id}.jsonl"));
     std::fs::create_dir_all(store.parent().unwrap()).unwrap();
@@ -578,14 +584,11 @@ fn a_runtime_or_lock_directory_open_to_others_is_refused_with_one_clear_line() {
 
 #[test]
 fn under_allow_other_files_are_the_owners_alone_unless_shared_for_reading() {
-    if !running_as_root(
-        "under_allow_other_files_are_the_owners_alone_unless_shared_for_reading",
-        "mounts for root and acts as nobody",
-    ) {
+    let Some(host) =
+        host_for_nobody("under_allow_other_files_are_the_owners_alone_unless_shared_for_reading")
+    else {
         return;
-    }
-    let host = Host::new();
-    std::fs::set_permissions(host.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
     let private = host.mount_with("private", &["-o", "allow_other"]);
     let shared = host.mount_with("shared", &["-o", "allow_other,share=read"]);
     let key = "shell:secret";

@@ -410,6 +410,20 @@ impl Files {
         Ok(ring.len() as u64)
     }
 
+    /// Size and time of generated text: dated when its content was first
+    /// seen to differ, `first` before that.
+    fn dated_text(
+        &self,
+        ino: u64,
+        text: &[u8],
+        first: impl FnOnce() -> SystemTime,
+    ) -> (u64, SystemTime) {
+        (
+            text.len() as u64,
+            self.stamps.dated(ino, digest(&[text]), first),
+        )
+    }
+
     /// The attributes of `node`, as process `pid` (holding `fh`, if any) sees them.
     fn attr_of(&self, node: &Node, fh: Option<u64>, pid: u32) -> Result<Attr> {
         let started = self.started;
@@ -498,11 +512,7 @@ impl Files {
                 self.program_time,
             ),
             Node::RootFile(RootFile::Status) => {
-                let text = self.core.root_status();
-                (
-                    text.len() as u64,
-                    self.stamps.dated(ino, digest(&[&text]), || started),
-                )
+                self.dated_text(ino, &self.core.root_status(), || started)
             }
             Node::HostedFile(id) => {
                 let path = self.core.slots().transcript_path(id);
@@ -527,13 +537,9 @@ impl Files {
                     self.core.screen(key)?.len() as u64,
                     self.core.output_changed(key),
                 ),
-                SessionFile::Status => {
-                    let text = self.core.status(key)?;
-                    let at = self
-                        .stamps
-                        .dated(ino, digest(&[&text]), || self.core.output_changed(key));
-                    (text.len() as u64, at)
-                }
+                SessionFile::Status => self.dated_text(ino, &self.core.status(key)?, || {
+                    self.core.output_changed(key)
+                }),
                 SessionFile::Meta => (
                     self.core.meta_json(key)?.len() as u64,
                     self.core.meta_changed(key),
@@ -545,13 +551,9 @@ impl Files {
                 // Write-only streams: their attributes never change.
                 SessionFile::Input | SessionFile::Ctl => (0, self.core.created_at(key)),
                 // Dated by the last change of what it shows, as `status`.
-                SessionFile::State => {
-                    let text = self.core.state_line(key)?;
-                    let at = self
-                        .stamps
-                        .dated(ino, digest(&[&text]), || self.core.created_at(key));
-                    (text.len() as u64, at)
-                }
+                SessionFile::State => self.dated_text(ino, &self.core.state_line(key)?, || {
+                    self.core.created_at(key)
+                }),
                 // Streams: what a read returns is not known before it.
                 SessionFile::Wait | SessionFile::Prompt => (0, self.core.created_at(key)),
                 SessionFile::Events => {
@@ -562,11 +564,9 @@ impl Files {
                     )
                 }
                 SessionFile::TranscriptLast => {
-                    let text = self.core.transcript_last(key)?;
-                    let at = self
-                        .stamps
-                        .dated(ino, digest(&[&text]), || self.core.created_at(key));
-                    (text.len() as u64, at)
+                    self.dated_text(ino, &self.core.transcript_last(key)?, || {
+                        self.core.created_at(key)
+                    })
                 }
             },
         };
@@ -765,7 +765,8 @@ impl Files {
         }
     }
 
-    /// `read`.
+    /// `read`, as a new buffer.
+    #[cfg(test)]
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         self.read_into(fh, offset, size, &mut out)?;
