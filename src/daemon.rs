@@ -64,7 +64,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
     // Every request goes through the panic guard.
-    let fs = Guarded(SessionFs::new(core, options.share_read));
+    let fs = Guarded(SessionFs::new(core.clone(), options.share_read));
     let mounted =
         |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
     // As root fuser would mount the type as plain `fuse`; mount it ourselves.
@@ -76,6 +76,14 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         fuser::Session::new(fs, &mountpoint, &fuse_config).map_err(mounted)?
     };
     log::info!("mounted at {}", mountpoint.display());
+    let device = std::os::fd::AsFd::as_fd(&session)
+        .try_clone_to_owned()
+        .map_err(|e| Error::io("cannot duplicate the FUSE device", &e))?;
+    let moved = crate::fs::MovedEntries::start(device, mountpoint.clone())
+        .map_err(|e| Error::io("cannot start the moved-entries thread", &e))?;
+    core.on_moved(crate::core::MovedHook(Box::new(move |key| {
+        moved.session_moved(key)
+    })));
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
     std::thread::Builder::new()

@@ -68,6 +68,9 @@ enum Op {
     Chown(String),
     SetXattr(String),
     RemoveXattr(String),
+    /// getxattr of `user.hostile`, then listxattr, on the same path: both
+    /// must fail the same way.
+    GetXattr(String),
     /// The first must succeed; the second is the row's call.
     Then(Box<Op>, Box<Op>),
 }
@@ -181,6 +184,17 @@ fn run(mnt: &Path, op: &Op) -> Result<(), i32> {
             Op::RemoveXattr(path) => {
                 let name = CString::new("user.hostile").unwrap();
                 check(libc::removexattr(p(path).as_ptr(), name.as_ptr()) as i64)
+            }
+            Op::GetXattr(path) => {
+                let name = CString::new("user.hostile").unwrap();
+                let mut buf = [0u8; 64];
+                let got =
+                    libc::getxattr(p(path).as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 64);
+                let first = check(got as i64);
+                let listed =
+                    check(libc::listxattr(p(path).as_ptr(), buf.as_mut_ptr().cast(), 64) as i64);
+                assert_eq!(first, listed, "getxattr and listxattr of {path}");
+                first
             }
             Op::Then(first, second) => {
                 run(mnt, first).unwrap_or_else(|e| panic!("setup {first:?} failed: errno {e}"));
@@ -321,6 +335,8 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("meta.json: O_APPEND, bad JSON", append(&s("meta.json"), "]"), EINVAL, Session, "written whole from offset 0"),
         row("meta.json: setxattr", Op::SetXattr(s("meta.json")), EOPNOTSUPP, Session, "extended attribute"),
         row("meta.json: removexattr", Op::RemoveXattr(s("meta.json")), EOPNOTSUPP, Session, "extended attribute"),
+        row("meta.json: getxattr", Op::GetXattr(s("meta.json")), EOPNOTSUPP, Kernel, ""),
+        row("scrollback: getxattr", Op::GetXattr(s("scrollback")), EOPNOTSUPP, Kernel, ""),
         row("meta.json: hard link", Op::Link(s("meta.json"), s("m2")), EPERM, Session, "hard links"),
         row("meta.json: open as a directory", Op::Open(s("meta.json"), O_RDONLY | O_DIRECTORY), ENOTDIR, Kernel, ""),
         // The one-line files.

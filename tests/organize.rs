@@ -413,3 +413,51 @@ fn archive_older_archives_what_has_been_idle() {
     assert!(!m.path("shell:old").exists());
     assert!(m.path("archived/shell:old").exists());
 }
+
+/// The kernel keeps a session directory's entry for a moment; a session
+/// archived or unarchived through a file leaves its parent at once all the
+/// same, also while a file inside it is open, and can be moved back.
+#[test]
+fn a_session_moved_through_a_file_leaves_its_parent_at_once() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:pin")));
+    m.type_line("shell:pin", "echo pinned");
+    m.wait_output("shell:pin", "pinned");
+    let held = std::fs::File::open(m.path("shell:pin/scrollback")).unwrap();
+    for round in 0..2 {
+        assert!(m.path("shell:pin").is_dir(), "round {round}");
+        sh_ok(&format!("echo 1 > {}", m.q("shell:pin/archive")));
+        assert!(
+            !m.path("shell:pin").exists(),
+            "round {round}: still in the root"
+        );
+        if round == 0 {
+            // Back by a rename: the kernel moves the directory it holds.
+            let out = sh(&format!("mv {} {}", m.q("archived/shell:pin"), m.q("")));
+            if !out.status.success() {
+                let t = m.log_text();
+                eprintln!("{}", &t[t.len().saturating_sub(6000)..]);
+                panic!("{}", String::from_utf8_lossy(&out.stderr));
+            }
+        } else {
+            assert!(m.path("archived/shell:pin").is_dir(), "round {round}");
+            sh_ok(&format!("echo 0 > {}", m.q("archived/shell:pin/archive")));
+            assert!(!m.path("archived/shell:pin").exists(), "still in archived/");
+        }
+        assert!(m.path("shell:pin/status").is_file(), "round {round}");
+    }
+    // A meta.json written whole, then a rename back again.
+    let meta = m
+        .read("shell:pin/meta.json")
+        .replace("\"archived\": false", "\"archived\": true");
+    std::fs::write(m.path("shell:pin/meta.json"), meta).unwrap();
+    assert!(!m.path("shell:pin").exists());
+    sh_ok(&format!("mv {} {}", m.q("archived/shell:pin"), m.q("")));
+    // Many at once, from the root's ctl.
+    sh_ok(&format!("echo 'archive-older 0h' > {}", m.q("ctl")));
+    assert!(!m.path("shell:pin").exists());
+    sh_ok(&format!("mv {} {}", m.q("archived/shell:pin"), m.q("")));
+    assert!(m.path("shell:pin").is_dir());
+    drop(held);
+}

@@ -46,10 +46,12 @@ pub struct Attr {
 pub enum Fixed {
     /// Its size, times or existence change at any moment.
     Nothing,
-    /// Its attributes for a while (the root and a session's directory: a
-    /// mode that never changes, an mtime that may show a change late),
-    /// though the node itself can go.
+    /// Its attributes for a while (the root: a mode that never changes, an
+    /// mtime that may show a change late).
     Attributes,
+    /// A session's directory: its attributes and its entry for a while. It
+    /// can leave its parent (archived, unarchived); the kernel is told then.
+    Directory,
     /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)
     /// exist as long as their directory.
     AttributesAndEntry,
@@ -314,7 +316,8 @@ impl Files {
         let fixed = match node {
             Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
-            Node::Root | Node::Session(_, SessionFile::Dir) => Fixed::Attributes,
+            Node::Root => Fixed::Attributes,
+            Node::Session(_, SessionFile::Dir) => Fixed::Directory,
             // Never the target of a rename or an unlink that succeeds.
             Node::Session(
                 _,

@@ -96,6 +96,19 @@ pub struct Core {
     root_error: Mutex<Option<String>>,
     /// Blocked reads of `wait`.
     waits: waits::Waits,
+    /// Told when a session leaves its directory other than by a rename
+    /// (archived or unarchived through a file): the kernel may still hold
+    /// the old entry. Set once by the FUSE adapter.
+    moved_hook: std::sync::OnceLock<MovedHook>,
+}
+
+/// What [`Core::on_moved`] calls.
+pub struct MovedHook(pub Box<dyn Fn(&SessionKey) + Send + Sync>);
+
+impl std::fmt::Debug for MovedHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MovedHook")
+    }
 }
 
 fn to_json_text(v: &Value) -> Vec<u8> {
@@ -170,6 +183,7 @@ impl Core {
             listings: listing::ListingCache::default(),
             root_error: Mutex::new(None),
             waits: waits::Waits::default(),
+            moved_hook: std::sync::OnceLock::new(),
         }))
     }
 

@@ -189,6 +189,11 @@ pub enum ViewDir {
 }
 
 impl ViewDir {
+    /// Fixed, like every directory of the root.
+    pub fn ino(self) -> u64 {
+        FIRST_VIEW + self as u64
+    }
+
     pub const ALL: [ViewDir; 4] = [
         ViewDir::Archived,
         ViewDir::Favourites,
@@ -575,7 +580,7 @@ impl InodeTable {
             Node::TranscriptsDir => TRANSCRIPTS_DIR,
             Node::RunFile => RUN_FILE,
             Node::SessionsJson => SESSIONS_JSON,
-            Node::View(v) => FIRST_VIEW + *v as u64,
+            Node::View(v) => v.ino(),
             Node::World(_)
             | Node::Slot(..)
             | Node::HostedFile(_)

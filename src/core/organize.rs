@@ -270,6 +270,7 @@ impl Core {
             .collect();
         for key in &old {
             self.archive(key)?;
+            self.moved(key);
         }
         log::info!("archive-older: {} sessions archived", old.len());
         Ok(old.len())
@@ -331,9 +332,26 @@ impl Core {
         }
         log::debug!("{key}: metadata committed");
         match archived {
-            Some(true) if !self.is_archived(key) => self.archive(key),
-            Some(false) if self.is_archived(key) => self.unarchive(key),
-            _ => Ok(()),
+            Some(true) if !self.is_archived(key) => self.archive(key)?,
+            Some(false) if self.is_archived(key) => self.unarchive(key)?,
+            _ => return Ok(()),
+        }
+        self.moved(key);
+        Ok(())
+    }
+
+    /// Lets the FUSE adapter know once: called after a session moved
+    /// between the root and `archived/` by anything but a rename (a rename
+    /// moves the kernel's entry itself).
+    pub fn on_moved(&self, hook: super::MovedHook) {
+        if self.moved_hook.set(hook).is_err() {
+            log::debug!("a second moved hook is ignored");
+        }
+    }
+
+    fn moved(&self, key: &SessionKey) {
+        if let Some(hook) = self.moved_hook.get() {
+            (hook.0)(key);
         }
     }
 

@@ -4,6 +4,7 @@
 //! through [`fail`], which logs it.
 
 mod guard;
+mod moved;
 
 use crate::core::{Access, Attr, Core, Files, Fixed, Kind, SetAttr};
 use crate::error::Error;
@@ -14,6 +15,7 @@ use fuser::{
     ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 pub use guard::Guarded;
+pub use moved::MovedEntries;
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -33,8 +35,9 @@ thread_local! {
 /// How long the kernel may keep a node's attributes and its entry: what
 /// never changes is kept (no `getattr` on every path walk through a
 /// session directory, one lookup less for `echo cmd > KEY/input`);
-/// everything else is asked for every time.
-fn ttls(fixed: Fixed) -> (Duration, Duration) {
+/// everything else is asked for every time. A session directory's entry is
+/// kept only when the kernel can be told to expire it (`expirable`).
+fn ttls(fixed: Fixed, expirable: bool) -> (Duration, Duration) {
     const KEPT: Duration = Duration::from_secs(60);
     // A directory's attributes: its mtime moves with what it holds, but a
     // path walk needs them (the kernel checks search permission), so they
@@ -43,6 +46,8 @@ fn ttls(fixed: Fixed) -> (Duration, Duration) {
     match fixed {
         Fixed::AttributesAndEntry => (KEPT, KEPT),
         Fixed::Attributes => (MOMENT, TTL),
+        Fixed::Directory if expirable => (MOMENT, MOMENT),
+        Fixed::Directory => (MOMENT, TTL),
         Fixed::Entry => (TTL, KEPT),
         Fixed::Nothing => (TTL, TTL),
     }
@@ -57,6 +62,9 @@ pub struct SessionFs {
     /// read and search (`share=read`). The kernel enforces them
     /// (`default_permissions`); no one but the owner ever gets write.
     others: u16,
+    /// The kernel marks an entry stale on request (`FUSE_EXPIRE_ONLY`), so
+    /// session directories' entries can be kept (see [`moved`]).
+    expirable: bool,
 }
 
 /// The one way an error goes back to the kernel: logged (at debug: the
@@ -148,6 +156,7 @@ impl SessionFs {
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
             others: if share_read { 0o055 } else { 0 },
+            expirable: false,
         }
     }
 
@@ -186,7 +195,7 @@ impl SessionFs {
     fn reply_entry(&self, op: &str, result: Result<Attr, Error>, reply: ReplyEntry) {
         match result {
             Ok(a) => {
-                let (attr_ttl, entry_ttl) = ttls(a.fixed);
+                let (attr_ttl, entry_ttl) = ttls(a.fixed, self.expirable);
                 reply.entry_with_ttls(
                     &attr_ttl,
                     &entry_ttl,
@@ -264,6 +273,9 @@ impl Filesystem for SessionFs {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             log::debug!("kernel lacks {missing:?}: mmap of files here fails with ENODEV");
         }
+        self.expirable = config
+            .capabilities()
+            .contains(fuser::InitFlags::FUSE_HAS_EXPIRE_ONLY);
         Ok(())
     }
 
@@ -277,7 +289,7 @@ impl Filesystem for SessionFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.files.getattr(ino.0, fh.map(|f| f.0), req.pid()) {
-            Ok(a) => reply.attr(&ttls(a.fixed).0, &self.attr(&a)),
+            Ok(a) => reply.attr(&ttls(a.fixed, self.expirable).0, &self.attr(&a)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
     }
@@ -611,7 +623,10 @@ impl Filesystem for SessionFs {
         reply.ok();
     }
 
-    // No extended attributes here; saying so once stops the kernel asking.
+    // No extended attributes here. ENOSYS, not EOPNOTSUPP: the kernel then
+    // stops asking (and tells callers EOPNOTSUPP itself), which spares a
+    // `security.capability` round trip on every truncating open (`echo x >
+    // KEY/input`).
     fn getxattr(
         &self,
         _req: &Request,
@@ -620,11 +635,11 @@ impl Filesystem for SessionFs {
         _size: u32,
         reply: fuser::ReplyXattr,
     ) {
-        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        reply.error(Errno::from_i32(libc::ENOSYS));
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
-        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        reply.error(Errno::from_i32(libc::ENOSYS));
     }
 
     // Setting one is a refusal the user hears of (`status.error`).

@@ -1,0 +1,143 @@
+//! Keeping the kernel's entries true when the daemon moves a session's
+//! directory: a session archived or unarchived through a file (`echo 1 >
+//! KEY/archive`, a `meta.json` edit, `archive-older`) leaves its parent
+//! without the kernel seeing a rename.
+//!
+//! Two things follow. The kernel may still hold the old entry (a session
+//! directory's entry is kept for a moment, so a command's `open(KEY/input)`
+//! costs no lookup of `KEY`): it is marked expired (`FUSE_EXPIRE_ONLY`), so
+//! the next path walk asks again. And a file open inside the directory
+//! keeps the old dentry alive; the kernel moves it to the new name at the
+//! first lookup there, but refuses to when that lookup happens inside a
+//! rename (`mv archived/KEY .` would fail with ESTALE). So the new name is
+//! looked up at once, here, outside any rename.
+//!
+//! The kernel takes the parent directory's lock for both, and a rename in
+//! the root holds that lock while it waits for the daemon: so they are done
+//! by one thread of their own, and the caller waits for it only up to a
+//! deadline.
+
+use crate::core::node::{ViewDir, ROOT};
+use crate::key::SessionKey;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender as Sender, TrySendError};
+use std::time::Duration;
+
+/// `FUSE_NOTIFY_INVAL_ENTRY`.
+const NOTIFY_INVAL_ENTRY: i32 = 3;
+/// `FUSE_EXPIRE_ONLY`: mark the entry stale, keep it hashed.
+const EXPIRE_ONLY: u32 = 1;
+/// How long a moving call waits for the kernel to have been told.
+const TOLD_WITHIN: Duration = Duration::from_millis(200);
+/// Moves waiting to be told; more are dropped (their entries expire on
+/// their own within a second).
+const QUEUE: usize = 1024;
+
+struct Moved {
+    name: String,
+    done: Sender<()>,
+}
+
+/// The sending side, for the core's hook.
+pub struct MovedEntries {
+    queue: Sender<Moved>,
+}
+
+impl MovedEntries {
+    /// Starts the thread that writes notifications to `device` (a
+    /// duplicate of the mount's `/dev/fuse` descriptor) and looks names up
+    /// under `mountpoint`.
+    pub fn start(device: OwnedFd, mountpoint: PathBuf) -> std::io::Result<MovedEntries> {
+        let (queue, jobs) = bounded(QUEUE);
+        std::thread::Builder::new()
+            .name("moved-entries".into())
+            .spawn(move || serve(File::from(device), &mountpoint, jobs))?;
+        Ok(MovedEntries { queue })
+    }
+
+    /// `KEY` moved between the root and `archived/`: waits up to a deadline
+    /// for the kernel to have been told.
+    pub fn session_moved(&self, key: &SessionKey) {
+        let (done, told) = bounded(1);
+        let job = Moved {
+            name: key.to_string(),
+            done,
+        };
+        match self.queue.try_send(job) {
+            Ok(()) => {
+                if told.recv_timeout(TOLD_WITHIN).is_err() {
+                    log::debug!("{key}: the kernel was not told of the move in time");
+                }
+            }
+            Err(TrySendError::Full(_)) => {
+                log::debug!("{key}: too many moves queued; its entry expires on its own")
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) {
+    let archived = mountpoint.join(ViewDir::Archived.name());
+    for job in jobs {
+        for parent in [ROOT, ViewDir::Archived.ino()] {
+            let message = expire_entry(parent, job.name.as_bytes());
+            // One write is one message; ENOENT means the kernel held no
+            // such entry, which is fine.
+            match device.write(&message) {
+                Ok(n) if n == message.len() => {}
+                Ok(n) => log::debug!("entry expiry: short write of {n} bytes"),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => log::debug!("entry expiry of {}: {e}", job.name),
+            }
+        }
+        // Only the new name exists; the lookup of the other one finds
+        // nothing and changes nothing.
+        for dir in [mountpoint, archived.as_path()] {
+            if let Err(e) = std::fs::symlink_metadata(dir.join(&job.name)) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    log::debug!("looking up the moved {}: {e}", job.name);
+                }
+            }
+        }
+        let _ = job.done.try_send(());
+    }
+}
+
+/// The notification: `fuse_out_header` (length, the notify code in place
+/// of an error, unique 0), then `fuse_notify_inval_entry_out` (parent,
+/// name length, flags), then the name and a NUL.
+fn expire_entry(parent: u64, name: &[u8]) -> Vec<u8> {
+    let len = 16 + 16 + name.len() + 1;
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&NOTIFY_INVAL_ENTRY.to_ne_bytes());
+    m.extend_from_slice(&0u64.to_ne_bytes());
+    m.extend_from_slice(&parent.to_ne_bytes());
+    m.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+    m.extend_from_slice(&EXPIRE_ONLY.to_ne_bytes());
+    m.extend_from_slice(name);
+    m.push(0);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_is_laid_out_as_the_kernel_reads_it() {
+        let m = expire_entry(0x42, b"abc");
+        assert_eq!(m.len(), 36);
+        assert_eq!(&m[0..4], &36u32.to_ne_bytes());
+        assert_eq!(&m[4..8], &3i32.to_ne_bytes());
+        assert_eq!(&m[8..16], &[0; 8]);
+        assert_eq!(&m[16..24], &0x42u64.to_ne_bytes());
+        assert_eq!(&m[24..28], &3u32.to_ne_bytes());
+        assert_eq!(&m[28..32], &1u32.to_ne_bytes());
+        assert_eq!(&m[32..], b"abc\0");
+    }
+}
