@@ -64,7 +64,10 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
     // Every request goes through the panic guard.
-    let fs = Guarded(SessionFs::new(core.clone(), options.share_read));
+    let fs = Guarded(
+        SessionFs::new(core.clone(), options.share_read)
+            .map_err(|e| Error::io("cannot start the follow timer thread", &e))?,
+    );
     let mounted =
         |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
     // As root fuser would mount the type as plain `fuse`; mount it ourselves.

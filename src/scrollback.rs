@@ -51,6 +51,9 @@ pub struct View {
     /// The file offset the handle's last read ended at: `poll` is ready
     /// when there is more than that.
     read_to: u64,
+    /// Reads in a row that found nothing at `read_to`: a reader asking
+    /// again at the end is following the output.
+    dry: u8,
 }
 
 impl View {
@@ -59,6 +62,13 @@ impl View {
     pub fn advance_to(&mut self, later: View) {
         self.base = self.base.max(later.base);
         self.read_to = later.read_to;
+        self.dry = later.dry;
+    }
+
+    /// Whether the last two reads both found nothing at the same end: the
+    /// reader asks again and again for what comes next.
+    pub fn following(&self) -> bool {
+        self.dry >= 2
     }
 
     /// Stream offset of this handle's file offset 0.
@@ -139,6 +149,7 @@ impl Scrollback {
         View {
             base: self.lock().start,
             read_to: 0,
+            dry: 0,
         }
     }
 
@@ -171,12 +182,15 @@ impl Scrollback {
             view.base = inner.start - offset;
             pos = inner.start;
         }
+        let again = view.read_to == offset;
         view.read_to = offset;
         if pos >= inner.total || size == 0 {
+            view.dry = if again { view.dry.saturating_add(1) } else { 1 };
             return;
         }
         let n = (inner.total - pos).min(size as u64) as usize;
         view.read_to = offset + n as u64;
+        view.dry = 0;
         inner.copy_out(pos, n, self.chunk, out);
     }
 
@@ -340,6 +354,27 @@ mod tests {
 
     fn pattern(from: u64, n: usize) -> Vec<u8> {
         (from..from + n as u64).map(pat).collect()
+    }
+
+    #[test]
+    fn a_reader_asking_twice_at_the_end_is_following() {
+        let ring = Scrollback::new(1024);
+        ring.append(b"hello");
+        let mut view = ring.open_view();
+        assert_eq!(ring.read(&mut view, 0, 100), b"hello");
+        assert!(!view.following());
+        // `cat` reads once at the end and stops.
+        assert!(ring.read(&mut view, 5, 100).is_empty());
+        assert!(!view.following());
+        assert!(ring.read(&mut view, 5, 100).is_empty());
+        assert!(view.following());
+        ring.append(b"!");
+        assert_eq!(ring.read(&mut view, 5, 100), b"!");
+        assert!(!view.following());
+        // An empty read somewhere else starts the count again.
+        assert!(ring.read(&mut view, 9, 100).is_empty());
+        assert!(ring.read(&mut view, 6, 100).is_empty());
+        assert!(!view.following());
     }
 
     #[test]

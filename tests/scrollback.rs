@@ -242,3 +242,87 @@ fn a_reader_that_falls_behind_loses_evicted_bytes_once_and_never_sees_duplicates
     assert_eq!(reader.read(&mut buf).unwrap(), 0);
     std::io::stdout().flush().unwrap();
 }
+
+/// A reader that asks again and again at the end (an agent manager's loop)
+/// is held there for a moment instead of spinning, and still gets every byte
+/// once, in order; `cat`'s single read at the end and `O_NONBLOCK` readers
+/// are answered at once.
+#[test]
+fn a_reader_polling_at_the_end_waits_a_moment_and_loses_nothing() {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    use std::time::{Duration, Instant};
+    const HOLD: Duration = Duration::from_millis(5);
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:follow")));
+    m.type_line("shell:follow", "echo ready");
+    m.wait_output_line("shell:follow", "ready");
+    let path = m.path("shell:follow/scrollback");
+
+    // A quiet session: twenty reads at the end, each after the first two
+    // held for the whole moment.
+    let follower = std::fs::File::open(&path).unwrap();
+    let end = follower.metadata().unwrap().len();
+    let mut buf = vec![0u8; 64 * 1024];
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(follower.read_at(&mut buf, end).unwrap(), 0);
+    }
+    assert!(
+        started.elapsed() >= HOLD * 18,
+        "twenty reads at the end took {:?}: the follower was not held",
+        started.elapsed()
+    );
+
+    // `cat`'s pattern (read what is there, then once at the end) and
+    // O_NONBLOCK readers are never held: fifty of each take far less than
+    // one hold each.
+    let started = Instant::now();
+    for _ in 0..50 {
+        let f = std::fs::File::open(&path).unwrap();
+        let mut all = Vec::new();
+        (&f).read_to_end(&mut all).unwrap();
+        assert!(!all.is_empty());
+    }
+    let nonblocking = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .unwrap();
+    for _ in 0..50 {
+        assert_eq!(nonblocking.read_at(&mut buf, end).unwrap(), 0);
+    }
+    assert!(
+        started.elapsed() < HOLD * 100,
+        "readers that never follow waited: {:?}",
+        started.elapsed()
+    );
+
+    // While output comes, a follower spinning at the end gets every byte
+    // exactly once, in order.
+    let reader_path = path.clone();
+    let reader = std::thread::spawn(move || {
+        let f = std::fs::File::open(&reader_path).unwrap();
+        let mut pos = f.metadata().unwrap().len();
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !String::from_utf8_lossy(&seen).contains("L0300 done") {
+            assert!(Instant::now() < deadline, "the follower saw no end");
+            let n = f.read_at(&mut buf, pos).unwrap();
+            pos += n as u64;
+            seen.extend_from_slice(&buf[..n]);
+        }
+        seen
+    });
+    m.type_line(
+        "shell:follow",
+        "for i in $(seq -w 1 300); do echo L0$i; done; echo L0300 do''ne",
+    );
+    let seen = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    let numbers: Vec<u32> = seen
+        .split(['\r', '\n'])
+        .filter_map(|l| l.strip_prefix("L0")?.parse().ok())
+        .collect();
+    assert_eq!(numbers, (1..=300).collect::<Vec<u32>>(), "{seen}");
+}

@@ -17,7 +17,7 @@ use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
-use crate::scrollback::Waker;
+use crate::scrollback::{Scrollback, View, Waker};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -857,6 +857,18 @@ impl Files {
             Some(Handle::Wait(_)) => Ok(()),
             Some(_) => Err(Error::new(libc::EBADF, "not open for reading")),
             None => Err(Error::new(libc::EBADF, "no such handle")),
+        }
+    }
+
+    /// The ring and view of a `scrollback` handle whose reader is following
+    /// the output (its last two reads found nothing at the end): its next
+    /// dry read may be held until output comes.
+    pub fn following(&self, fh: u64) -> Option<(Arc<Scrollback>, View)> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Scrollback { ring, view, .. }) if view.following() => {
+                Some((ring.clone(), *view))
+            }
+            _ => None,
         }
     }
 

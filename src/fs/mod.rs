@@ -3,6 +3,7 @@
 //! on a session goes to the pool with its reply. Every error goes back
 //! through [`fail`], which logs it.
 
+mod follow;
 mod guard;
 mod moved;
 
@@ -65,6 +66,8 @@ pub struct SessionFs {
     /// The kernel marks an entry stale on request (`FUSE_EXPIRE_ONLY`), so
     /// session directories' entries can be kept (see [`moved`]).
     expirable: bool,
+    /// Reads of `scrollback` held at the end for readers that follow.
+    follows: Arc<follow::Follows>,
 }
 
 /// The one way an error goes back to the kernel: logged (at debug: the
@@ -150,14 +153,16 @@ fn open_mode(flags: OpenFlags) -> Access {
 }
 
 impl SessionFs {
-    pub fn new(core: Arc<Core>, share_read: bool) -> Self {
-        SessionFs {
-            files: Arc::new(Files::new(core)),
+    pub fn new(core: Arc<Core>, share_read: bool) -> std::io::Result<Self> {
+        let files = Arc::new(Files::new(core));
+        Ok(SessionFs {
+            follows: follow::Follows::start(files.clone())?,
+            files,
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
             others: if share_read { 0o055 } else { 0 },
             expirable: false,
-        }
+        })
     }
 
     fn attr(&self, a: &Attr) -> FileAttr {
@@ -388,15 +393,36 @@ impl Filesystem for SessionFs {
         }
         // Each request thread keeps one reply buffer: a fresh 1 MiB buffer
         // per read would be mapped and faulted in anew every time.
-        READ_BUFFER.with_borrow_mut(|buf| {
-            match self.files.read_into(fh.0, offset, size, buf) {
-                Ok(()) => reply.data(buf),
-                Err(e) => reply.error(fail("read", &e)),
-            }
+        let reply = READ_BUFFER.with_borrow_mut(|buf| {
+            let result = self.files.read_into(fh.0, offset, size, buf);
             if buf.capacity() > READ_BUFFER_KEEP {
                 *buf = Vec::new();
             }
-        })
+            match result {
+                Ok(()) if buf.is_empty() => Some(reply),
+                Ok(()) => {
+                    reply.data(buf);
+                    None
+                }
+                Err(e) => {
+                    reply.error(fail("read", &e));
+                    None
+                }
+            }
+        });
+        // Nothing at the end: a reader that follows waits a moment for
+        // output (see `follow`), every other one hears of the end now.
+        let Some(reply) = reply else { return };
+        let nonblock = flags.0 & libc::O_NONBLOCK != 0;
+        let held = match self.files.following(fh.0) {
+            Some((ring, view)) if !nonblock => {
+                self.follows.hold(fh.0, offset, size, reply, &ring, view)
+            }
+            _ => Some(reply),
+        };
+        if let Some(reply) = held {
+            reply.data(&[]);
+        }
     }
 
     fn poll(
@@ -572,6 +598,7 @@ impl Filesystem for SessionFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.follows.released(fh.0);
         self.files.release(fh.0);
         reply.ok();
     }

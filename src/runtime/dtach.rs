@@ -5,7 +5,7 @@
 //! Master → client: raw PTY output, only after ATTACH.
 
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -59,6 +59,10 @@ pub const STALL: Duration = Duration::from_secs(3);
 /// How long a resize or redraw waits on a master that takes nothing: they
 /// are single packets that need not queue behind a stuck write for long.
 pub const CONTROL_PATIENCE: Duration = Duration::from_millis(500);
+
+/// Packets per `send` of an input write made on the caller's thread: 4 KB,
+/// far below what a unix socket takes in one piece.
+const BATCH_PACKETS: usize = 400;
 
 /// How often a waiting writer looks again whether its client was closed.
 const RECHECK: Duration = Duration::from_millis(50);
@@ -326,18 +330,32 @@ impl Client {
             ticket
         };
         let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        // Packets go out in batches of one `send` each: a unix stream
+        // socket takes a send this small whole or not at all, so the master
+        // still reads whole packets, and it is woken once per batch rather
+        // than once per eight bytes.
         let mut done = 0;
-        for p in push_packets(input) {
+        let mut batch = Vec::with_capacity(BATCH_PACKETS * 10);
+        let mut packets = push_packets(input).peekable();
+        while packets.peek().is_some() {
+            batch.clear();
+            for p in packets.by_ref().take(BATCH_PACKETS) {
+                batch.extend_from_slice(&p);
+            }
             let sent = loop {
-                match send(self.stream.as_raw_fd(), &p, flags) {
+                match send(self.stream.as_raw_fd(), &batch, flags) {
                     Err(Errno::EINTR) => continue,
                     other => break other,
                 }
             };
             match sent {
-                Ok(n) if n == p.len() => done += 1,
+                Ok(n) if n == batch.len() => {
+                    done += batch.len() / 10;
+                    self.stalled_at.store(0, Ordering::Relaxed);
+                }
                 Ok(n) => {
-                    self.cut(done, n, libc::EAGAIN);
+                    done += n / 10;
+                    self.cut(done, n % 10, libc::EAGAIN);
                     break;
                 }
                 Err(_) => break,
@@ -390,10 +408,21 @@ const PUMP_MAX: usize = 64 * 1024;
 /// Reads the master's output until it closes, handing each chunk to `sink`.
 /// Runs on a thread of its own so the master never finds our socket full.
 /// An idle session's reader holds 4 KiB, not 64.
-pub fn pump(mut reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
+pub fn pump(reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
+    use nix::errno::Errno;
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    use nix::sys::socket::{recv, MsgFlags};
     let mut buf = vec![0u8; PUMP_START];
     loop {
-        match reader.read(&mut buf) {
+        // Waiting in poll for input only: a blocking recv would also be
+        // woken each time the master takes a packet this client wrote (the
+        // socket's room to write), on the CPU the echo needs next.
+        let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match recv(reader.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 sink(&buf[..n]);
@@ -401,8 +430,8 @@ pub fn pump(mut reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<(
                     buf.resize(PUMP_MAX, 0);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(Errno::EINTR | Errno::EAGAIN) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -410,6 +439,7 @@ pub fn pump(mut reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     #[test]
     fn push_splits_input_into_eight_byte_packets() {

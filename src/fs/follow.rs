@@ -1,0 +1,214 @@
+//! Reads of `scrollback` held briefly at the end, for readers that follow.
+//!
+//! A reader that has found nothing at the end twice in a row is polling for
+//! what comes next (an agent manager's loop, `less +F`); answering it "end
+//! of file" again at once makes it spin against the daemon, taking a CPU
+//! from the very processes that produce the output. Its read is instead
+//! kept for up to [`HOLD`] and answered by the session's output reader as
+//! soon as output arrives, or at the end of the hold with nothing, as
+//! before. `cat`, `grep` and `tail -f` never read twice at the end, so they
+//! never wait; `O_NONBLOCK` readers never do either.
+//!
+//! No request thread waits: the reply is kept here and sent from the output
+//! reader (after the ring's append, outside its lock) or from this module's
+//! one timer thread. A hold is short enough that a signal to the reader
+//! (which the kernel cannot pass on while a read is out) waits no longer
+//! than that.
+
+use crate::core::Files;
+use crate::scrollback::{Scrollback, View};
+use fuser::ReplyData;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a following reader's read is kept waiting for output.
+pub const HOLD: Duration = Duration::from_millis(5);
+/// Reads held at once; past this a read is answered at once.
+const MAX_HELD: usize = 4096;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A read waiting for output.
+struct Pending {
+    reply: ReplyData,
+    offset: u64,
+    size: u32,
+    /// Which hold of the handle this is, so the timer never answers a
+    /// later one early.
+    serial: u64,
+}
+
+/// One `scrollback` handle that follows: at most one held read and one
+/// waker on the ring at a time.
+struct Follower {
+    fh: u64,
+    pending: Mutex<Option<Pending>>,
+    /// A waker of this handle is registered on the ring (it stays there
+    /// until the next append, even when the hold ended before).
+    armed: AtomicBool,
+}
+
+impl Follower {
+    /// Answers the held read, if one is still there, with what the ring
+    /// holds at its offset now.
+    fn answer(&self, files: &Files, serial: Option<u64>) {
+        let pending = {
+            let mut slot = lock(&self.pending);
+            match (&*slot, serial) {
+                (Some(p), Some(s)) if p.serial != s => return,
+                (None, _) => return,
+                _ => slot.take(),
+            }
+        };
+        if let Some(p) = pending {
+            answer_read(files, self.fh, p.offset, p.size, p.reply);
+        }
+    }
+}
+
+fn answer_read(files: &Files, fh: u64, offset: u64, size: u32, reply: ReplyData) {
+    let mut buf = Vec::new();
+    match files.read_into(fh, offset, size, &mut buf) {
+        Ok(()) => reply.data(&buf),
+        Err(e) => reply.error(fuser::Errno::from_i32(e.errno)),
+    }
+}
+
+struct Timers {
+    /// Every hold lasts [`HOLD`], so deadlines come in arrival order.
+    queue: VecDeque<(Instant, Arc<Follower>, u64)>,
+}
+
+/// The held reads of one mount.
+pub struct Follows {
+    files: Arc<Files>,
+    followers: Mutex<HashMap<u64, Arc<Follower>>>,
+    timers: Mutex<Timers>,
+    tick: Condvar,
+    serial: std::sync::atomic::AtomicU64,
+}
+
+impl Follows {
+    /// Starts the timer thread.
+    pub fn start(files: Arc<Files>) -> std::io::Result<Arc<Follows>> {
+        let follows = Arc::new(Follows {
+            files,
+            followers: Mutex::new(HashMap::new()),
+            timers: Mutex::new(Timers {
+                queue: VecDeque::new(),
+            }),
+            tick: Condvar::new(),
+            serial: std::sync::atomic::AtomicU64::new(0),
+        });
+        let timer = follows.clone();
+        std::thread::Builder::new()
+            .name("follow-timer".into())
+            .spawn(move || timer.run_timers())?;
+        Ok(follows)
+    }
+
+    /// Holds a read that found nothing at the end of `ring` for a reader
+    /// that follows; gives the reply back when it cannot be held.
+    pub fn hold(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+        ring: &Scrollback,
+        view: View,
+    ) -> Option<ReplyData> {
+        if lock(&self.timers).queue.len() >= MAX_HELD {
+            return Some(reply);
+        }
+        let follower = lock(&self.followers)
+            .entry(fh)
+            .or_insert_with(|| {
+                Arc::new(Follower {
+                    fh,
+                    pending: Mutex::new(None),
+                    armed: AtomicBool::new(false),
+                })
+            })
+            .clone();
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut slot = lock(&follower.pending);
+            if slot.is_some() {
+                // Two reads of one handle at once: the second is not held.
+                return Some(reply);
+            }
+            *slot = Some(Pending {
+                reply,
+                offset,
+                size,
+                serial,
+            });
+        }
+        if !follower.armed.swap(true, Ordering::AcqRel) {
+            let woken = follower.clone();
+            let files = self.files.clone();
+            let waker = Box::new(move || {
+                woken.armed.store(false, Ordering::Release);
+                woken.answer(&files, None);
+            });
+            if ring.ready_or_wake(&view, Some(waker)) {
+                // Output came in between (or the ring keeps too many
+                // wakers): answer now.
+                follower.armed.store(false, Ordering::Release);
+                follower.answer(&self.files, Some(serial));
+                return None;
+            }
+        }
+        let deadline = Instant::now() + HOLD;
+        lock(&self.timers)
+            .queue
+            .push_back((deadline, follower, serial));
+        self.tick.notify_one();
+        None
+    }
+
+    /// The handle is closed: nothing of it is kept (a waker still on the
+    /// ring finds nothing to answer).
+    pub fn released(&self, fh: u64) {
+        lock(&self.followers).remove(&fh);
+    }
+
+    fn run_timers(&self) {
+        let mut timers = lock(&self.timers);
+        loop {
+            let now = Instant::now();
+            let mut due = Vec::new();
+            while timers.queue.front().is_some_and(|(at, _, _)| *at <= now) {
+                if let Some((_, follower, serial)) = timers.queue.pop_front() {
+                    due.push((follower, serial));
+                }
+            }
+            if !due.is_empty() {
+                drop(timers);
+                for (follower, serial) in due {
+                    follower.answer(&self.files, Some(serial));
+                }
+                timers = lock(&self.timers);
+                continue;
+            }
+            timers = match timers.queue.front() {
+                Some((at, _, _)) => {
+                    let wait = at.saturating_duration_since(now);
+                    self.tick
+                        .wait_timeout(timers, wait)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self
+                    .tick
+                    .wait(timers)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+}
