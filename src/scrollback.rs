@@ -54,6 +54,9 @@ pub struct View {
     /// Reads in a row that found nothing at `read_to`: a reader asking
     /// again at the end is following the output.
     dry: u8,
+    /// The handle has followed the output before (two dry reads in a row):
+    /// from then on its first read at the end counts as following too.
+    follower: bool,
 }
 
 impl View {
@@ -63,12 +66,14 @@ impl View {
         self.base = self.base.max(later.base);
         self.read_to = later.read_to;
         self.dry = later.dry;
+        self.follower |= later.follower;
     }
 
-    /// Whether the last two reads both found nothing at the same end: the
-    /// reader asks again and again for what comes next.
+    /// Whether the last read found nothing at the end and the reader asks
+    /// again and again for what comes next: this read and the one before
+    /// found nothing at the same end, or the handle has done so before.
     pub fn following(&self) -> bool {
-        self.dry >= 2
+        self.dry >= 2 || (self.follower && self.dry >= 1)
     }
 
     /// Stream offset of this handle's file offset 0.
@@ -150,6 +155,7 @@ impl Scrollback {
             base: self.lock().start,
             read_to: 0,
             dry: 0,
+            follower: false,
         }
     }
 
@@ -186,6 +192,7 @@ impl Scrollback {
         view.read_to = offset;
         if pos >= inner.total || size == 0 {
             view.dry = if again { view.dry.saturating_add(1) } else { 1 };
+            view.follower |= view.dry >= 2;
             return;
         }
         let n = (inner.total - pos).min(size as u64) as usize;
@@ -371,10 +378,14 @@ mod tests {
         ring.append(b"!");
         assert_eq!(ring.read(&mut view, 5, 100), b"!");
         assert!(!view.following());
-        // An empty read somewhere else starts the count again.
-        assert!(ring.read(&mut view, 9, 100).is_empty());
+        // Having followed once, its first read at the next end follows.
         assert!(ring.read(&mut view, 6, 100).is_empty());
-        assert!(!view.following());
+        assert!(view.following());
+        // `cat`'s handle never follows.
+        let mut cat = ring.open_view();
+        assert_eq!(ring.read(&mut cat, 0, 100), b"hello!");
+        assert!(ring.read(&mut cat, 6, 100).is_empty());
+        assert!(!cat.following());
     }
 
     #[test]

@@ -165,10 +165,16 @@ impl Follows {
             }
         }
         let deadline = Instant::now() + HOLD;
-        lock(&self.timers)
-            .queue
-            .push_back((deadline, follower, serial));
-        self.tick.notify_one();
+        let mut timers = lock(&self.timers);
+        // With holds queued the timer thread already waits for the first
+        // deadline, and this one is later: it need not be woken (a wake-up
+        // here would take the CPU the output is being made on).
+        let idle = timers.queue.is_empty();
+        timers.queue.push_back((deadline, follower, serial));
+        drop(timers);
+        if idle {
+            self.tick.notify_one();
+        }
         None
     }
 
