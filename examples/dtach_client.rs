@@ -33,6 +33,8 @@ const SET_PROMPT: &[u8] = b" PS1='\\123\\106\\123\\044 '\n";
 const LINE: &str = "The quick brown fox jumps over the lazy dog 0123456789";
 const MARKER: &[u8] = b"BULKDONE";
 const PATIENCE: Duration = Duration::from_secs(60);
+/// How long tmux's control mode may say nothing before the run is given up.
+const SILENCE: Duration = Duration::from_secs(20);
 
 fn die(msg: String) -> ! {
     eprintln!("dtach_client: {msg}");
@@ -286,6 +288,20 @@ impl Terminal for Tmux {
 
     fn read_some(&mut self, out: &mut Vec<u8>) -> bool {
         self.line.clear();
+        // tmux may fall silent (a control client it stopped feeding): give
+        // up after a while rather than block for ever.
+        if self.lines.buffer().is_empty() {
+            use std::os::fd::AsFd;
+            let mut fds = [nix::poll::PollFd::new(
+                self.lines.get_ref().as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let ms =
+                nix::poll::PollTimeout::try_from(SILENCE).unwrap_or(nix::poll::PollTimeout::MAX);
+            if matches!(nix::poll::poll(&mut fds, ms), Ok(0)) {
+                die(format!("tmux control mode sent nothing for {SILENCE:?}"));
+            }
+        }
         match self.lines.read_until(b'\n', &mut self.line) {
             Ok(0) => die("tmux control mode ended".into()),
             Ok(_) => {}

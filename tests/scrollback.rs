@@ -300,10 +300,10 @@ fn a_reader_polling_at_the_end_waits_a_moment_and_loses_nothing() {
 
     // While output comes, a follower spinning at the end gets every byte
     // exactly once, in order.
-    let reader_path = path.clone();
+    // Opened, and its end taken, before anything is typed.
+    let f = std::fs::File::open(&path).unwrap();
+    let mut pos = f.metadata().unwrap().len();
     let reader = std::thread::spawn(move || {
-        let f = std::fs::File::open(&reader_path).unwrap();
-        let mut pos = f.metadata().unwrap().len();
         let mut seen = Vec::new();
         let mut buf = vec![0u8; 4096];
         let deadline = Instant::now() + Duration::from_secs(60);
