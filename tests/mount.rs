@@ -86,9 +86,7 @@ fn the_session_survives_a_daemon_restart_and_reattaches() {
 fn a_killed_master_leaves_a_stale_socket_and_the_next_open_launches_cleanly() {
     let host = Host::new();
     let m = host.mount("mnt");
-    sh_ok(&format!("mkdir {}", m.q("shell:crash")));
-    m.type_line("shell:crash", "echo before");
-    m.wait_output("shell:crash", "before");
+    m.live_shell("shell:crash");
     let status = m.json("shell:crash/status");
     let master = status["master_pid"].as_u64().unwrap() as u32;
     let socket = status["socket"].as_str().unwrap().to_string();

@@ -421,9 +421,7 @@ fn archive_older_archives_what_has_been_idle() {
 fn a_session_moved_through_a_file_leaves_its_parent_at_once() {
     let host = Host::new();
     let m = host.mount("mnt");
-    sh_ok(&format!("mkdir {}", m.q("shell:pin")));
-    m.type_line("shell:pin", "echo pinned");
-    m.wait_output("shell:pin", "pinned");
+    m.live_shell("shell:pin");
     let held = std::fs::File::open(m.path("shell:pin/scrollback")).unwrap();
     for round in 0..2 {
         assert!(m.path("shell:pin").is_dir(), "round {round}");

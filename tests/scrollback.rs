@@ -254,9 +254,7 @@ fn a_reader_polling_at_the_end_waits_a_moment_and_loses_nothing() {
     const HOLD: Duration = Duration::from_millis(5);
     let host = Host::new();
     let m = host.mount("mnt");
-    sh_ok(&format!("mkdir {}", m.q("shell:follow")));
-    m.type_line("shell:follow", "echo ready");
-    m.wait_output_line("shell:follow", "ready");
+    m.live_shell("shell:follow");
     let path = m.path("shell:follow/scrollback");
 
     // A quiet session: twenty reads at the end, each after the first two

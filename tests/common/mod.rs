@@ -216,6 +216,13 @@ impl Mount {
         ));
     }
 
+    /// Makes a shell session and waits until it has run a first command.
+    pub fn live_shell(&self, key: &str) {
+        sh_ok(&format!("mkdir {}", self.q(key)));
+        self.type_line(key, "echo rea''dy");
+        self.wait_output(key, "ready");
+    }
+
     /// Waits until a session's scrollback (read with `cat`) contains `needle`.
     pub fn wait_output(&self, key: &str, needle: &str) {
         let file = self.q(&format!("{key}/scrollback"));
