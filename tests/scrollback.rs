@@ -324,3 +324,54 @@ fn a_reader_polling_at_the_end_waits_a_moment_and_loses_nothing() {
         .collect();
     assert_eq!(numbers, (1..=300).collect::<Vec<u32>>(), "{seen}");
 }
+
+/// Forty readers following one session all get the same new output: the
+/// output reader answers a few of them itself and hands the rest on.
+#[test]
+fn many_followers_of_one_session_all_see_its_output() {
+    use std::os::unix::fs::FileExt;
+    use std::time::{Duration, Instant};
+    let host = Host::new();
+    let m = host.mount("mnt");
+    m.live_shell("shell:crowd");
+    let path = m.path("shell:crowd/scrollback");
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(41));
+    let readers: Vec<_> = (0..40)
+        .map(|_| {
+            let f = std::fs::File::open(&path).unwrap();
+            let start = f.metadata().unwrap().len();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 4096];
+                // Following before the output comes.
+                for _ in 0..2 {
+                    assert_eq!(f.read_at(&mut buf, start).unwrap(), 0);
+                }
+                barrier.wait();
+                let (mut pos, mut seen) = (start, Vec::new());
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !String::from_utf8_lossy(&seen).contains("crowd-done") {
+                    assert!(Instant::now() < deadline, "a follower saw no end");
+                    let n = f.read_at(&mut buf, pos).unwrap();
+                    pos += n as u64;
+                    seen.extend_from_slice(&buf[..n]);
+                }
+                seen
+            })
+        })
+        .collect();
+    barrier.wait();
+    m.type_line("shell:crowd", "seq 1 200; echo crowd-do''ne");
+    let seen: Vec<Vec<u8>> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let first = String::from_utf8_lossy(&seen[0]).into_owned();
+    assert!(first.contains("\r\n200\r\n"), "{first}");
+    for other in &seen[1..] {
+        let other = String::from_utf8_lossy(other);
+        let end = |t: &str| t[..t.find("crowd-done").unwrap()].to_string();
+        assert_eq!(
+            end(&other),
+            end(&first),
+            "two followers saw different bytes"
+        );
+    }
+}

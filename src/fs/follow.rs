@@ -10,10 +10,10 @@
 //! never wait; `O_NONBLOCK` readers never do either.
 //!
 //! No request thread waits: the reply is kept here and sent from the output
-//! reader (after the ring's append, outside its lock) or from this module's
-//! one timer thread. A hold is short enough that a signal to the reader
-//! (which the kernel cannot pass on while a read is out) waits no longer
-//! than that.
+//! reader (after the ring's append, outside its lock; past a few in a burst
+//! it hands the rest on) or from this module's one timer thread. A hold is
+//! short enough that a signal to the reader (which the kernel cannot pass
+//! on while a read is out) waits no longer than that.
 
 use crate::core::Files;
 use crate::scrollback::{Scrollback, View};
@@ -27,6 +27,34 @@ use std::time::{Duration, Instant};
 pub const HOLD: Duration = Duration::from_millis(5);
 /// Reads held at once; past this a read is answered at once.
 const MAX_HELD: usize = 4096;
+/// Held reads the output reader answers itself within [`BURST`]; the rest
+/// go to the timer thread, so that many followers of one session cannot
+/// hold up the reading of its output.
+const INLINE_MAX: u32 = 8;
+const BURST: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// When this thread's current burst of inline answers began, and how
+    /// many it has given.
+    static INLINE: std::cell::Cell<Option<(Instant, u32)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread may answer one more held read itself.
+fn inline_allowed() -> bool {
+    INLINE.with(|cell| {
+        let now = Instant::now();
+        match cell.get() {
+            Some((start, n)) if now.duration_since(start) < BURST => {
+                cell.set(Some((start, n + 1)));
+                n < INLINE_MAX
+            }
+            _ => {
+                cell.set(Some((now, 1)));
+                true
+            }
+        }
+    })
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -81,6 +109,9 @@ fn answer_read(files: &Files, fh: u64, offset: u64, size: u32, reply: ReplyData)
 struct Timers {
     /// Every hold lasts [`HOLD`], so deadlines come in arrival order.
     queue: VecDeque<(Instant, Arc<Follower>, u64)>,
+    /// Followers whose output came while their session's reader had
+    /// answered enough others: answered by the timer thread.
+    handed: Vec<Arc<Follower>>,
 }
 
 /// The held reads of one mount.
@@ -100,6 +131,7 @@ impl Follows {
             followers: Mutex::new(HashMap::new()),
             timers: Mutex::new(Timers {
                 queue: VecDeque::new(),
+                handed: Vec::new(),
             }),
             tick: Condvar::new(),
             serial: std::sync::atomic::AtomicU64::new(0),
@@ -114,7 +146,7 @@ impl Follows {
     /// Holds a read that found nothing at the end of `ring` for a reader
     /// that follows; gives the reply back when it cannot be held.
     pub fn hold(
-        &self,
+        self: &Arc<Self>,
         fh: u64,
         offset: u64,
         size: u32,
@@ -151,10 +183,15 @@ impl Follows {
         }
         if !follower.armed.swap(true, Ordering::AcqRel) {
             let woken = follower.clone();
-            let files = self.files.clone();
+            let follows = self.clone();
             let waker = Box::new(move || {
                 woken.armed.store(false, Ordering::Release);
-                woken.answer(&files, None);
+                if inline_allowed() {
+                    woken.answer(&follows.files, None);
+                } else {
+                    lock(&follows.timers).handed.push(woken);
+                    follows.tick.notify_one();
+                }
             });
             if ring.ready_or_wake(&view, Some(waker)) {
                 // Output came in between (or the ring keeps too many
@@ -188,16 +225,20 @@ impl Follows {
         let mut timers = lock(&self.timers);
         loop {
             let now = Instant::now();
-            let mut due = Vec::new();
+            let mut due: Vec<(Arc<Follower>, Option<u64>)> = timers
+                .handed
+                .drain(..)
+                .map(|follower| (follower, None))
+                .collect();
             while timers.queue.front().is_some_and(|(at, _, _)| *at <= now) {
                 if let Some((_, follower, serial)) = timers.queue.pop_front() {
-                    due.push((follower, serial));
+                    due.push((follower, Some(serial)));
                 }
             }
             if !due.is_empty() {
                 drop(timers);
                 for (follower, serial) in due {
-                    follower.answer(&self.files, Some(serial));
+                    follower.answer(&self.files, serial);
                 }
                 timers = lock(&self.timers);
                 continue;
