@@ -300,19 +300,8 @@ fn a_reader_polling_at_the_end_waits_a_moment_and_loses_nothing() {
     // exactly once, in order.
     // Opened, and its end taken, before anything is typed.
     let f = std::fs::File::open(&path).unwrap();
-    let mut pos = f.metadata().unwrap().len();
-    let reader = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let mut buf = vec![0u8; 4096];
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !String::from_utf8_lossy(&seen).contains("L0300 done") {
-            assert!(Instant::now() < deadline, "the follower saw no end");
-            let n = f.read_at(&mut buf, pos).unwrap();
-            pos += n as u64;
-            seen.extend_from_slice(&buf[..n]);
-        }
-        seen
-    });
+    let pos = f.metadata().unwrap().len();
+    let reader = std::thread::spawn(move || follow_until(&f, pos, "L0300 done"));
     m.type_line(
         "shell:follow",
         "for i in $(seq -w 1 300); do echo L0$i; done; echo L0300 do''ne",
@@ -330,7 +319,6 @@ fn a_reader_polling_at_the_end_waits_a_moment_and_loses_nothing() {
 #[test]
 fn many_followers_of_one_session_all_see_its_output() {
     use std::os::unix::fs::FileExt;
-    use std::time::{Duration, Instant};
     let host = Host::new();
     let m = host.mount("mnt");
     m.live_shell("shell:crowd");
@@ -348,15 +336,7 @@ fn many_followers_of_one_session_all_see_its_output() {
                     assert_eq!(f.read_at(&mut buf, start).unwrap(), 0);
                 }
                 barrier.wait();
-                let (mut pos, mut seen) = (start, Vec::new());
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while !String::from_utf8_lossy(&seen).contains("crowd-done") {
-                    assert!(Instant::now() < deadline, "a follower saw no end");
-                    let n = f.read_at(&mut buf, pos).unwrap();
-                    pos += n as u64;
-                    seen.extend_from_slice(&buf[..n]);
-                }
-                seen
+                follow_until(&f, start, "crowd-done")
             })
         })
         .collect();
@@ -374,4 +354,23 @@ fn many_followers_of_one_session_all_see_its_output() {
             "two followers saw different bytes"
         );
     }
+}
+
+/// Reads `f` from `pos` on, asking again at once at the end, until `marker`
+/// has been read; returns all it read.
+fn follow_until(f: &std::fs::File, mut pos: u64, marker: &str) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !String::from_utf8_lossy(&seen).contains(marker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {marker:?} within 60 s"
+        );
+        let n = f.read_at(&mut buf, pos).unwrap();
+        pos += n as u64;
+        seen.extend_from_slice(&buf[..n]);
+    }
+    seen
 }
