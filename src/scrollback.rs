@@ -71,9 +71,9 @@ impl View {
 
     /// Whether the last read found nothing at the end and the reader asks
     /// again and again for what comes next: this read and the one before
-    /// found nothing at the same end, or the handle has done so before.
+    /// found nothing at the same end, now or earlier in the handle's life.
     pub fn following(&self) -> bool {
-        self.dry >= 2 || (self.follower && self.dry >= 1)
+        self.follower && self.dry >= 1
     }
 
     /// Stream offset of this handle's file offset 0.

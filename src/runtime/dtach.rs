@@ -335,7 +335,7 @@ impl Client {
         // still reads whole packets, and it is woken once per batch rather
         // than once per eight bytes.
         let mut done = 0;
-        let mut batch = Vec::with_capacity(BATCH_PACKETS * 10);
+        let mut batch = Vec::with_capacity(input.len().div_ceil(PUSH_MAX).min(BATCH_PACKETS) * 10);
         let mut packets = push_packets(input).peekable();
         while packets.peek().is_some() {
             batch.clear();
@@ -349,10 +349,7 @@ impl Client {
                 }
             };
             match sent {
-                Ok(n) if n == batch.len() => {
-                    done += batch.len() / 10;
-                    self.stalled_at.store(0, Ordering::Relaxed);
-                }
+                Ok(n) if n == batch.len() => done += batch.len() / 10,
                 Ok(n) => {
                     done += n / 10;
                     self.cut(done, n % 10, libc::EAGAIN);
@@ -413,20 +410,27 @@ pub fn pump(reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
     use nix::poll::{PollFd, PollFlags, PollTimeout};
     use nix::sys::socket::{recv, MsgFlags};
     let mut buf = vec![0u8; PUMP_START];
+    // After a read that filled the buffer more is likely waiting: read again
+    // at once, without asking poll first.
+    let mut more = false;
     loop {
         // Waiting in poll for input only: a blocking recv would also be
         // woken each time the master takes a packet this client wrote (the
         // socket's room to write), on the CPU the echo needs next.
-        let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
+        if !more {
+            let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
+            match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
+        more = false;
         match recv(reader.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 sink(&buf[..n]);
-                if n == buf.len() && buf.len() < PUMP_MAX {
+                more = n == buf.len();
+                if more && buf.len() < PUMP_MAX {
                     buf.resize(PUMP_MAX, 0);
                 }
             }
