@@ -32,6 +32,10 @@ const MAX_HELD: usize = 4096;
 /// hold up the reading of its output.
 const INLINE_MAX: u32 = 8;
 const BURST: Duration = Duration::from_millis(1);
+/// How long the timer thread keeps waking every [`HOLD`] after its last
+/// hold before it sleeps until the next: a follower that holds again within
+/// that time does not have to wake it.
+const LINGER: Duration = Duration::from_millis(200);
 
 thread_local! {
     /// When this thread's current burst of inline answers began, and how
@@ -81,6 +85,13 @@ struct Follower {
 }
 
 impl Follower {
+    /// Whether hold `serial` is still waiting for its answer.
+    fn holds(&self, serial: u64) -> bool {
+        lock(&self.pending)
+            .as_ref()
+            .is_some_and(|p| p.serial == serial)
+    }
+
     /// Answers the held read, if one is still there, with what the ring
     /// holds at its offset now.
     fn answer(&self, files: &Files, serial: Option<u64>) {
@@ -109,6 +120,9 @@ fn answer_read(files: &Files, fh: u64, offset: u64, size: u32, reply: ReplyData)
 struct Timers {
     /// Every hold lasts [`HOLD`], so deadlines come in arrival order.
     queue: VecDeque<(Instant, Arc<Follower>, u64)>,
+    /// The timer thread sleeps with no deadline: a new hold must wake it.
+    /// Otherwise it wakes by itself at or before any new hold's deadline.
+    parked: bool,
     /// Followers whose output came while their session's reader had
     /// answered enough others: answered by the timer thread.
     handed: Vec<Arc<Follower>>,
@@ -131,6 +145,7 @@ impl Follows {
             followers: Mutex::new(HashMap::new()),
             timers: Mutex::new(Timers {
                 queue: VecDeque::new(),
+                parked: false,
                 handed: Vec::new(),
             }),
             tick: Condvar::new(),
@@ -203,13 +218,13 @@ impl Follows {
         }
         let deadline = Instant::now() + HOLD;
         let mut timers = lock(&self.timers);
-        // With holds queued the timer thread already waits for the first
-        // deadline, and this one is later: it need not be woken (a wake-up
-        // here would take the CPU the output is being made on).
-        let idle = timers.queue.is_empty();
+        // Unless it is parked, the timer thread wakes by itself before this
+        // deadline: it need not be woken (a wake-up here would take the CPU
+        // the output is being made on).
+        let parked = timers.parked;
         timers.queue.push_back((deadline, follower, serial));
         drop(timers);
-        if idle {
+        if parked {
             self.tick.notify_one();
         }
         None
@@ -223,6 +238,7 @@ impl Follows {
 
     fn run_timers(&self) {
         let mut timers = lock(&self.timers);
+        let mut last_hold = Instant::now();
         loop {
             let now = Instant::now();
             let mut due: Vec<(Arc<Follower>, Option<u64>)> = timers
@@ -243,18 +259,39 @@ impl Follows {
                 timers = lock(&self.timers);
                 continue;
             }
-            timers = match timers.queue.front() {
-                Some((at, _, _)) => {
-                    let wait = at.saturating_duration_since(now);
+            if !timers.queue.is_empty() {
+                last_hold = now;
+            }
+            // Holds the output already answered need no wake-up of their own.
+            while timers
+                .queue
+                .front()
+                .is_some_and(|(_, follower, serial)| !follower.holds(*serial))
+            {
+                timers.queue.pop_front();
+            }
+            let wake_at = match timers.queue.front() {
+                Some((at, _, _)) => Some(*at),
+                None if now.duration_since(last_hold) < LINGER => Some(now + HOLD),
+                None => None,
+            };
+            timers = match wake_at {
+                Some(at) => {
                     self.tick
-                        .wait_timeout(timers, wait)
+                        .wait_timeout(timers, at.saturating_duration_since(now))
                         .unwrap_or_else(PoisonError::into_inner)
                         .0
                 }
-                None => self
-                    .tick
-                    .wait(timers)
-                    .unwrap_or_else(PoisonError::into_inner),
+                None => {
+                    timers.parked = true;
+                    let mut woken = self
+                        .tick
+                        .wait(timers)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    woken.parked = false;
+                    last_hold = Instant::now();
+                    woken
+                }
             };
         }
     }
