@@ -676,9 +676,6 @@ impl Files {
             Opens::Dir => Err(Error::new(libc::EISDIR, "a directory")),
             Opens::Link => Err(Error::new(libc::ELOOP, "a symlink")),
             Opens::Read if mode.writes => Err(Error::access(format!("{what} is read-only"))),
-            Opens::ReadOrAppend | Opens::Append if mode.truncates => {
-                Err(Error::perm("transcripts are append-only: use >>"))
-            }
             // Only the privileged get past the kernel's mode check to read a
             // write-only stream (`tar`, `grep -r` as root): it reads as
             // empty, as a file of mode 0200 with nothing kept would.
@@ -700,6 +697,19 @@ impl Files {
         let node = self.node(ino)?;
         Self::check_opens(&node, mode)
             .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))?;
+        // The kernel passes O_TRUNC on with the open rather than as a
+        // setattr of its own: it does here exactly what a truncation to 0
+        // does (a stream has nothing to cut, a transcript refuses unless
+        // empty, a scratch file is emptied).
+        if mode.truncates {
+            let to_zero = SetAttr {
+                owner_or_mode: false,
+                size: Some(0),
+            };
+            self.setattr_node(&node, to_zero, None, pid).map_err(|e| {
+                self.refuse(Some(&node), &format!("truncate {} to 0", node.label()), e)
+            })?;
+        }
         let handle = match (&node, node.row().content) {
             _ if !mode.writes && matches!(node.row().opens, Opens::Write | Opens::Append) => {
                 Handle::Snapshot(Vec::new())
@@ -713,9 +723,6 @@ impl Files {
                     .ok_or_else(|| Error::not_found(format!("no {name} in {key}")))?;
                 if file.symlink.is_some() {
                     return Err(Error::new(libc::ELOOP, "a symlink"));
-                }
-                if mode.writes && mode.truncates {
-                    self.scratch_resize(key, name, 0)?;
                 }
                 Handle::Scratch(key.clone(), name.clone())
             }

@@ -278,6 +278,12 @@ impl Filesystem for SessionFs {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             log::debug!("kernel lacks {missing:?}: mmap of files here fails with ENODEV");
         }
+        // `echo x > input` opens with O_TRUNC: the truncation goes with the
+        // OPEN (every file's open handles it) instead of a SETATTR and a
+        // GETATTR of its own.
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC) {
+            log::debug!("kernel lacks {missing:?}: O_TRUNC costs a setattr");
+        }
         self.expirable = config
             .capabilities()
             .contains(fuser::InitFlags::FUSE_HAS_EXPIRE_ONLY);
