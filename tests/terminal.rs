@@ -14,11 +14,16 @@ fn a_session_that_goes_away_is_gone_at_once_though_its_input_was_cached() {
     // Looked up (and kept by the kernel) just before the session goes.
     m.type_line("shell:gone", "echo be''fore");
     m.wait_output("shell:gone", "before");
-    sh_ok(&format!("stat {} >/dev/null", m.q("shell:gone/input")));
+    sh_ok(&format!(
+        "stat {} {} >/dev/null",
+        m.q("shell:gone/input"),
+        m.q("shell:gone/state")
+    ));
     sh_ok(&format!("echo 1 > {}", m.q("shell:gone/archive")));
     let gone = sh(&format!(
-        "stat {} || echo x > {}",
+        "stat {} || cat {} || echo x > {}",
         m.q("shell:gone"),
+        m.q("shell:gone/state"),
         m.q("shell:gone/input")
     ));
     assert!(

@@ -52,6 +52,9 @@ pub enum Fixed {
     /// A session's directory: its attributes and its entry for a while. It
     /// can leave its parent (archived, unarchived); the kernel is told then.
     Directory,
+    /// A directory of the root (`archived/`, `slots/`, ...): its entry for
+    /// good, its attributes for a while.
+    RootDirectory,
     /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)
     /// exist as long as their directory.
     AttributesAndEntry,
@@ -318,11 +321,20 @@ impl Files {
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
             Node::Root => Fixed::Attributes,
             Node::Session(_, SessionFile::Dir) => Fixed::Directory,
+            // Always there, never renamed, removed or replaced.
+            Node::View(_) | Node::SlotsDir | Node::TranscriptsDir => Fixed::RootDirectory,
             // Never the target of a rename or an unlink that succeeds.
             Node::Session(
                 _,
-                SessionFile::Scrollback | SessionFile::Screen | SessionFile::Status,
-            ) => Fixed::Entry,
+                SessionFile::Scrollback
+                | SessionFile::Screen
+                | SessionFile::Status
+                | SessionFile::State
+                | SessionFile::Wait
+                | SessionFile::Events,
+            )
+            | Node::RootFile(RootFile::Readme | RootFile::Status)
+            | Node::SessionsJson => Fixed::Entry,
             _ => Fixed::Nothing,
         };
         Attr {

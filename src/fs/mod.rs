@@ -47,6 +47,7 @@ fn ttls(fixed: Fixed, expirable: bool) -> (Duration, Duration) {
     match fixed {
         Fixed::AttributesAndEntry => (KEPT, KEPT),
         Fixed::Attributes => (MOMENT, TTL),
+        Fixed::RootDirectory => (MOMENT, KEPT),
         Fixed::Directory if expirable => (MOMENT, MOMENT),
         Fixed::Directory => (MOMENT, TTL),
         Fixed::Entry => (TTL, KEPT),
