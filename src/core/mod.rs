@@ -96,6 +96,8 @@ pub struct Core {
     root_error: Mutex<Option<String>>,
     /// Blocked reads of `wait`.
     waits: waits::Waits,
+    /// Every live session's output, read by a few threads.
+    output_readers: crate::runtime::readers::OutputReaders,
     /// Told when a session leaves its directory other than by a rename
     /// (archived or unarchived through a file): the kernel may still hold
     /// the old entry. Set once by the FUSE adapter.
@@ -183,6 +185,7 @@ impl Core {
             listings: listing::ListingCache::default(),
             root_error: Mutex::new(None),
             waits: waits::Waits::default(),
+            output_readers: Default::default(),
             moved_hook: std::sync::OnceLock::new(),
         }))
     }

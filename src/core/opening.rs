@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::runtime::dtach::{self, Client};
 use crate::runtime::launch::terminate;
+use crate::runtime::readers::Ended;
 use crate::runtime::record::{now_ms, RunRecord};
 use crate::runtime::{OpenRequest, Outcome};
 use crate::sidecar::SessionMeta;
@@ -257,46 +258,45 @@ impl Core {
         let reader_rt = rt.clone();
         let reader_waits = self.waits.clone();
         let reader_client = client.clone();
-        let reader = opened.reader;
-        std::thread::Builder::new()
-            .name(format!("pty-{key}"))
-            .spawn(move || {
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    dtach::pump(reader, |bytes| reader_rt.take_output(bytes))
-                }));
-                // Writers still waiting on this master fail now, not at their deadline.
-                reader_client.close();
-                let mut state = lock(&reader_rt.state);
-                let ended_by_itself =
-                    state.generation == generation && matches!(result, Ok(Ok(())));
-                if state.generation == generation {
-                    state.client = None;
+        let sink_rt = rt.clone();
+        let on_end = move |ended: Ended| {
+            // Writers still waiting on this master fail now, not at their deadline.
+            reader_client.close();
+            let mut state = lock(&reader_rt.state);
+            let ended_by_itself = state.generation == generation && matches!(ended, Ended::Closed);
+            if state.generation == generation {
+                state.client = None;
+            }
+            match ended {
+                Ended::Closed => log::info!("{}: master closed", reader_rt.key),
+                Ended::Failed(e) => {
+                    log::warn!("{}: reading the master failed: {e}", reader_rt.key)
                 }
-                match result {
-                    Ok(Ok(())) => log::info!("{}: master closed", reader_rt.key),
-                    Ok(Err(e)) => log::warn!("{}: reading the master failed: {e}", reader_rt.key),
-                    // The next open joins the master again with a new reader.
-                    Err(panic) => {
-                        let why = format!(
-                            "the output reader stopped on an internal error: {}",
-                            crate::screen::panic_message(panic.as_ref())
-                        );
-                        log::error!("{}: {why}", reader_rt.key);
-                        state.error = Some(why);
-                    }
+                // The next open joins the master again with a new reader.
+                Ended::Panicked(message) => {
+                    let why = format!("the output reader stopped on an internal error: {message}");
+                    log::error!("{}: {why}", reader_rt.key);
+                    state.error = Some(why);
                 }
-                drop(state);
-                // Not stopped by this daemon: the program ended (a stop
-                // reports itself).
-                if ended_by_itself {
-                    super::agent_state::process(
-                        &reader_rt,
-                        &reader_waits,
-                        crate::agent::state::Signal::Exited("the program ended".into()),
-                    );
-                }
-            })
-            .map_err(|e| Error::io("cannot start a reader thread", &e))?;
+            }
+            drop(state);
+            // Not stopped by this daemon: the program ended (a stop
+            // reports itself).
+            if ended_by_itself {
+                super::agent_state::process(
+                    &reader_rt,
+                    &reader_waits,
+                    crate::agent::state::Signal::Exited("the program ended".into()),
+                );
+            }
+        };
+        self.output_readers
+            .watch(
+                opened.reader,
+                Box::new(move |bytes| sink_rt.take_output(bytes)),
+                Box::new(on_end),
+            )
+            .map_err(|e| Error::io("cannot read the session's output", &e))?;
         Ok(client)
     }
 

@@ -396,50 +396,6 @@ impl Client {
     }
 }
 
-/// The reader's buffer: what one `read` of a quiet session gets (dtach
-/// writes at most 4 KiB at a time), and what it grows to once output comes
-/// faster than it is read, so that a busy session is drained in few reads.
-const PUMP_START: usize = 4 * 1024;
-const PUMP_MAX: usize = 64 * 1024;
-
-/// Reads the master's output until it closes, handing each chunk to `sink`.
-/// Runs on a thread of its own so the master never finds our socket full.
-/// An idle session's reader holds 4 KiB, not 64.
-pub fn pump(reader: UnixStream, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
-    use nix::errno::Errno;
-    use nix::poll::{PollFd, PollFlags, PollTimeout};
-    use nix::sys::socket::{recv, MsgFlags};
-    let mut buf = vec![0u8; PUMP_START];
-    // After a read that filled the buffer more is likely waiting: read again
-    // at once, without asking poll first.
-    let mut more = false;
-    loop {
-        // Waiting in poll for input only: a blocking recv would also be
-        // woken each time the master takes a packet this client wrote (the
-        // socket's room to write), on the CPU the echo needs next.
-        if !more {
-            let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
-            match nix::poll::poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) | Err(Errno::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        more = false;
-        match recv(reader.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
-            Ok(0) => return Ok(()),
-            Ok(n) => {
-                sink(&buf[..n]);
-                more = n == buf.len();
-                if more && buf.len() < PUMP_MAX {
-                    buf.resize(PUMP_MAX, 0);
-                }
-            }
-            Err(Errno::EINTR | Errno::EAGAIN) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -604,30 +560,5 @@ mod tests {
         let w = winsize(120, 40);
         assert_eq!(u16::from_ne_bytes([w[0], w[1]]), 40);
         assert_eq!(u16::from_ne_bytes([w[2], w[3]]), 120);
-    }
-
-    #[test]
-    fn pump_hands_on_every_byte_in_order_and_grows_its_buffer_under_load() {
-        use std::io::Write;
-        let (mut master, reader) = UnixStream::pair().unwrap();
-        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-        // A backlog before the first read: it fills the small buffer, and
-        // the larger one takes more of it at once.
-        master.write_all(&data[..64 * 1024]).unwrap();
-        let sent = data.clone();
-        let writer = std::thread::spawn(move || {
-            master.write_all(&sent[64 * 1024..]).unwrap();
-        });
-        let mut got = Vec::new();
-        let mut largest = 0;
-        pump(reader, |chunk| {
-            largest = largest.max(chunk.len());
-            got.extend_from_slice(chunk);
-        })
-        .unwrap();
-        writer.join().unwrap();
-        assert_eq!(got, data);
-        assert!(largest > PUMP_START, "largest read {largest}");
-        assert!(largest <= PUMP_MAX);
     }
 }

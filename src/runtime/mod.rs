@@ -5,6 +5,7 @@ pub mod dtach;
 pub mod launch;
 pub mod lock;
 pub mod paths;
+pub mod readers;
 pub mod record;
 pub mod wrapper;
 
