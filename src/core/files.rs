@@ -718,7 +718,7 @@ impl Files {
                 owner_or_mode: false,
                 size: Some(0),
             };
-            self.setattr_node(&node, to_zero, None, pid).map_err(|e| {
+            self.apply_setattr(&node, to_zero, None).map_err(|e| {
                 self.refuse(Some(&node), &format!("truncate {} to 0", node.label()), e)
             })?;
         }
@@ -1066,14 +1066,19 @@ impl Files {
     }
 
     fn setattr_node(&self, node: &Node, set: SetAttr, fh: Option<u64>, pid: u32) -> Result<Attr> {
-        let node = node.clone();
+        self.apply_setattr(node, set, fh)?;
+        self.attr_of(node, fh, pid)
+    }
+
+    /// What `setattr` changes, without the attributes it answers with.
+    fn apply_setattr(&self, node: &Node, set: SetAttr, fh: Option<u64>) -> Result<()> {
         if let Some(size) = set.size {
-            self.check_size(&node, size)?;
+            self.check_size(node, size)?;
         }
         let row = node.row();
         // A hosted transcript is append-only: no size is set, not even its own.
         let writable = row.cap != Cap::ReadOnly && !matches!(node, Node::HostedFile(_));
-        if let (Node::HostedFile(id), Some(size)) = (&node, set.size) {
+        if let (Node::HostedFile(id), Some(size)) = (node, set.size) {
             if size != self.core.slots().transcript_len(id) {
                 return Err(Error::perm("transcripts are append-only: use >>"));
             }
@@ -1090,14 +1095,14 @@ impl Files {
                 }
             });
         }
-        if let (Node::Scratch(key, name), Some(size)) = (&node, set.size) {
+        if let (Node::Scratch(key, name), Some(size)) = (node, set.size) {
             self.scratch_resize(key, name, size)?;
         }
         // `echo x > input` truncates before it writes: a stream has nothing to cut.
         if set.size.is_some() && !writable {
             return Err(Error::access("read-only file"));
         }
-        self.attr_of(&node, fh, pid)
+        Ok(())
     }
 
     /// `mkdir`: a session in the root, a world in `slots/`.

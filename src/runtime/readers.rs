@@ -107,7 +107,11 @@ impl OutputReaders {
         let shards = self.start()?;
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let shard = &shards[(token % shards.len() as u64) as usize];
-        let fd = stream.as_raw_fd();
+        // Level-triggered: output that comes before the session is in the
+        // map is reported again once it is.
+        shard
+            .epoll
+            .add(&stream, EpollEvent::new(EpollFlags::EPOLLIN, token))?;
         lock(&shard.sessions).insert(
             token,
             Session {
@@ -116,17 +120,6 @@ impl OutputReaders {
                 on_end,
             },
         );
-        // SAFETY: `fd` belongs to the stream just put in the map, which no
-        // one closes before it is in the set: the thread only ends a
-        // session it was told about by the set.
-        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        if let Err(e) = shard
-            .epoll
-            .add(borrowed, EpollEvent::new(EpollFlags::EPOLLIN, token))
-        {
-            lock(&shard.sessions).remove(&token);
-            return Err(e.into());
-        }
         Ok(())
     }
 
