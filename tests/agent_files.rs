@@ -316,6 +316,91 @@ fn an_agent_never_ready_times_out_with_the_reason_in_status() {
     assert!(cmd.contains(" hook --events "), "{cmd}");
 }
 
+/// A host whose Claude is a stand-in TUI whose turns are too quick for any
+/// screen look: it draws a prompt box, takes a bracketed paste into it, and
+/// on Enter fires its Stop hook at once, never drawing a running turn.
+/// `keeps_text`: the box goes on showing the text after the Enter.
+fn instant_claude(host: Host, keeps_text: bool) -> Host {
+    let path = host.path("instant-claude");
+    let script = r#"#!/usr/bin/env python3
+import json, os, subprocess, sys, tty
+args = sys.argv[1:]
+session = args[args.index("--session-id") + 1]
+with open(args[args.index("--settings") + 1]) as f:
+    stop = json.load(f)["hooks"]["Stop"][0]["hooks"][0]["command"]
+keeps_text = KEEPS_TEXT
+tty.setraw(0)
+rule = "\u2500" * 40
+def draw(text):
+    screen = "\x1b[H\x1b[2J instant stand-in\r\n" + rule + "\r\n\u276f " + text + "\r\n" + rule + "\r\n  ? for shortcuts\r\n"
+    os.write(1, screen.encode())
+os.write(1, b"\x1b[?2004h")
+draw("")
+typed = b""
+while True:
+    data = os.read(0, 4096)
+    if not data:
+        break
+    for part in data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").split(b"\r")[:-1]:
+        typed += part
+        if not keeps_text:
+            typed = b""
+        draw(typed.decode(errors="replace"))
+        payload = json.dumps({"session_id": session, "hook_event_name": "Stop"})
+        subprocess.run(stop, shell=True, input=payload.encode())
+    typed += data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").split(b"\r")[-1]
+    draw(typed.decode(errors="replace"))
+"#;
+    let keeps = if keeps_text { "True" } else { "False" };
+    std::fs::write(&path, script.replace("KEEPS_TEXT", keeps)).unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    let program = path.display().to_string();
+    host.with_env("SESSIONFS_ENGINE_CLAUDE", &program)
+}
+
+#[test]
+fn a_turn_too_quick_for_the_screen_is_still_seen_taken() {
+    // Whether the prompt box empties after the Enter (seen taken at once)
+    // or not (seen taken when the turn's end arrives).
+    for keeps_text in [false, true] {
+        let host =
+            instant_claude(Host::new(), keeps_text).with_env("AGENT_SESSIONS_PROMPT_TIMEOUT", "15");
+        let m = host.mount("mnt");
+        let key = format!("claude:{ID}");
+        sh_ok(&format!("mkdir {}", m.q(&key)));
+        let t0 = Instant::now();
+        let out = sh(&format!(
+            "/usr/bin/printf 'quick one\\n' > {}",
+            m.q(&format!("{key}/prompt"))
+        ));
+        assert!(
+            out.status.success(),
+            "keeps_text {keeps_text}: {out:?}\nstatus: {}\nscreen:\n{}",
+            m.read(&format!("{key}/status")),
+            m.read(&format!("{key}/screen"))
+        );
+        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+        let (status, line) = finish(cat(&m.path(&format!("{key}/wait"))), 20);
+        assert!(status.success());
+        assert_eq!(line, "idle\n");
+        let events: Vec<serde_json::Value> = m
+            .read(&format!("{key}/events"))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let turn: Vec<(&str, &str)> = events
+            .iter()
+            .skip_while(|e| e["state"] != "busy")
+            .map(|e| (e["state"].as_str().unwrap(), e["source"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            turn,
+            [("busy", "prompt"), ("idle", "hook")],
+            "keeps_text {keeps_text}: {events:?}"
+        );
+    }
+}
+
 /// Appends one Claude hook event to the session's hook file the way the
 /// agent's hook does: `sessionfs hook` with the payload on stdin.
 fn hook(host: &Host, key: &str, event: &str, session_id: &str) {

@@ -53,11 +53,12 @@ impl Agents {
         self.m.read(&format!("{key}/{file}"))
     }
 
-    /// `echo TEXT > KEY/prompt`: how long close() took.
+    /// `echo TEXT > KEY/prompt`: how long close() took. The `printf` is
+    /// coreutils', which reports a failed close (bash's builtin would not).
     fn prompt(&self, key: &str, text: &str) -> Duration {
         let t0 = Instant::now();
         let out = sh(&format!(
-            "printf '%s\\n' '{}' > {}",
+            "env printf '%s\\n' '{}' > {}",
             text.replace('\'', r"'\''"),
             self.m.q(&format!("{key}/prompt"))
         ));

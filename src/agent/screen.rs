@@ -139,6 +139,13 @@ pub fn composer_shows(tui: Tui, screen: &str, typed: &str) -> bool {
     !start.is_empty() && shown.contains(&start)
 }
 
+/// Whether the prompt box is drawn and no longer shows `typed`: after an
+/// Enter, the text was taken. No prompt box (a redraw, a dialog) is not
+/// taken to mean anything.
+pub fn composer_cleared(tui: Tui, screen: &str, typed: &str) -> bool {
+    composer_text(tui, screen).is_some() && !composer_shows(tui, screen, typed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +210,29 @@ mod tests {
             Some("say hello to me")
         );
         assert!(composer_shows(Tui::Codex, codex, "say  hello"));
+    }
+
+    #[test]
+    fn a_prompt_box_drawn_without_the_text_means_it_was_taken() {
+        let typed =
+            "  >_ OpenAI Codex (v0.169.0)\n     /w\n\n› say hello\n\n  gpt-5 default · /w\n";
+        assert!(!composer_cleared(Tui::Codex, typed, "say hello"));
+        // Submitted: the text moved up into the history, the box is empty.
+        let taken = "  >_ OpenAI Codex (v0.169.0)\n     /w\n\n› say hello\n\n• Hi.\n\n› Ask Codex to do anything\n\n  gpt-5 default · /w\n";
+        assert!(composer_cleared(Tui::Codex, taken, "say hello"));
+        // No prompt box at all (a redraw, a dialog) says nothing.
+        assert!(!composer_cleared(
+            Tui::Codex,
+            "  >_ OpenAI Codex\n",
+            "say hello"
+        ));
+        let claude_taken = claude_screen("> fix it\n", "❯  ", "  ? for shortcuts");
+        assert!(composer_cleared(Tui::Claude, &claude_taken, "fix it"));
+        assert!(!composer_cleared(
+            Tui::Claude,
+            "Do you want to proceed?\n❯ 1. Yes\n",
+            "fix it"
+        ));
     }
 
     #[test]

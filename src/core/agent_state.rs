@@ -13,7 +13,7 @@ use super::waits::Waits;
 use super::{lock, Core, OpenMode, SessionRuntime};
 use crate::agent::events::{now_ms, Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
-use crate::agent::screen::{self, composer_shows, Tui};
+use crate::agent::screen::{self, composer_cleared, composer_shows, Tui};
 use crate::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
 };
@@ -113,6 +113,10 @@ struct Inner {
     /// length at the last look while an end is held.
     turns_at_start: Option<usize>,
     store_len: Option<u64>,
+    /// A prompt's Enter is out and its turn not seen yet. A turn's end
+    /// that comes first (a turn too quick for any screen look) starts the
+    /// turn before it ends it, so `events` shows both.
+    entered: bool,
     saved: FollowPos,
     /// The output count last seen by the tick, when it last changed, and
     /// when the session was last looked at (ms): a quiet session is looked
@@ -166,6 +170,26 @@ impl Inner {
         }
     }
 
+    /// Applies a turn's end from the session's own agent; one that comes
+    /// while a prompt's Enter waits to be seen taken starts that turn first.
+    fn end_turn(&mut self, key: &SessionKey, end: HookEvent, now: u64, changes: &mut Vec<Change>) {
+        if std::mem::take(&mut self.entered) {
+            if let Outcome::Changed(c) = self.tracker.apply(&Signal::Submitted, now) {
+                changes.push(c);
+            }
+        }
+        self.hook(key, end, now, changes);
+    }
+
+    /// Whether the turn of a prompt whose Enter is out has been seen
+    /// starting: the state left `idle`, the screen shows work or a dialog,
+    /// or a turn's end consumed the mark.
+    fn turn_seen(&self) -> bool {
+        !self.entered
+            || self.tracker.state() != State::Idle
+            || matches!(self.verdict, Verdict::Working | Verdict::Dialog)
+    }
+
     /// New hook events (and those held before), in order. A Codex event
     /// whose thread is not known yet is held; a turn's end is held until
     /// the turn is recorded ([`Inner::end_if_recorded`]).
@@ -191,7 +215,7 @@ impl Inner {
             }
             // A later event: the held end came first.
             if let Some((end, _, _)) = self.ending.take() {
-                self.hook(key, end, now, changes);
+                self.end_turn(key, end, now, changes);
             }
             let own = event
                 .session_id
@@ -242,7 +266,7 @@ impl Inner {
         });
         if due {
             if let Some((end, _, _)) = self.ending.take() {
-                self.hook(key, end, now, changes);
+                self.end_turn(key, end, now, changes);
             }
         }
         if self.tracker.state() != State::Busy && self.ending.is_none() {
@@ -282,6 +306,7 @@ impl Default for Agent {
                 ending: None,
                 turns_at_start: None,
                 store_len: None,
+                entered: false,
                 saved: FollowPos::default(),
                 tick_output: u64::MAX,
                 output_changed_ms: 0,
@@ -545,6 +570,7 @@ impl Core {
             inner.ending = None;
             inner.turns_at_start = None;
             inner.store_len = None;
+            inner.entered = false;
             inner.saved = pos;
         }
         {
@@ -886,23 +912,31 @@ impl Core {
         // Enter only once the paste is taken, as its own write: with the
         // text it would be part of the paste.
         let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
-        while !composer_shows(tui, &rt.screen_text(), text) && Instant::now() < shown_by {
+        let mut shown = composer_shows(tui, &rt.screen_text(), text);
+        while !shown && Instant::now() < shown_by {
             self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
+            shown = composer_shows(tui, &rt.screen_text(), text);
         }
         let mut enters = 0;
         loop {
-            send(b"\r")?;
+            lock(&rt.agent.inner).entered = true;
+            let sent = send(b"\r");
             enters += 1;
             let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
             let until = if enters == 1 { retry } else { deadline };
-            let (taken, state) = self.agent_wait(&rt, until, |s, v| {
-                s != State::Idle || matches!(v, Verdict::Working | Verdict::Dialog)
-            });
-            if taken {
-                if state == State::Idle {
-                    // The screen saw it first (Codex announces no turn start).
-                    self.agent_process(&rt, Signal::Submitted);
+            let taken = sent.is_ok() && self.turn_started(&rt, tui, shown.then_some(text), until);
+            let changes = {
+                let mut inner = lock(&rt.agent.inner);
+                // A turn's end may have come first and started it already.
+                let mark = std::mem::take(&mut inner.entered);
+                match (taken && mark).then(|| inner.tracker.apply(&Signal::Submitted, now_ms())) {
+                    Some(Outcome::Changed(c)) => vec![c],
+                    _ => vec![],
                 }
+            };
+            self.agent_changed(&rt, changes, now_ms());
+            sent?;
+            if taken {
                 return Ok(());
             }
             if Instant::now() >= deadline || enters == 2 {
@@ -913,6 +947,41 @@ impl Core {
                         timeout.as_secs_f32()
                     ),
                 ));
+            }
+        }
+    }
+
+    /// Waits until the turn of a prompt whose Enter is out is seen
+    /// starting ([`Inner::turn_seen`]), or, when the prompt box showed the
+    /// text before the Enter, until the box is drawn without it.
+    fn turn_started(
+        &self,
+        rt: &SessionRuntime,
+        tui: Tui,
+        shown: Option<&str>,
+        until: Instant,
+    ) -> bool {
+        loop {
+            {
+                let inner = lock(&rt.agent.inner);
+                if inner.turn_seen() {
+                    return true;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    return false;
+                }
+                // Woken by every change of state or verdict; the screen is
+                // looked at every tick.
+                drop(
+                    rt.agent
+                        .changed
+                        .wait_timeout(inner, (until - now).min(TICK))
+                        .unwrap_or_else(|e| e.into_inner()),
+                );
+            }
+            if shown.is_some_and(|text| composer_cleared(tui, &rt.screen_text(), text)) {
+                return true;
             }
         }
     }
@@ -1110,6 +1179,7 @@ pub(super) fn start(core: &Arc<Core>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::state::Source;
 
     #[test]
     fn a_prompt_is_sent_once_and_refused_when_empty_bad_or_too_long() {
@@ -1153,6 +1223,38 @@ mod tests {
             assert!(third.join().unwrap());
         });
         assert_eq!(lock(&agent.queue).serving, 3);
+    }
+
+    #[test]
+    fn a_turn_too_quick_for_the_screen_is_started_by_its_end() {
+        let key = SessionKey::parse("codex:quick").unwrap();
+        let end = HookEvent {
+            name: "agent-turn-complete".into(),
+            session_id: Some("t-1".into()),
+            ..HookEvent::default()
+        };
+        let agent = Agent::default();
+        let mut inner = lock(&agent.inner);
+        inner.kind = Some(AgentKind::Codex);
+        inner.tracker = AgentKind::Codex.tracker(State::Idle, 0);
+        inner.tracker.own_id("t-1");
+
+        // No prompt out: an end while idle changes nothing.
+        let mut changes = vec![];
+        inner.end_turn(&key, end.clone(), 1, &mut changes);
+        assert!(changes.is_empty(), "{changes:?}");
+
+        // A prompt's Enter is out and the screen never showed the turn.
+        inner.entered = true;
+        assert!(!inner.turn_seen());
+        inner.end_turn(&key, end, 2, &mut changes);
+        let seen: Vec<_> = changes.iter().map(|c| (c.state, c.source)).collect();
+        assert_eq!(
+            seen,
+            [(State::Busy, Source::Prompt), (State::Idle, Source::Notify)]
+        );
+        assert!(inner.turn_seen(), "the prompt sees its turn taken");
+        assert!(!inner.entered);
     }
 
     #[test]
