@@ -140,7 +140,12 @@ fn a_prompt_to_a_new_claude_session_is_answered_and_it_goes_idle() {
         a.read(&key, "events"),
         a.m.log_text()
     );
-    assert!(last.contains("Stand-in answer one."), "{last}");
+    assert!(
+        last.contains("Stand-in answer one."),
+        "{last}\nevents:\n{}\nlog:\n{}",
+        a.read(&key, "events"),
+        a.m.log_text()
+    );
     let turns = a.api.turns();
     assert_eq!(turns.len(), 1, "{}", a.api.log());
     assert_eq!(

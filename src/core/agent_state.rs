@@ -109,9 +109,7 @@ struct Inner {
     /// A turn's end (Stop, turn complete), held until the agent has
     /// recorded the turn in its store: (event, its time, when seen).
     ending: Option<(HookEvent, u64, Instant)>,
-    /// The store's turns when the running turn was first seen, and its
-    /// length at the last look while an end is held.
-    turns_at_start: Option<usize>,
+    /// The store's length at the last look while an end is held.
     store_len: Option<u64>,
     /// A prompt's Enter is out and its turn not seen yet. A turn's end
     /// that comes first (a turn too quick for any screen look) starts the
@@ -230,37 +228,31 @@ impl Inner {
     }
 
     /// Applies a held turn's end once the store has the turn (or after
-    /// [`RECORD_WAIT`]). `ending` is the held end's time when `store` (its
-    /// turns, length, time written) was looked at; a store looked at while
-    /// a turn runs gives the count the turn started from.
+    /// [`RECORD_WAIT`]). `ending` is the held end's time when `store` was
+    /// looked at.
     fn end_if_recorded(
         &mut self,
         kind: AgentKind,
         key: &SessionKey,
         ending: Option<u64>,
-        store: Option<(usize, u64, u64)>,
+        store: Option<StoreLook>,
         now: u64,
         changes: &mut Vec<Change>,
     ) {
-        // Recorded: Claude's store has a turn more than when this one
-        // began and was written after the end (it writes the turn then);
-        // Codex's, written as it streams, has the turn; and it has not
-        // grown since the last look.
-        let (turns, len, written) = store.unwrap_or((0, 0, 0));
-        let recorded = ending.is_some_and(|ts| {
-            let has_turn = match kind {
-                AgentKind::Claude => turns > self.turns_at_start.unwrap_or(0) && written >= ts,
-                // The rollout already holds the turn when the turn is first
-                // seen running: that it has some is enough.
-                _ => turns > 0,
-            };
-            has_turn && self.store_len == Some(len)
+        let store = store.unwrap_or_default();
+        let recorded = ending.is_some_and(|ts| match kind {
+            // Claude writes the turn after its Stop hooks ran, in pieces,
+            // ending with a row of its own: that row, after the last prompt
+            // and made after this end, says the turn is all there.
+            AgentKind::Claude => store
+                .last_end
+                .is_some_and(|(turns, ms)| turns == store.turns && turns > 0 && ms >= ts),
+            // Codex's rollout is written as it streams and already holds
+            // the turn: that it has one and did not grow since the last
+            // look is enough.
+            _ => store.turns > 0 && self.store_len == Some(store.len),
         });
-        if ending.is_some() {
-            self.store_len = Some(len);
-        } else if store.is_some() && self.turns_at_start.is_none() {
-            self.turns_at_start = Some(turns);
-        }
+        self.store_len = ending.map(|_| store.len);
         let due = self.ending.as_ref().is_some_and(|(_, ts, seen)| {
             (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
         });
@@ -269,11 +261,17 @@ impl Inner {
                 self.end_turn(key, end, now, changes);
             }
         }
-        if self.tracker.state() != State::Busy && self.ending.is_none() {
-            self.turns_at_start = None;
-            self.store_len = None;
-        }
     }
+}
+
+/// What a look at a session's store found: zeros while there is none.
+#[derive(Debug, Default, Clone, Copy)]
+struct StoreLook {
+    turns: usize,
+    /// How far it was read.
+    len: u64,
+    /// Claude: its last turn-end row (`TurnIndex::last_turn_end`).
+    last_end: Option<(usize, u64)>,
 }
 
 /// The agent side of a session runtime.
@@ -304,7 +302,6 @@ impl Default for Agent {
                 agent_pid: None,
                 held: vec![],
                 ending: None,
-                turns_at_start: None,
                 store_len: None,
                 entered: false,
                 saved: FollowPos::default(),
@@ -568,7 +565,6 @@ impl Core {
             inner.agent_pid = agent_pid;
             inner.held.clear();
             inner.ending = None;
-            inner.turns_at_start = None;
             inner.store_len = None;
             inner.entered = false;
             inner.saved = pos;
@@ -624,18 +620,14 @@ impl Core {
                 inner.seen_output,
                 inner.agent_pid,
                 inner.ending.as_ref().map(|(_, ts, _)| *ts),
-                // The store is looked at when a turn is first seen running
-                // (to count its turns) and while its end is held.
-                kind != AgentKind::Shell
-                    && (inner.ending.is_some()
-                        || (inner.tracker.state() == State::Busy
-                            && inner.turns_at_start.is_none())),
+                // The store is looked at while a turn's end is held.
+                kind != AgentKind::Shell && inner.ending.is_some(),
             )
         };
         let store = if look {
-            self.store_turns(key)
+            self.store_look(key)
         } else {
-            (0, 0, 0)
+            StoreLook::default()
         };
         // File and /proc reads happen with nothing locked.
         let mut follower = follower;
@@ -726,23 +718,19 @@ impl Core {
     }
 
     /// How many turns the session's store holds, how far it was read and
-    /// when it was last written (ms): zeros while there is none.
-    fn store_turns(&self, key: &SessionKey) -> (usize, u64, u64) {
+    /// its last turn-end row.
+    fn store_look(&self, key: &SessionKey) -> StoreLook {
         self.catalog.refresh();
         match self.transcript(key) {
             Ok(Some(cache)) => {
-                let (turns, len, path) = {
-                    let c = lock(&cache);
-                    (c.index.turn_count(), c.index.scanned_to(), c.path.clone())
-                };
-                let written = std::fs::metadata(path)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_millis() as u64);
-                (turns, len, written)
+                let c = lock(&cache);
+                StoreLook {
+                    turns: c.index.turn_count(),
+                    len: c.index.scanned_to(),
+                    last_end: c.index.last_turn_end(),
+                }
             }
-            _ => (0, 0, 0),
+            _ => StoreLook::default(),
         }
     }
 

@@ -235,6 +235,24 @@ impl<'a> RawRow<'a> {
     pub fn timestamp(&self) -> Option<&str> {
         field_str(&self.timestamp)
     }
+
+    /// For a row Claude writes once a turn has ended and its Stop hooks
+    /// have run (`system` `stop_hook_summary`, `turn_duration`): its time
+    /// in ms (0 when it has none).
+    pub fn turn_end_ms(&self) -> Option<u64> {
+        if field_str(&self.ty) != Some("system") {
+            return None;
+        }
+        match field_str(&self.subtype) {
+            Some("stop_hook_summary" | "turn_duration") => Some(
+                self.timestamp()
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .and_then(|t| u64::try_from(t.as_millisecond()).ok())
+                    .unwrap_or(0),
+            ),
+            _ => None,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for RawRow<'de> {

@@ -107,6 +107,10 @@ pub struct TurnIndex {
     /// Length and change times of the file when last scanned: a file as
     /// long as then but changed since was rewritten in place.
     seen: Option<Stamp>,
+    /// Claude: the last row written at a turn's end (see
+    /// `RawRow::turn_end_ms`): how many turns the store had then, and the
+    /// row's time.
+    last_end: Option<(usize, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +145,7 @@ impl TurnIndex {
             head: Vec::new(),
             tail: Vec::new(),
             seen: None,
+            last_end: None,
         }
     }
 
@@ -166,6 +171,12 @@ impl TurnIndex {
     #[cfg(any(test, feature = "testgen"))]
     pub fn turn_offsets(&self) -> &[u64] {
         &self.starts
+    }
+    /// Claude: the store's last turn-end row, as (turns before it, its time
+    /// in ms): the turn it ends is the last one when the first equals
+    /// [`turn_count`](Self::turn_count).
+    pub fn last_turn_end(&self) -> Option<(usize, u64)> {
+        self.last_end
     }
 
     /// End of the scanned part: every page reads below it.
@@ -389,6 +400,9 @@ impl TurnIndex {
                 before + line
             );
         }
+        if let Some((turns, ms)) = part.last_end {
+            self.last_end = Some((self.starts.len() + turns, ms));
+        }
         self.starts.extend_from_slice(&part.starts);
         self.start_lines
             .extend(part.start_lines.iter().map(|l| before + l));
@@ -560,6 +574,12 @@ impl TurnIndex {
             self.info.cwd = row.cwd().map(str::to_string);
         }
         let mode = self.sidechain_mode.unwrap_or(false);
+        if row.sidechain().is_none_or(|side| side == mode) {
+            if let Some(ms) = row.turn_end_ms() {
+                self.last_end = Some((self.starts.len(), ms));
+                return;
+            }
+        }
         let opts = ParseOptions {
             // Only the first prompt's text is kept (as the fallback title).
             turns_only: self.info.first_prompt.is_some(),

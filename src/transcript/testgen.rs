@@ -385,6 +385,17 @@ pub fn claude(shape: &Shape) -> Vec<u8> {
             // Not UTF-8 inside a string.
             out.extend_from_slice(b"{\"message\":{\"id\":\"x\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"bytes \xff\xfe\"}]},\"type\":\"assistant\"}\n");
         }
+        // What newer versions write once a turn ended and its Stop hooks
+        // ran (by turn number: the random stream stays as it was).
+        if k % 3 != 2 {
+            for subtype in ["stop_hook_summary", "turn_duration"] {
+                let extra = Obj::new().v("subtype", subtype);
+                push(
+                    &mut out,
+                    claude_row("system", k, next(), false, None, extra),
+                );
+            }
+        }
     }
     push(
         &mut out,

@@ -632,6 +632,7 @@ proptest! {
         prop_assert_eq!(grown.scanned_to(), one.scanned_to());
         prop_assert_eq!(grown.info(), one.info());
         prop_assert_eq!(grown.sidechain_mode(), one.sidechain_mode());
+        prop_assert_eq!(grown.last_turn_end(), one.last_turn_end());
         for t in 0..one.turn_count() {
             prop_assert_eq!(grown.turn_range(t, 1), one.turn_range(t, 1));
         }
@@ -698,6 +699,67 @@ fn index_speed_real() {
             );
         }
     }
+}
+
+#[test]
+fn a_claude_turn_end_row_is_indexed_with_its_time() {
+    let prompt = |t: &str| {
+        format!(
+            r#"{{"type":"user","message":{{"role":"user","content":"{t}"}},"timestamp":"2026-12-01T10:00:00.000Z"}}"#
+        )
+    };
+    let answer = r#"{"type":"assistant","message":{"id":"m","role":"assistant","content":[{"type":"text","text":"done"}]}}"#;
+    let end = |subtype: &str, side: bool, at: &str| {
+        format!(
+            r#"{{"type":"system","subtype":"{subtype}","isSidechain":{side},"timestamp":"{at}"}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "s.jsonl",
+        format!("{}\n", prompt("one")).as_bytes(),
+    );
+    let mut idx = TurnIndex::new(StoreKind::Claude);
+    idx.refresh(&p).unwrap();
+    assert_eq!(idx.last_turn_end(), None);
+    // The answer, then the rows written once the Stop hooks ran.
+    append(
+        &p,
+        format!(
+            "{answer}\n{}\n{}\n",
+            end("stop_hook_summary", false, "2026-12-01T10:00:01.500Z"),
+            end("turn_duration", false, "2026-12-01T10:00:01.505Z")
+        )
+        .as_bytes(),
+    );
+    idx.refresh(&p).unwrap();
+    let ms = "2026-12-01T10:00:01.505Z"
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_millisecond() as u64;
+    assert_eq!(idx.last_turn_end(), Some((1, ms)));
+    // A subagent's end inline in the main file is not the turn's; a new
+    // prompt leaves the end behind it.
+    append(
+        &p,
+        format!(
+            "{}\n{}\n",
+            end("turn_duration", true, "2026-12-01T10:00:09.000Z"),
+            prompt("two")
+        )
+        .as_bytes(),
+    );
+    idx.refresh(&p).unwrap();
+    assert_eq!(idx.turn_count(), 2);
+    assert_eq!(idx.last_turn_end(), Some((1, ms)));
+    // A page shows nothing of these rows.
+    let page = page(&p, &idx, 0, &limits(1));
+    assert!(page.contains("done"), "{page}");
+    assert!(
+        !page.contains("turn_duration") && !page.contains("stop_hook"),
+        "{page}"
+    );
 }
 
 #[test]
