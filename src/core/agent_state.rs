@@ -109,8 +109,6 @@ struct Inner {
     /// A turn's end (Stop, turn complete), held until the agent has
     /// recorded the turn in its store: (event, its time, when seen).
     ending: Option<(HookEvent, u64, Instant)>,
-    /// The store's length at the last look while an end is held.
-    store_len: Option<u64>,
     /// A prompt's Enter is out and its turn not seen yet. A turn's end
     /// that comes first (a turn too quick for any screen look) starts the
     /// turn before it ends it, so `events` shows both.
@@ -240,19 +238,16 @@ impl Inner {
         changes: &mut Vec<Change>,
     ) {
         let store = store.unwrap_or_default();
-        let recorded = ending.is_some_and(|ts| match kind {
-            // Claude writes the turn after its Stop hooks ran, in pieces,
-            // ending with a row of its own: that row, after the last prompt
-            // and made after this end, says the turn is all there.
-            AgentKind::Claude => store
-                .last_end
-                .is_some_and(|(turns, ms)| turns == store.turns && turns > 0 && ms >= ts),
-            // Codex's rollout is written as it streams and already holds
-            // the turn: that it has one and did not grow since the last
-            // look is enough.
-            _ => store.turns > 0 && self.store_len == Some(store.len),
+        // Recorded: the store's last turn-end row comes after its last
+        // prompt. Claude writes the turn after its Stop hooks ran, in
+        // pieces, that row last, so it must also have been made at or after
+        // the end; Codex writes its rollout as it streams and notifies
+        // after the row.
+        let recorded = ending.is_some_and(|ts| {
+            store.last_end.is_some_and(|(turns, ms)| {
+                turns == store.turns && turns > 0 && (kind != AgentKind::Claude || ms >= ts)
+            })
         });
-        self.store_len = ending.map(|_| store.len);
         let due = self.ending.as_ref().is_some_and(|(_, ts, seen)| {
             (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
         });
@@ -264,13 +259,11 @@ impl Inner {
     }
 }
 
-/// What a look at a session's store found: zeros while there is none.
+/// What a look at a session's store found: nothing while there is none.
 #[derive(Debug, Default, Clone, Copy)]
 struct StoreLook {
     turns: usize,
-    /// How far it was read.
-    len: u64,
-    /// Claude: its last turn-end row (`TurnIndex::last_turn_end`).
+    /// Its last turn-end row (`TurnIndex::last_turn_end`).
     last_end: Option<(usize, u64)>,
 }
 
@@ -302,7 +295,6 @@ impl Default for Agent {
                 agent_pid: None,
                 held: vec![],
                 ending: None,
-                store_len: None,
                 entered: false,
                 saved: FollowPos::default(),
                 tick_output: u64::MAX,
@@ -565,7 +557,6 @@ impl Core {
             inner.agent_pid = agent_pid;
             inner.held.clear();
             inner.ending = None;
-            inner.store_len = None;
             inner.entered = false;
             inner.saved = pos;
         }
@@ -717,8 +708,7 @@ impl Core {
         self.agent_changed(rt, changes, now);
     }
 
-    /// How many turns the session's store holds, how far it was read and
-    /// its last turn-end row.
+    /// How many turns the session's store holds and its last turn-end row.
     fn store_look(&self, key: &SessionKey) -> StoreLook {
         self.catalog.refresh();
         match self.transcript(key) {
@@ -726,7 +716,6 @@ impl Core {
                 let c = lock(&cache);
                 StoreLook {
                     turns: c.index.turn_count(),
-                    len: c.index.scanned_to(),
                     last_end: c.index.last_turn_end(),
                 }
             }

@@ -29,6 +29,8 @@ pub(crate) fn prefilter(line: &[u8]) -> Pre {
     if s.begin_object().is_none() {
         return Pre::Parse;
     }
+    // An `event_msg` is looked into only for a turn's end.
+    let mut event = false;
     loop {
         let Some(Some(key)) = s.next_key() else {
             return Pre::Parse;
@@ -36,6 +38,7 @@ pub(crate) fn prefilter(line: &[u8]) -> Pre {
         match key {
             b"type" => match s.string() {
                 Some(b"response_item") => {}
+                Some(b"event_msg") => event = true,
                 Some(b"session_meta" | b"message") | None => return Pre::Parse,
                 Some(_) => return Pre::Reject,
             },
@@ -49,7 +52,8 @@ pub(crate) fn prefilter(line: &[u8]) -> Pre {
                     };
                     match k {
                         b"type" => match s.string() {
-                            Some(b"message") => {}
+                            Some(b"message") if !event => {}
+                            Some(b"task_complete") => return Pre::Parse,
                             Some(_) => return Pre::Reject,
                             None => return Pre::Parse,
                         },
@@ -73,6 +77,23 @@ pub(crate) fn prefilter(line: &[u8]) -> Pre {
             }
         }
     }
+}
+
+/// For the row Codex writes when a turn has ended (`event_msg`
+/// `task_complete`): its time in ms (0 when it has none).
+pub(crate) fn turn_end_ms(v: &Value) -> Option<u64> {
+    if v.get("type")?.as_str()? != "event_msg"
+        || v.get("payload")?.get("type")?.as_str()? != "task_complete"
+    {
+        return None;
+    }
+    Some(
+        v.get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .and_then(|t| u64::try_from(t.as_millisecond()).ok())
+            .unwrap_or(0),
+    )
 }
 
 /// One row, read.

@@ -107,9 +107,9 @@ pub struct TurnIndex {
     /// Length and change times of the file when last scanned: a file as
     /// long as then but changed since was rewritten in place.
     seen: Option<Stamp>,
-    /// Claude: the last row written at a turn's end (see
-    /// `RawRow::turn_end_ms`): how many turns the store had then, and the
-    /// row's time.
+    /// The last row written at a turn's end (Claude's `stop_hook_summary`
+    /// or `turn_duration`, Codex's `task_complete`): how many turns the
+    /// store had then, and the row's time.
     last_end: Option<(usize, u64)>,
 }
 
@@ -172,8 +172,7 @@ impl TurnIndex {
     pub fn turn_offsets(&self) -> &[u64] {
         &self.starts
     }
-    /// Claude: the store's last turn-end row, as (turns before it, its time
-    /// in ms): the turn it ends is the last one when the first equals
+    /// The store's last turn-end row, as (turns before it, its time in ms): the turn it ends is the last one when the first equals
     /// [`turn_count`](Self::turn_count).
     pub fn last_turn_end(&self) -> Option<(usize, u64)> {
         self.last_end
@@ -537,6 +536,10 @@ impl TurnIndex {
                 let Some(v) = self.parse(line, ctx) else {
                     return;
                 };
+                if let Some(ms) = codex::turn_end_ms(&v) {
+                    self.last_end = Some((self.starts.len(), ms));
+                    return;
+                }
                 match codex::classify(&v, &ParseOptions::default()) {
                     codex::Row::Prompt(m) => self.push_turn(offset, &m),
                     codex::Row::Meta { id, cwd } => {

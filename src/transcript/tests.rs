@@ -702,7 +702,7 @@ fn index_speed_real() {
 }
 
 #[test]
-fn a_claude_turn_end_row_is_indexed_with_its_time() {
+fn a_turn_end_row_is_indexed_with_its_time() {
     let prompt = |t: &str| {
         format!(
             r#"{{"type":"user","message":{{"role":"user","content":"{t}"}},"timestamp":"2026-12-01T10:00:00.000Z"}}"#
@@ -756,6 +756,15 @@ fn a_claude_turn_end_row_is_indexed_with_its_time() {
     // A page shows nothing of these rows.
     let page = page(&p, &idx, 0, &limits(1));
     assert!(page.contains("done"), "{page}");
+    // Codex: its `task_complete` event ends every generated turn.
+    let q = write(
+        dir.path(),
+        "r.jsonl",
+        &gen(StoreKind::Codex, &Shape::new(3, 1)),
+    );
+    let codex = TurnIndex::build(StoreKind::Codex, &q).unwrap();
+    assert_eq!(codex.turn_count(), 3);
+    assert_eq!(codex.last_turn_end().map(|(turns, _)| turns), Some(3));
     assert!(
         !page.contains("turn_duration") && !page.contains("stop_hook"),
         "{page}"
