@@ -341,14 +341,14 @@ while True:
     data = os.read(0, 4096)
     if not data:
         break
-    for part in data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").split(b"\r")[:-1]:
-        typed += part
-        if not keeps_text:
-            typed = b""
+    *lines, rest = data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").split(b"\r")
+    for line in lines:
+        # Enter: the turn runs and ends at once.
+        typed = typed + line if keeps_text else b""
         draw(typed.decode(errors="replace"))
         payload = json.dumps({"session_id": session, "hook_event_name": "Stop"})
         subprocess.run(stop, shell=True, input=payload.encode())
-    typed += data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").split(b"\r")[-1]
+    typed += rest
     draw(typed.decode(errors="replace"))
 "#;
     let keeps = if keeps_text { "True" } else { "False" };

@@ -169,12 +169,18 @@ impl Inner {
     /// Applies a turn's end from the session's own agent; one that comes
     /// while a prompt's Enter waits to be seen taken starts that turn first.
     fn end_turn(&mut self, key: &SessionKey, end: HookEvent, now: u64, changes: &mut Vec<Change>) {
+        self.start_entered(now, changes);
+        self.hook(key, end, now, changes);
+    }
+
+    /// The turn of a prompt whose Enter is out has started: `busy` (source
+    /// `prompt`) if still `idle`. Once only: the mark is taken.
+    fn start_entered(&mut self, now: u64, changes: &mut Vec<Change>) {
         if std::mem::take(&mut self.entered) {
             if let Outcome::Changed(c) = self.tracker.apply(&Signal::Submitted, now) {
                 changes.push(c);
             }
         }
-        self.hook(key, end, now, changes);
     }
 
     /// Whether the turn of a prompt whose Enter is out has been seen
@@ -227,17 +233,16 @@ impl Inner {
 
     /// Applies a held turn's end once the store has the turn (or after
     /// [`RECORD_WAIT`]). `ending` is the held end's time when `store` was
-    /// looked at.
+    /// looked at (it is looked at only while an end is held).
     fn end_if_recorded(
         &mut self,
         kind: AgentKind,
         key: &SessionKey,
         ending: Option<u64>,
-        store: Option<StoreLook>,
+        store: StoreLook,
         now: u64,
         changes: &mut Vec<Change>,
     ) {
-        let store = store.unwrap_or_default();
         // Recorded: the store's last turn-end row comes after its last
         // prompt. Claude writes the turn after its Stop hooks ran, in
         // pieces, that row last, so it must also have been made at or after
@@ -670,7 +675,7 @@ impl Core {
                 inner.tracker.own_id(id);
             }
             inner.take_hooks(kind, key, events, now, &mut changes);
-            inner.end_if_recorded(kind, key, ending, look.then_some(store), now, &mut changes);
+            inner.end_if_recorded(kind, key, ending, store, now, &mut changes);
             let verdict = verdict.unwrap_or(inner.verdict);
             if kind.tui().is_some() {
                 if inner.verdict != verdict {
@@ -902,15 +907,16 @@ impl Core {
             let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
             let until = if enters == 1 { retry } else { deadline };
             let taken = sent.is_ok() && self.turn_started(&rt, tui, shown.then_some(text), until);
-            let changes = {
+            let mut changes = vec![];
+            {
                 let mut inner = lock(&rt.agent.inner);
-                // A turn's end may have come first and started it already.
-                let mark = std::mem::take(&mut inner.entered);
-                match (taken && mark).then(|| inner.tracker.apply(&Signal::Submitted, now_ms())) {
-                    Some(Outcome::Changed(c)) => vec![c],
-                    _ => vec![],
+                if taken {
+                    // Unless a turn's end came first and started it already.
+                    inner.start_entered(now_ms(), &mut changes);
+                } else {
+                    inner.entered = false;
                 }
-            };
+            }
             self.agent_changed(&rt, changes, now_ms());
             sent?;
             if taken {

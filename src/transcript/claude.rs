@@ -16,7 +16,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::model::{Block, Message, ParseOptions, Role, ToolCall, ToolResult};
-use super::scan::{scalars_give, unescape, Field, Key, Skim, Valid, ValidVisitor};
+use super::scan::{scalars_give, timestamp_ms, unescape, Field, Key, Skim, Valid, ValidVisitor};
 
 /// What the cheap look at a line's first keys concluded.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -244,12 +244,9 @@ impl<'a> RawRow<'a> {
             return None;
         }
         match field_str(&self.subtype) {
-            Some("stop_hook_summary" | "turn_duration") => Some(
-                self.timestamp()
-                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                    .and_then(|t| u64::try_from(t.as_millisecond()).ok())
-                    .unwrap_or(0),
-            ),
+            Some("stop_hook_summary" | "turn_duration") => {
+                Some(self.timestamp().and_then(timestamp_ms).unwrap_or(0))
+            }
             _ => None,
         }
     }

@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use super::model::{Block, Message, ParseOptions, Role, ToolCall, ToolResult};
-use super::scan::Skim;
+use super::scan::{timestamp_ms, Skim};
 
 #[derive(Debug, PartialEq)]
 pub(crate) enum Pre {
@@ -90,8 +90,7 @@ pub(crate) fn turn_end_ms(v: &Value) -> Option<u64> {
     Some(
         v.get("timestamp")
             .and_then(Value::as_str)
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .and_then(|t| u64::try_from(t.as_millisecond()).ok())
+            .and_then(timestamp_ms)
             .unwrap_or(0),
     )
 }

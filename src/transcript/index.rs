@@ -172,7 +172,9 @@ impl TurnIndex {
     pub fn turn_offsets(&self) -> &[u64] {
         &self.starts
     }
-    /// The store's last turn-end row, as (turns before it, its time in ms): the turn it ends is the last one when the first equals
+
+    /// The store's last turn-end row, as (turns before it, its time in ms):
+    /// it ends the last turn when the first equals
     /// [`turn_count`](Self::turn_count).
     pub fn last_turn_end(&self) -> Option<(usize, u64)> {
         self.last_end

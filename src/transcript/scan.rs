@@ -353,6 +353,12 @@ pub(crate) fn unescape(raw: &[u8]) -> Option<String> {
     }
 }
 
+/// A store's RFC 3339 `timestamp` as ms since the epoch.
+pub(crate) fn timestamp_ms(text: &str) -> Option<u64> {
+    let at = text.parse::<jiff::Timestamp>().ok()?;
+    u64::try_from(at.as_millisecond()).ok()
+}
+
 /// The value of the last `"timestamp":"…"` in `bytes` (escaped occurrences
 /// inside strings do not match).
 pub(crate) fn last_timestamp(bytes: &[u8]) -> Option<String> {

@@ -6,7 +6,7 @@
 use super::claude::{self, TitleKind};
 use super::codex;
 use super::model::ParseOptions;
-use super::scan::{is_blank, line_text, parse_line, title_from_text};
+use super::scan::{is_blank, line_text, parse_line, timestamp_ms, title_from_text};
 use super::store::StoreKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -70,9 +70,7 @@ impl Skim {
 
     fn created_from(&mut self, timestamp: Option<&str>) {
         if self.created_ms.is_none() {
-            self.created_ms = timestamp
-                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                .and_then(|t| u64::try_from(t.as_millisecond()).ok());
+            self.created_ms = timestamp.and_then(timestamp_ms);
         }
     }
 
