@@ -89,11 +89,13 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     })));
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
+    let stopping_core = core.clone();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let signal = signals.wait();
             log::info!("{signal:?}: unmounting {}", signal_mountpoint.display());
+            stopping_core.stamp_activity();
             let result = if as_root {
                 mounting::unmount_as_root(&signal_mountpoint)
             } else {

@@ -459,3 +459,53 @@ fn a_session_moved_through_a_file_leaves_its_parent_at_once() {
     assert!(m.path("shell:pin").is_dir());
     drop(held);
 }
+
+fn time_ms(meta: &Value, field: &str) -> i64 {
+    let text = meta[field].as_str().expect(field);
+    text.parse::<jiff::Timestamp>()
+        .expect("RFC 3339")
+        .as_millisecond()
+}
+
+/// A live session's input and output are remembered across a restart of
+/// the daemon, clean or not: the next daemon neither dates the session by
+/// its creation nor archives it as idle.
+#[test]
+fn last_activity_survives_a_daemon_restart() {
+    let host = Host::new();
+    for crash in [false, true] {
+        let key = if crash { "shell:crash" } else { "shell:clean" };
+        let mut m = host.mount("mnt");
+        m.live_shell(key);
+        let created = time_ms(&m.json(&format!("{key}/meta.json")), "created");
+        m.type_line(key, "echo typed-later");
+        m.wait_output_line(key, "typed-later");
+        let before = time_ms(&m.json(&format!("{key}/meta.json")), "last_activity");
+        assert!(before > created, "{key}: {before} after {created}");
+        if crash {
+            m.kill9();
+        } else {
+            assert_eq!(m.terminate(), Some(0));
+        }
+        drop(m);
+        let m = host.mount("mnt");
+        let after = time_ms(&m.json(&format!("{key}/meta.json")), "last_activity");
+        if crash {
+            // Stamped at most once per few seconds while busy: the launch's
+            // output at least, never the creation alone.
+            assert!(after > created, "{key}: {after} is the creation {created}");
+            assert!(
+                after >= before - 5_000,
+                "{key}: {after} long before {before}"
+            );
+        } else {
+            assert_eq!(after, before, "{key}: the exact last activity");
+        }
+        let cutoff = jiff::Timestamp::from_millisecond(created + 1).unwrap();
+        sh_ok(&format!("echo 'archive-older {cutoff}' > {}", m.q("ctl")));
+        assert!(
+            m.path(key).is_dir(),
+            "{key}: archived as idle after a restart"
+        );
+    }
+}

@@ -874,7 +874,7 @@ impl Core {
             }
             _ => {}
         }
-        lock(&rt.state).last_input_ms = now_ms();
+        rt.note_input();
         let Some(tui) = rt.agent.kind().and_then(AgentKind::tui) else {
             // A shell: the line, then Enter.
             let mut line = text.as_bytes().to_vec();

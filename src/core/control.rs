@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::metaedit::preview;
 use crate::runtime::launch::terminate_known;
-use crate::runtime::record::now_ms;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,7 +65,7 @@ impl Core {
             let client = self.ensure_open(key, OpenMode::AttachOrLaunch, deadline)?;
             let sent = client.push(data, deadline);
             if !matches!(sent, Err((0, _))) {
-                lock(&self.runtime(key).state).last_input_ms = now_ms();
+                self.runtime(key).note_input();
                 super::agent_state::poke();
             }
             match sent {
@@ -109,7 +108,7 @@ impl Core {
             state.client.clone()?
         };
         let went = client.try_push_now(data)?;
-        lock(&rt.state).last_input_ms = now_ms();
+        rt.note_input();
         super::agent_state::poke();
         Some(went)
     }

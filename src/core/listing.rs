@@ -219,16 +219,10 @@ impl Core {
         }
         let mut pid = None;
         if let Some(rt) = parts.runtime {
+            last = last.max(rt.last_activity_ms());
             let state = lock(&rt.state);
-            last = last.max(state.last_input_ms);
-            if rt.scrollback.total() > 0 {
-                let output = rt
-                    .scrollback
-                    .last_append()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64);
-                last = last.max(output);
-            }
+            // What a daemon before this one saw (the run record's stamp).
+            last = last.max(state.stamped_activity_ms);
             pid = state
                 .client
                 .as_ref()

@@ -12,10 +12,12 @@ use super::{lock, Core, Flight};
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::dtach::Client;
-use crate::runtime::record::RunRecord;
+use crate::runtime::record::{self, now_ms, RunRecord};
 use crate::runtime::Outcome;
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A live session's connection and what the last open found.
@@ -30,6 +32,9 @@ pub(super) struct RuntimeState {
     pub(super) cols: u16,
     pub(super) rows: u16,
     pub(super) last_input_ms: u64,
+    /// The last activity a daemon before this one stamped on the run
+    /// record, read when the runtime was made.
+    pub(super) stamped_activity_ms: u64,
     /// When this daemon last launched the session, and whether as a resume:
     /// the engine may name the conversation after that.
     pub(super) launched: Option<(u64, bool)>,
@@ -53,10 +58,47 @@ pub struct SessionRuntime {
     pub(super) state: Mutex<RuntimeState>,
     /// What the program is doing (`state`, `events`).
     pub(super) agent: super::agent_state::Agent,
+    activity: ActivityStamp,
+}
+
+/// Keeps the session's last activity on its run record (see
+/// [`crate::runtime::record::stamp_activity`]).
+#[derive(Debug)]
+struct ActivityStamp {
+    record: PathBuf,
+    /// The activity last written to the record, in ms.
+    stamped_ms: AtomicU64,
+}
+
+impl ActivityStamp {
+    /// Stamps `ms` when the last stamp is older than the stamping period, or
+    /// always (`exact`, when the daemon stops). One thread wins each stamp.
+    fn note(&self, ms: u64, exact: bool) {
+        let stamped = self.stamped_ms.load(Ordering::Relaxed);
+        let due = if exact {
+            ms > stamped
+        } else {
+            ms >= stamped.saturating_add(record::ACTIVITY_STAMP_MS)
+        };
+        if !due
+            || self
+                .stamped_ms
+                .compare_exchange(stamped, ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if let Err(e) = record::stamp_activity(&self.record, ms) {
+            // No record: the session is not live, or its master is gone.
+            log::debug!("cannot stamp {}: {e}", self.record.display());
+        }
+    }
 }
 
 impl SessionRuntime {
-    pub(super) fn new(key: SessionKey, scrollback_bytes: u64) -> Self {
+    /// `record`: where the session's run record is (or will be).
+    pub(super) fn new(key: SessionKey, scrollback_bytes: u64, record: PathBuf) -> Self {
+        let stamped = record::stamped_activity_ms(&record).unwrap_or(0);
         SessionRuntime {
             key,
             scrollback: Arc::new(Scrollback::new(scrollback_bytes as usize)),
@@ -64,10 +106,41 @@ impl SessionRuntime {
             state: Mutex::new(RuntimeState {
                 cols: DEFAULT_COLS,
                 rows: DEFAULT_ROWS,
+                stamped_activity_ms: stamped,
                 ..Default::default()
             }),
             agent: Default::default(),
+            activity: ActivityStamp {
+                record,
+                stamped_ms: AtomicU64::new(stamped),
+            },
         }
+    }
+
+    /// Input went to the session now.
+    pub(super) fn note_input(&self) {
+        let now = now_ms();
+        lock(&self.state).last_input_ms = now;
+        self.activity.note(now, false);
+    }
+
+    /// The session's last input or output in this daemon, in ms.
+    pub(super) fn last_activity_ms(&self) -> u64 {
+        let input = lock(&self.state).last_input_ms;
+        if self.scrollback.total() == 0 {
+            return input;
+        }
+        let output = self
+            .scrollback
+            .last_append()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        input.max(output)
+    }
+
+    /// Writes the exact last activity to the run record: the daemon stops.
+    pub(super) fn stamp_activity_now(&self) {
+        self.activity.note(self.last_activity_ms(), true);
     }
 
     pub(super) fn live_client(&self) -> Option<Arc<Client>> {
@@ -82,6 +155,7 @@ impl SessionRuntime {
     pub(super) fn take_output(&self, bytes: &[u8]) {
         crate::faults::maybe_panic("output", bytes);
         self.scrollback.append(bytes);
+        self.activity.note(now_ms(), false);
         super::agent_state::poke();
     }
 
@@ -173,9 +247,19 @@ impl Core {
                 Arc::new(SessionRuntime::new(
                     key.clone(),
                     self.config.scrollback_bytes,
+                    self.paths.record(key),
                 ))
             })
             .clone()
+    }
+
+    /// Writes every runtime's exact last activity to its run record, for
+    /// the daemon that comes next: this one stops.
+    pub fn stamp_activity(&self) {
+        let runtimes: Vec<Arc<SessionRuntime>> = lock(&self.sessions).values().cloned().collect();
+        for rt in runtimes {
+            rt.stamp_activity_now();
+        }
     }
 
     /// The runtime of a known session, created on first use.
@@ -197,7 +281,11 @@ mod tests {
     use super::*;
 
     fn runtime() -> SessionRuntime {
-        SessionRuntime::new(SessionKey::parse("shell:t").unwrap(), 64 * 1024)
+        SessionRuntime::new(
+            SessionKey::parse("shell:t").unwrap(),
+            64 * 1024,
+            PathBuf::from("/nonexistent/shell:t.run.json"),
+        )
     }
 
     #[test]
@@ -244,5 +332,26 @@ mod tests {
         rt.take_output(b"\r\nijklmn");
         assert_eq!(rt.screen_text(), live.text());
         assert_ne!(live.text(), "abcdefgh\nijklmn\n");
+    }
+
+    #[test]
+    fn activity_is_stamped_on_the_record_once_a_period_and_exactly_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("shell:t.run.json");
+        std::fs::write(&record, b"{}").unwrap();
+        record::stamp_activity(&record, 1_000).unwrap();
+        let stamp = ActivityStamp {
+            record: record.clone(),
+            stamped_ms: AtomicU64::new(1_000),
+        };
+        let on_disk = || record::stamped_activity_ms(&record).unwrap();
+        stamp.note(1_000 + record::ACTIVITY_STAMP_MS - 1, false);
+        assert_eq!(on_disk(), 1_000, "within the period: no write");
+        stamp.note(1_000 + record::ACTIVITY_STAMP_MS, false);
+        assert_eq!(on_disk(), 1_000 + record::ACTIVITY_STAMP_MS);
+        stamp.note(7_777, true);
+        assert_eq!(on_disk(), 7_777, "the end is exact");
+        stamp.note(7_000, true);
+        assert_eq!(on_disk(), 7_777, "never back in time");
     }
 }

@@ -26,6 +26,35 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// A live session's input and output times live in the daemon's memory;
+/// the record's mtime keeps the last of them on disk, so a daemon started
+/// later (after a restart or a crash) still knows when the session was last
+/// used. Set at most every [`ACTIVITY_STAMP_MS`] while the session is busy,
+/// and exactly when the daemon stops.
+pub const ACTIVITY_STAMP_MS: u64 = 5_000;
+
+/// Sets the record's mtime to `ms`; a session without a record has no stamp.
+pub fn stamp_activity(path: &Path, ms: u64) -> std::io::Result<()> {
+    use nix::sys::stat::{utimensat, UtimensatFlags};
+    use nix::sys::time::TimeSpec;
+    let mtime = TimeSpec::new((ms / 1000) as i64, ((ms % 1000) * 1_000_000) as i64);
+    utimensat(
+        None,
+        path,
+        &TimeSpec::UTIME_OMIT,
+        &mtime,
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// The last activity stamped on the record (its mtime), in ms.
+pub fn stamped_activity_ms(path: &Path) -> Option<u64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_millis() as u64)
+}
+
 impl RunRecord {
     pub fn read(path: &Path) -> Option<RunRecord> {
         let text = std::fs::read(path).ok()?;
