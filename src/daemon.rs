@@ -26,13 +26,14 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     let mountpoint = mountpoint
         .canonicalize()
         .map_err(|e| Error::io(&format!("mount point {}", mountpoint.display()), &e))?;
+    // First: a mount whose daemon is gone fails every look with ENOTCONN.
+    crate::mounting::check_mount_point(&mountpoint, options.nonempty)?;
     if !mountpoint.is_dir() {
         return Err(Error::new(
             libc::ENOTDIR,
             format!("mount point {} is not a directory", mountpoint.display()),
         ));
     }
-    crate::mounting::check_mount_point(&mountpoint, options.nonempty)?;
     // Signals go to the one thread that waits for them, never to a request thread.
     let mut signals = SigSet::empty();
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {

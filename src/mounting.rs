@@ -70,16 +70,6 @@ fn is_sessionfs(row: &MountRow) -> bool {
 /// or, unless `nonempty`, a directory whose files the mount would hide.
 pub fn check_mount_point(mount_point: &Path, nonempty: bool) -> Result<()> {
     let shown = mount_point.display();
-    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let here = mount_point.to_string_lossy();
-    if parse_mountinfo(&table)
-        .iter()
-        .any(|row| row.mount_point == here && is_sessionfs(row))
-    {
-        return Err(Error::busy(format!(
-            "{shown} is already a sessionfs mount; unmount it first (fusermount3 -u {shown})"
-        )));
-    }
     let mut entries = match std::fs::read_dir(mount_point) {
         Ok(entries) => entries,
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
@@ -90,6 +80,16 @@ pub fn check_mount_point(mount_point: &Path, nonempty: bool) -> Result<()> {
         }
         Err(e) => return Err(Error::io(&format!("mount point {shown}"), &e)),
     };
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let here = mount_point.to_string_lossy();
+    if parse_mountinfo(&table)
+        .iter()
+        .any(|row| row.mount_point == here && is_sessionfs(row))
+    {
+        return Err(Error::busy(format!(
+            "{shown} is already a sessionfs mount; unmount it first (fusermount3 -u {shown})"
+        )));
+    }
     if !nonempty && entries.next().is_some() {
         return Err(Error::new(
             libc::ENOTEMPTY,

@@ -557,4 +557,20 @@ fn the_mount_is_typed_and_refuses_to_stack_or_to_hide_files() {
     assert_eq!(m.wait_exit(20), Some(0));
     let log = m.log_text();
     assert!(!log.contains("WARN") && !log.contains("ERROR"), "{log}");
+
+    // A mount whose daemon was killed is named as such.
+    let mut dead = host.mount("dead");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(dead.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    wait_for(10, "the killed daemon's mount to fail", || {
+        std::fs::metadata(&dead.mnt).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+    });
+    let out = mount_command(&host, &[dead.mnt.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is a mount whose daemon is gone"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    dead.kill9();
 }
