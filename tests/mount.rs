@@ -565,7 +565,10 @@ fn the_mount_is_typed_and_refuses_to_stack_or_to_hide_files() {
         nix::sys::signal::Signal::SIGKILL,
     );
     wait_for(10, "the killed daemon's mount to fail", || {
-        std::fs::metadata(&dead.mnt).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+        std::fs::metadata(&dead.mnt)
+            .err()
+            .and_then(|e| e.raw_os_error())
+            == Some(libc::ENOTCONN)
     });
     let out = mount_command(&host, &[dead.mnt.to_str().unwrap()]);
     assert!(!out.status.success());

@@ -81,6 +81,11 @@ os.unlink(os.path.join(d,'.#meta.json'))\" {dir}"
     ));
     assert_eq!(title(), "by emacs");
     assert_eq!(listing_of(&m, "shell:ed"), SESSION_FILES);
+    // The saves carried ACLs over (EOPNOTSUPP, which they ignore): that is
+    // nobody's mistake, so no warning and no reason in status.
+    assert_eq!(m.json("shell:ed/status")["error"], Value::Null);
+    let log = m.log_text();
+    assert!(!log.contains("WARN") && !log.contains("ERROR"), "{log}");
 
     // The one-line files.
     sh_ok(&format!("echo 'A plain title' > {}", m.q("shell:ed/title")));

@@ -1351,12 +1351,18 @@ impl Files {
     /// `setxattr`, `removexattr`: there are no extended attributes.
     pub fn set_xattr(&self, ino: u64, name: &std::ffi::OsStr) -> Result<()> {
         let node = self.node(ino)?;
+        let e = Error::new(libc::EOPNOTSUPP, "extended attributes are not supported");
+        if copied_by_tools(name) {
+            // Editors and `cp -a` carry ACLs and security labels over on
+            // every save and ignore this answer: it is no one's mistake.
+            log::debug!("{}: {} not kept", node.label(), name.to_string_lossy());
+            return Err(e);
+        }
         let what = format!(
             "set extended attribute {} of {}",
             crate::metaedit::preview(&name.to_string_lossy()),
             node.label()
         );
-        let e = Error::new(libc::EOPNOTSUPP, "extended attributes are not supported");
         Err(self.refuse(Some(&node), &what, e))
     }
 
@@ -1498,4 +1504,11 @@ impl Files {
         }
         Ok(entries)
     }
+}
+
+/// Attributes that tools copy from one file to the next by themselves
+/// (vim, `sed -i`, `cp -a`): access ACLs and security labels.
+fn copied_by_tools(name: &std::ffi::OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    name.starts_with(b"system.posix_acl_") || name.starts_with(b"security.")
 }
