@@ -232,6 +232,170 @@ fn sigint_ends_a_blocked_wait_at_once_and_many_waits_leave_the_mount_fast() {
     }
 }
 
+/// `bash -c CMD` started in the background.
+fn bash(cmd: &str) -> Child {
+    Command::new("bash")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn an_interrupted_writer_withdraws_its_prompt_and_later_prompts_are_typed() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:x")));
+    sh_ok(&format!("echo 'sleep 30' > {}", m.q("shell:x/prompt")));
+    wait_for(5, "busy", || m.read("shell:x/state") == "busy\n");
+    let prompt = m.q("shell:x/prompt");
+
+    // The writer's close waits for the shell to be idle; SIGINT after 1 s
+    // ends it at once, and its prompt is withdrawn.
+    let t0 = Instant::now();
+    let writer = bash(&format!(
+        "timeout -s INT 1 /usr/bin/printf 'echo withdrawn-$((40+2))\\n' > {prompt}"
+    ));
+    let (status, _) = finish(writer, 5);
+    let took = t0.elapsed();
+    eprintln!("the interrupted prompt's writer ended after {took:?}");
+    assert!(!status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let error = m.json("shell:x/status")["error"].to_string();
+    assert!(
+        error.contains("withdrawn") && error.contains("interrupted"),
+        "{error}"
+    );
+    assert!(m.log_text().contains("withdrawn"), "{}", m.log_text());
+
+    // SIGKILL to a writer stuck in close() (state D): it is gone within a
+    // few polls, and its prompt is withdrawn too.
+    let writer = bash(&format!(
+        "exec /usr/bin/printf 'echo killed-$((40+2))\\n' > {prompt}"
+    ));
+    let pid = writer.id();
+    wait_for(5, "the writer to block in close()", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('D'))
+        })
+    });
+    let t0 = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let (status, _) = finish(writer, 5);
+    let took = t0.elapsed();
+    eprintln!("SIGKILL ended the prompt's writer after {took:?}");
+    assert!(!status.success(), "{status:?}");
+    assert!(took < Duration::from_millis(250), "{took:?}");
+
+    // Ctrl-C (or Ctrl-\\, which leaves no signal pending) on `cat >
+    // prompt`: cat's exit closes the file with the line it wrote, and that
+    // prompt is withdrawn at once.
+    use nix::sys::signal::Signal::{SIGINT, SIGQUIT};
+    for signal in [SIGINT, SIGQUIT] {
+        let mut writer = Command::new("bash")
+            .args(["-c", &format!("ulimit -c 0; exec cat > {prompt}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let line = b"echo catted-$((40+2))\n";
+        use std::io::Write;
+        writer.stdin.as_mut().unwrap().write_all(line).unwrap();
+        let pid = writer.id();
+        wait_for(5, "cat to write the line", || {
+            let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+            io.lines()
+                .find_map(|l| l.strip_prefix("wchar: "))
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n >= line.len())
+        });
+        let t0 = Instant::now();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+        let (status, _) = finish(writer, 5);
+        let took = t0.elapsed();
+        eprintln!("{signal} ended `cat > prompt` after {took:?}");
+        assert!(!status.success(), "{status:?}");
+        assert!(took < Duration::from_millis(250), "{signal}: {took:?}");
+    }
+
+    // A prompt written after it waits for the job too; when the job ends it
+    // is typed, the withdrawn one never.
+    let later = bash(&format!(
+        "/usr/bin/printf 'echo kept-$((40+2))\\n' > {prompt}"
+    ));
+    sh_ok(&format!("printf '\\003' > {}", m.q("shell:x/input")));
+    let (status, _) = finish(later, 10);
+    assert!(status.success(), "{status:?}");
+    m.wait_output_line("shell:x", "kept-42");
+    sh_ok(&format!("echo 'echo done-$((40+2))' > {prompt}"));
+    m.wait_output_line("shell:x", "done-42");
+    let scrollback = m.read("shell:x/scrollback");
+    assert!(!scrollback.contains("withdrawn"), "{scrollback}");
+    assert!(!scrollback.contains("killed"), "{scrollback}");
+    assert!(!scrollback.contains("catted"), "{scrollback}");
+}
+
+/// A host whose Claude is a stand-in TUI that draws a prompt box, takes a
+/// bracketed paste into it and ignores Enter: a prompt's turn never starts.
+fn stuck_claude(host: Host) -> Host {
+    let path = host.path("stuck-claude");
+    let script = r#"#!/usr/bin/env python3
+import os, tty
+tty.setraw(0)
+rule = "\u2500" * 40
+def draw(text):
+    os.write(1, ("\x1b[H\x1b[2J stuck stand-in\r\n" + rule + "\r\n\u276f " + text + "\r\n" + rule + "\r\n  ? for shortcuts\r\n").encode())
+os.write(1, b"\x1b[?2004h")
+draw("")
+typed = b""
+while True:
+    data = os.read(0, 4096)
+    if not data:
+        break
+    typed += data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").replace(b"\r", b"")
+    draw(typed.decode(errors="replace"))
+"#;
+    std::fs::write(&path, script).unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    let program = path.display().to_string();
+    host.with_env("SESSIONFS_ENGINE_CLAUDE", &program)
+}
+
+#[test]
+fn a_writer_interrupted_after_typing_began_gets_eintr_and_the_prompt_is_finished() {
+    let host = stuck_claude(Host::new()).with_env("AGENT_SESSIONS_PROMPT_TIMEOUT", "4");
+    let m = host.mount("mnt");
+    let key = format!("claude:{ID}");
+    sh_ok(&format!("mkdir {}", m.q(&key)));
+    sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+    wait_for(10, "idle", || m.read(&format!("{key}/state")) == "idle\n");
+    // Pasted and entered, but the turn never starts: the close waits for it
+    // until SIGINT, which ends it at once.
+    let t0 = Instant::now();
+    let writer = bash(&format!(
+        "timeout -s INT 1 /usr/bin/printf 'hello there\\n' > {}",
+        m.q(&format!("{key}/prompt"))
+    ));
+    let (status, _) = finish(writer, 5);
+    let took = t0.elapsed();
+    assert!(!status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let error = m.json(&format!("{key}/status"))["error"].to_string();
+    assert!(error.contains("after typing began"), "{error}");
+    assert!(m.read(&format!("{key}/screen")).contains("hello there"));
+    // The daemon went on: its Enter again, then the prompt's own end.
+    wait_for(10, "the prompt's end", || {
+        m.json(&format!("{key}/status"))["error"]
+            .to_string()
+            .contains("never started the turn")
+    });
+}
+
 #[test]
 fn prompts_that_cannot_be_sent_are_refused() {
     let host = Host::new();

@@ -9,6 +9,7 @@
 //! directory, beside the follower's place, so a restarted daemon goes on
 //! where the last one stopped; blocked `wait`s are woken.
 
+use super::prompt_close::{withdrawn, PromptStage};
 use super::waits::Waits;
 use super::{lock, Core, OpenMode, SessionRuntime};
 use crate::agent::events::{now_ms, Event, EventLog, FollowPos, Follower};
@@ -809,20 +810,28 @@ impl Core {
     }
 
     /// How long the pool gives a prompt: its own deadline, then some.
-    pub fn prompt_deadline(&self) -> Duration {
+    pub(super) fn prompt_deadline(&self) -> Duration {
         prompt_timeout() + Duration::from_secs(10)
     }
 
     /// `prompt`: the text typed into the session as its TUI takes a prompt,
     /// returning once the turn has started. Runs on a slow-operation
-    /// thread; prompts to one session go in order.
-    pub fn prompt(&self, key: &SessionKey, text: &str) -> Result<()> {
+    /// thread; prompts to one session go in order. A prompt withdrawn
+    /// while it waits (`stage`) is never typed; its reason was recorded
+    /// when it was withdrawn.
+    pub(super) fn prompt(&self, key: &SessionKey, text: &str, stage: &PromptStage) -> Result<()> {
         self.require(key)?;
-        let result = self.prompt_now(key, text);
-        result.map_err(|e| self.refuse(key, e))
+        let result = self.prompt_now(key, text, stage);
+        result.map_err(|e| {
+            if stage.is_withdrawn() {
+                e
+            } else {
+                self.refuse(key, e)
+            }
+        })
     }
 
-    fn prompt_now(&self, key: &SessionKey, text: &str) -> Result<()> {
+    fn prompt_now(&self, key: &SessionKey, text: &str, stage: &PromptStage) -> Result<()> {
         let engine = self.engine(key)?.clone();
         if !engine.launchable() {
             return Err(Error::perm(format!(
@@ -838,7 +847,11 @@ impl Core {
         let deadline = Instant::now() + timeout;
         let rt = self.runtime(key);
         // One prompt at a time per session, in the order they were closed.
-        let _turn = Turn::wait(&rt.agent, deadline).ok_or_else(|| {
+        let turn = Turn::wait(&rt.agent, deadline, stage);
+        if stage.is_withdrawn() {
+            return Err(withdrawn(key));
+        }
+        let _turn = turn.ok_or_else(|| {
             Error::new(
                 libc::ETIMEDOUT,
                 format!(
@@ -854,8 +867,11 @@ impl Core {
                 .map_err(|(_, e)| super::control::send_error(key, "prompt", &e))
         };
         let (ready, state) = self.agent_wait(&rt, deadline, |s, _| {
-            matches!(s, State::Idle | State::Stopped | State::Exited)
+            stage.is_withdrawn() || matches!(s, State::Idle | State::Stopped | State::Exited)
         });
+        if stage.is_withdrawn() {
+            return Err(withdrawn(key));
+        }
         match state {
             State::Stopped | State::Exited => {
                 return Err(Error::new(
@@ -873,6 +889,10 @@ impl Core {
                 ))
             }
             _ => {}
+        }
+        // From here the prompt is typed to its end, whatever its writer does.
+        if !stage.begin_typing() {
+            return Err(withdrawn(key));
         }
         rt.note_input();
         let Some(tui) = rt.agent.kind().and_then(AgentKind::tui) else {
@@ -995,19 +1015,21 @@ struct Turn<'a> {
 }
 
 impl<'a> Turn<'a> {
-    fn wait(agent: &'a Agent, deadline: Instant) -> Option<Turn<'a>> {
+    /// Waits for the prompt's turn; `None` at `deadline` or once the prompt
+    /// is withdrawn (looked at every [`TICK`]).
+    fn wait(agent: &'a Agent, deadline: Instant, stage: &PromptStage) -> Option<Turn<'a>> {
         let mut q = lock(&agent.queue);
         let ticket = q.next;
         q.next += 1;
         while q.serving != ticket {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || stage.is_withdrawn() {
                 q.gave_up.push(ticket);
                 return None;
             }
             q = agent
                 .turn
-                .wait_timeout(q, deadline - now)
+                .wait_timeout(q, (deadline - now).min(TICK))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -1191,21 +1213,29 @@ mod tests {
     }
 
     #[test]
-    fn prompts_go_in_order_and_one_that_gave_up_is_passed() {
+    fn prompts_go_in_order_and_those_that_gave_up_are_passed() {
         let agent = Agent::default();
         let far = Instant::now() + Duration::from_secs(5);
-        let first = Turn::wait(&agent, far).unwrap();
-        // The second gives up at once; the third is served after the first.
-        assert!(Turn::wait(&agent, Instant::now()).is_none());
+        let waiting = PromptStage::default();
+        let first = Turn::wait(&agent, far, &waiting).unwrap();
+        // The second gives up at once; the third is withdrawn while it
+        // waits; the fourth is served after the first.
+        assert!(Turn::wait(&agent, Instant::now(), &waiting).is_none());
+        let withdrawn = PromptStage::default();
         let agent = &agent;
         std::thread::scope(|s| {
-            let third = s.spawn(move || Turn::wait(agent, far).is_some());
-            std::thread::sleep(Duration::from_millis(20));
-            assert!(!third.is_finished(), "served before the first ended");
+            let third = s.spawn(|| Turn::wait(agent, far, &withdrawn).is_some());
+            let fourth = s.spawn(|| Turn::wait(agent, far, &waiting).is_some());
+            while lock(&agent.queue).next < 4 {
+                std::thread::yield_now();
+            }
+            assert!(withdrawn.withdraw());
+            assert!(!third.join().unwrap(), "a withdrawn prompt gets no turn");
+            assert!(!fourth.is_finished(), "served before the first ended");
             drop(first);
-            assert!(third.join().unwrap());
+            assert!(fourth.join().unwrap());
         });
-        assert_eq!(lock(&agent.queue).serving, 3);
+        assert_eq!(lock(&agent.queue).serving, 4);
     }
 
     #[test]

@@ -994,7 +994,7 @@ impl Files {
     }
 
     /// A `flush` of a `prompt` handle: the session and the text to send
-    /// (the adapter runs [`Core::prompt`] in the pool), or why it cannot
+    /// (the adapter hands it to [`Core::prompt_at_close`]), or why it cannot
     /// be; `None` for any other handle or one that sent its text already.
     pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
         self.handles

@@ -9,7 +9,8 @@
 //!   (slot records, hosted transcripts), `views`, `caps`.
 //! - Sessions: this file (the shared state, creating and finding
 //!   sessions), `session_runtime` (ring, VT mirror, connection), `opening`
-//!   (attach or launch), `control` (`input`, `ctl`, stop), `conversations`
+//!   (attach or launch), `control` (`input`, `ctl`, stop), `prompt_close`
+//!   (a prompt's close and its writer's signals), `conversations`
 //!   (which store file a session is), `transcripts`, `status`, `root_ctl`,
 //!   `listing` (rows, `meta.json`, `sessions.json`) and `organize`
 //!   (metadata changes, archive).
@@ -26,6 +27,7 @@ mod listing;
 pub mod node;
 mod opening;
 mod organize;
+mod prompt_close;
 mod records;
 mod root_ctl;
 mod save;

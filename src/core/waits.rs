@@ -1,12 +1,15 @@
-//! Blocked reads of `wait`: kept with their kernel replies and answered
-//! later by one thread, so no request thread ever waits on a session.
+//! Callers blocked in the kernel on a session: reads of `wait`, kept with
+//! their kernel replies and answered later by one thread (so no request
+//! thread ever waits on a session), and prompts' closes, answered by their
+//! work in the pool, which the same thread watches for signals.
 //!
 //! fuser 0.18 answers the kernel's FUSE_INTERRUPT with ENOSYS, after which
-//! the kernel sends none and a reader with a fatal signal stays in the
-//! kernel until its request is answered. So the thread looks for the
-//! caller's signals itself: every [`POLL`] it reads `/proc/TID/status` of
-//! each waiting thread and answers EINTR when a signal it does not block is
-//! pending (a fatal one also shows as SIGKILL there), or the thread is gone.
+//! the kernel sends none and a caller with a fatal signal stays in the
+//! kernel until its request is answered (a `flush` is never interrupted at
+//! all). So the thread looks for the callers' signals itself: every
+//! [`POLL`] it reads `/proc/TID/status` of each waiting thread and answers
+//! EINTR when a signal it does not block is pending (a fatal one also shows
+//! as SIGKILL there), or the thread is gone.
 
 use super::{lock, Core};
 use crate::error::{Error, Result};
@@ -33,9 +36,34 @@ struct Pending {
     reply: Box<dyn WaitReply>,
 }
 
+/// A `close` whose answer comes from other work (a prompt's), watched for
+/// signals by the waits thread until that work answers it.
+pub(super) trait Watched: Send {
+    /// The calling thread.
+    fn tid(&self) -> u32;
+    /// Its work has answered it: no longer watched.
+    fn answered(&self) -> bool;
+    /// Its caller got a signal or is gone: answers it now, if its work has
+    /// not.
+    fn interrupt(&self, core: &Core);
+}
+
+/// What the waits thread watches.
+#[derive(Default)]
+struct Blocked {
+    reads: Vec<Pending>,
+    others: Vec<Box<dyn Watched>>,
+}
+
+impl Blocked {
+    fn is_empty(&self) -> bool {
+        self.reads.is_empty() && self.others.is_empty()
+    }
+}
+
 #[derive(Default)]
 struct Shared {
-    pending: Mutex<Vec<Pending>>,
+    pending: Mutex<Blocked>,
     wake: Condvar,
     started: OnceLock<()>,
     /// `poll` callers to tell at the next state change (of any session:
@@ -51,7 +79,13 @@ pub(super) struct Waits {
 
 impl std::fmt::Debug for Waits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Waits({})", lock(&self.shared.pending).len())
+        let blocked = lock(&self.shared.pending);
+        write!(
+            f,
+            "Waits({}, {})",
+            blocked.reads.len(),
+            blocked.others.len()
+        )
     }
 }
 
@@ -76,8 +110,31 @@ impl Waits {
         true
     }
 
+    /// How many reads of `wait` are blocked.
     pub(super) fn len(&self) -> usize {
-        lock(&self.shared.pending).len()
+        lock(&self.shared.pending).reads.len()
+    }
+
+    /// Watches `caller` for signals until its work answers it.
+    pub(super) fn watch(&self, core: &Arc<Core>, caller: Box<dyn Watched>) {
+        lock(&self.shared.pending).others.push(caller);
+        self.start(core);
+        self.shared.wake.notify_all();
+    }
+
+    /// Starts the waits thread if it is not running.
+    fn start(&self, core: &Arc<Core>) {
+        let shared = &self.shared;
+        shared.started.get_or_init(|| {
+            let core = Arc::downgrade(core);
+            let shared = shared.clone();
+            if let Err(e) = std::thread::Builder::new()
+                .name("waits".into())
+                .spawn(move || watch(&core, &shared))
+            {
+                log::error!("cannot start the waits thread: {e}");
+            }
+        });
     }
 }
 
@@ -99,6 +156,27 @@ pub fn interrupted(tid: u32) -> bool {
         .find_map(|l| l.strip_prefix("State:"))
         .is_some_and(|s| s.trim_start().starts_with(['Z', 'X']));
     zombie || (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+/// Whether thread `tid` is exiting because a signal killed it. A file it
+/// still had open is closed (flushed) by its exit with no signal pending:
+/// `cat > prompt` ended with Ctrl-C. Its exit code (the 52nd field of
+/// `/proc/TID/stat`) holds the signal from the start of the exit.
+fn killed(tid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
+        return false;
+    };
+    // The fields after the name start with the 3rd.
+    stat.rsplit_once(')')
+        .and_then(|(_, fields)| fields.split_whitespace().nth(52 - 3))
+        .and_then(|code| code.parse::<i64>().ok())
+        .is_some_and(|code| code & 0x7f != 0)
+}
+
+/// Whether thread `tid`, blocked in a `close`, must be answered now: it has
+/// a signal pending, is gone, or is exiting because a signal killed it.
+pub(super) fn close_interrupted(tid: u32) -> bool {
+    interrupted(tid) || killed(tid)
 }
 
 impl Core {
@@ -140,37 +218,29 @@ impl Core {
         let shared = &self.waits.shared;
         {
             let mut pending = lock(&shared.pending);
-            if pending.len() >= MAX_WAITS {
+            if pending.reads.len() >= MAX_WAITS {
                 drop(pending);
                 return reply.answer(Err(Error::new(
                     libc::EAGAIN,
                     format!("{MAX_WAITS} reads of wait are already blocked"),
                 )));
             }
-            pending.push(Pending {
+            pending.reads.push(Pending {
                 key: key.clone(),
                 tid,
                 reply,
             });
         }
-        shared.started.get_or_init(|| {
-            let core = Arc::downgrade(self);
-            let shared = shared.clone();
-            if let Err(e) = std::thread::Builder::new()
-                .name("waits".into())
-                .spawn(move || watch(&core, &shared))
-            {
-                log::error!("cannot start the waits thread: {e}");
-            }
-        });
+        self.waits.start(self);
         shared.wake.notify_all();
     }
 }
 
-/// The one thread that answers blocked `wait` reads.
+/// The one thread that answers blocked `wait` reads and watches the other
+/// blocked callers for signals.
 fn watch(core: &Weak<Core>, shared: &Shared) {
     loop {
-        let waiting = {
+        let blocked = {
             let pending = lock(&shared.pending);
             let pending = if pending.is_empty() {
                 shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner())
@@ -185,8 +255,8 @@ fn watch(core: &Weak<Core>, shared: &Shared) {
             std::mem::take(&mut *lock(&shared.pending))
         };
         let Some(core) = core.upgrade() else { return };
-        let mut kept = Vec::with_capacity(waiting.len());
-        for p in waiting {
+        let mut kept = Vec::with_capacity(blocked.reads.len());
+        for p in blocked.reads {
             let state = core.agent_state(&p.key);
             if state.is_settled() {
                 p.reply.answer(Ok(format!("{state}\n").into_bytes()));
@@ -199,6 +269,33 @@ fn watch(core: &Weak<Core>, shared: &Shared) {
                 kept.push(p);
             }
         }
-        lock(&shared.pending).extend(kept);
+        let mut others = Vec::with_capacity(blocked.others.len());
+        for caller in blocked.others {
+            if caller.answered() {
+                continue;
+            }
+            if close_interrupted(caller.tid()) {
+                caller.interrupt(&core);
+            } else {
+                others.push(caller);
+            }
+        }
+        let mut pending = lock(&shared.pending);
+        pending.reads.extend(kept);
+        pending.others.extend(others);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_thread_is_watched_on_and_a_gone_one_is_answered() {
+        let me = nix::unistd::gettid().as_raw() as u32;
+        assert!(!killed(me), "running, not exiting");
+        assert!(!close_interrupted(me));
+        // No such thread: gone.
+        assert!(close_interrupted(u32::MAX));
     }
 }

@@ -220,27 +220,23 @@ impl SessionFs {
         }
     }
 
-    /// `flush`/`fsync`: a metadata commit may archive, which ends the
-    /// session's processes first, so it is answered from the pool.
-    fn finish(&self, op: &'static str, fh: u64, reply: ReplyEmpty) {
+    /// `flush`/`fsync` by thread `tid`: a metadata commit may archive,
+    /// which ends the session's processes first, so it is answered from the
+    /// pool.
+    fn finish(&self, op: &'static str, fh: u64, tid: u32, reply: ReplyEmpty) {
         // A prompt is typed and submitted; close() returns once the agent
-        // took it, answered from the pool.
+        // took it (answered from the pool), or with EINTR once the writer
+        // gets a signal.
         match self.files.take_prompt(fh) {
             Some((key, Ok(text))) => {
-                let core = self.files.core().clone();
+                let core = self.files.core();
                 let answer = Later {
                     reply,
                     op,
                     core: core.clone(),
                     key: Some(key.clone()),
                 };
-                let deadline = core.prompt_deadline();
-                self.files.core().work().submit(
-                    format!("prompt to {key}"),
-                    deadline,
-                    answer,
-                    move || core.prompt(&key, &text),
-                );
+                core.prompt_at_close(key, text, tid, answer);
                 return;
             }
             Some((key, Err(e))) => {
@@ -510,14 +506,14 @@ impl Filesystem for SessionFs {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         // Errors here reach close(): what is still buffered must stand alone.
-        self.finish("flush", fh.0, reply);
+        self.finish("flush", fh.0, req.pid(), reply);
     }
 
     fn create(
@@ -544,14 +540,14 @@ impl Filesystem for SessionFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
         // An editor's in-place save commits here at the latest.
-        self.finish("fsync", fh.0, reply);
+        self.finish("fsync", fh.0, req.pid(), reply);
     }
 
     fn symlink(
