@@ -5,6 +5,7 @@ use crate::engine::EngineTable;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Floor of the scrollback ring.
 pub const MIN_SCROLLBACK_BYTES: u64 = 256 * 1024;
@@ -17,6 +18,8 @@ pub struct Config {
     pub transcript_max_messages: u64,
     pub transcript_tail_bytes: u64,
     pub history_page_turns: u64,
+    /// How long a `prompt` waits for its session and its turn.
+    pub prompt_timeout: Duration,
     /// Sidecar, slots, hosted transcripts, archived copies.
     pub state_dir: PathBuf,
     /// dtach sockets and run records.
@@ -26,6 +29,26 @@ pub struct Config {
     pub home: PathBuf,
     pub engines: EngineTable,
 }
+
+/// Reads a variable as a positive number of seconds (fractions allowed).
+fn seconds(env: &HashMap<String, String>, name: &str, default: Duration) -> Result<Duration> {
+    let Some(raw) = env.get(name) else {
+        return Ok(default);
+    };
+    raw.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_SECONDS)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{name}={raw:?} is not a number of seconds above 0 (at most {MAX_SECONDS})"
+            ))
+        })
+}
+
+/// A day: longer than anyone would wait on a `close`.
+const MAX_SECONDS: f64 = 86_400.0;
 
 /// Reads a variable as a positive integer with a default and a floor.
 fn number(env: &HashMap<String, String>, name: &str, default: u64, floor: u64) -> Result<u64> {
@@ -108,6 +131,11 @@ impl Config {
                 1,
             )?,
             history_page_turns: number(env, "AGENT_SESSIONS_HISTORY_PAGE_TURNS", 50, 1)?,
+            prompt_timeout: seconds(
+                env,
+                "AGENT_SESSIONS_PROMPT_TIMEOUT",
+                Duration::from_secs(60),
+            )?,
             state_dir,
             runtime_dir,
             lock_dir,
@@ -207,6 +235,9 @@ mod tests {
         assert_eq!(c.transcript_max_messages, 2_000);
         assert_eq!(c.transcript_tail_bytes, 8 * 1024 * 1024);
         assert_eq!(c.history_page_turns, 50);
+        assert_eq!(c.prompt_timeout, Duration::from_secs(60));
+        let c = Config::from_map(&env(&[("AGENT_SESSIONS_PROMPT_TIMEOUT", "2.5")]), None).unwrap();
+        assert_eq!(c.prompt_timeout, Duration::from_millis(2500));
         assert_eq!(c.state_dir, PathBuf::from("/home/u/.local/state/sessionfs"));
         assert!(c.runtime_dir.starts_with("/tmp"));
         assert_eq!(c.lock_dir, c.runtime_dir.join("locks"));
@@ -242,6 +273,10 @@ mod tests {
             ("AGENT_SESSIONS_HISTORY_PAGE_TURNS", "0"),
             ("AGENT_SESSIONS_TRANSCRIPT_MAX_LINES", "-1"),
             ("AGENT_SESSIONS_LOCK_DIR", "relative/dir"),
+            ("AGENT_SESSIONS_PROMPT_TIMEOUT", "abc"),
+            ("AGENT_SESSIONS_PROMPT_TIMEOUT", "0"),
+            ("AGENT_SESSIONS_PROMPT_TIMEOUT", "-1"),
+            ("AGENT_SESSIONS_PROMPT_TIMEOUT", "inf"),
         ] {
             let err = Config::from_map(&env(&[(k, v)]), None).unwrap_err();
             assert_eq!(err.errno, libc::EINVAL);

@@ -577,3 +577,32 @@ fn the_mount_is_typed_and_refuses_to_stack_or_to_hide_files() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     dead.kill9();
 }
+
+/// A bad setting stops the daemon at start with one line naming it; it is
+/// never replaced by the default.
+#[test]
+fn a_bad_setting_is_refused_at_start() {
+    let host = Host::new();
+    let mnt = host.path("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    for (name, value) in [
+        ("AGENT_SESSIONS_PROMPT_TIMEOUT", "abc"),
+        ("AGENT_SESSIONS_PROMPT_TIMEOUT", "0"),
+        ("AGENT_SESSIONS_SCROLLBACK_BYTES", "8M"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+            .arg("mount")
+            .arg(&mnt)
+            .env("HOME", host.path("home"))
+            .env("XDG_STATE_HOME", host.path("state"))
+            .env("XDG_RUNTIME_DIR", host.path("run"))
+            .env(name, value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}={value} was taken");
+        assert!(err.contains(name) && err.contains(value), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!is_mounted(&mnt));
+    }
+}

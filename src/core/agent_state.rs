@@ -383,18 +383,6 @@ pub(super) fn foreground_job(pid: u32) -> Option<bool> {
     Some(tpgid > 0 && tpgid != pgrp)
 }
 
-/// `AGENT_SESSIONS_PROMPT_TIMEOUT` (seconds, default 60).
-pub(super) fn prompt_timeout() -> Duration {
-    static TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *TIMEOUT.get_or_init(|| {
-        std::env::var("AGENT_SESSIONS_PROMPT_TIMEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map_or(Duration::from_secs(60), Duration::from_secs_f64)
-    })
-}
-
 /// A `prompt` being written: the text so far.
 #[derive(Debug)]
 pub(super) struct PromptWrite {
@@ -811,7 +799,7 @@ impl Core {
 
     /// How long the pool gives a prompt: its own deadline, then some.
     pub(super) fn prompt_deadline(&self) -> Duration {
-        prompt_timeout() + Duration::from_secs(10)
+        self.config.prompt_timeout + Duration::from_secs(10)
     }
 
     /// `prompt`: the text typed into the session as its TUI takes a prompt,
@@ -843,7 +831,7 @@ impl Core {
                 "{key} is archived; unarchive it first"
             )));
         }
-        let timeout = prompt_timeout();
+        let timeout = self.config.prompt_timeout;
         let deadline = Instant::now() + timeout;
         let rt = self.runtime(key);
         // One prompt at a time per session, in the order they were closed.
