@@ -606,3 +606,59 @@ fn a_bad_setting_is_refused_at_start() {
         assert!(!is_mounted(&mnt));
     }
 }
+
+/// A program that cannot start fails the write that launched it with its
+/// errno and its reason in `status`, without waiting out the launch's
+/// deadline and without taking bytes it cannot deliver; one that ends at
+/// once does not hold the write either.
+#[test]
+fn a_program_that_cannot_start_fails_input_with_its_reason_at_once() {
+    let missing = Host::new();
+    let program = missing.path("no-such-program").display().to_string();
+    let missing = missing.with_env("SESSIONFS_ENGINE_CLAUDE", &program);
+    let m = missing.mount("mnt");
+    for round in 0..3 {
+        let key = format!("claude:gone{round}");
+        sh_ok(&format!("mkdir {}", m.q(&key)));
+        let input = m.path(&format!("{key}/input"));
+        let started = std::time::Instant::now();
+        let err = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&input)
+            .and_then(|mut f| std::io::Write::write(&mut f, b"hi\n"))
+            .expect_err("a write to a program that cannot start");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "round {round}: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::ENOENT),
+            "round {round}: {err}"
+        );
+        let status = m.json(&format!("{key}/status"));
+        let reason = status["error"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("cannot run") && reason.contains("no-such-program"),
+            "round {round}: {status}"
+        );
+    }
+
+    let ends = Host::new().with_env("SESSIONFS_ENGINE_CLAUDE", "/bin/true");
+    let m = ends.mount("mnt");
+    for round in 0..3 {
+        let key = format!("claude:brief{round}");
+        sh_ok(&format!("mkdir {}", m.q(&key)));
+        let started = std::time::Instant::now();
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(m.path(&format!("{key}/input")))
+            .and_then(|mut f| std::io::Write::write(&mut f, b"hi\n"));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "round {round}: {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -7,6 +7,7 @@ use super::dtach::{self, Client};
 use super::lock::try_lock;
 use super::paths::RuntimePaths;
 use super::record::RunRecord;
+use super::wrapper;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo;
@@ -86,7 +87,7 @@ fn attach(req: &OpenRequest<'_>, outcome: Outcome) -> Result<Opened> {
         .attach(req.cols, req.rows, Instant::now() + dtach::STALL)
         .map_err(|e| Error::io("cannot attach to the dtach master", &e.error))?;
     let record = if outcome == Outcome::Launch {
-        poll_until(LAUNCH_DEADLINE, || live_record(req.paths, req.key))
+        started_record(req)?
     } else {
         live_record(req.paths, req.key)
     };
@@ -96,6 +97,39 @@ fn attach(req: &OpenRequest<'_>, outcome: Outcome) -> Result<Opened> {
         reader,
         record,
     })
+}
+
+/// After a launch, once attached (the wrapper starts the program only
+/// then): the run record once the program runs, or the reason it could not
+/// start (`cannot run PROGRAM: …`, with its errno), so that no input is
+/// sent to a master that is about to end. A program that ended at once
+/// gives no live record, without waiting out the deadline.
+fn started_record(req: &OpenRequest<'_>) -> Result<Option<RunRecord>> {
+    let path = req.paths.record(req.key);
+    let socket = req.paths.socket(req.key);
+    let failed = |record: RunRecord| {
+        let reason = record.exec_error?;
+        Some(Error::new(record.exec_errno.unwrap_or(libc::EIO), reason))
+    };
+    let outcome = poll_until(LAUNCH_DEADLINE, || {
+        // The wrapper writes its record first, then waits for our attach.
+        let record = RunRecord::read(&path)?;
+        let wrapping = procinfo::cmdline(record.agent_pid)
+            .is_some_and(|args| args.get(1).is_some_and(|a| a == wrapper::SUBCOMMAND));
+        if wrapping && procinfo::is_dtach_master(record.master_pid, &socket) {
+            return None;
+        }
+        // Started, failed or ended: a failure is on the record before the
+        // wrapper exits, so read it once more.
+        let record = RunRecord::read(&path).unwrap_or(record);
+        if let Some(e) = failed(record.clone()) {
+            return Some(Err(e));
+        }
+        Some(Ok(
+            procinfo::is_dtach_master(record.master_pid, &socket).then_some(record)
+        ))
+    });
+    outcome.unwrap_or(Ok(None))
 }
 
 /// Resolves an open to ATTACH, LAUNCH or BUSY (`EBUSY`).
@@ -155,7 +189,7 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
         .arg(socket)
         .args(["-E", "-z", "-r", "winch"])
         .arg(&req.wrapper)
-        .arg("exec-wrapper")
+        .arg(wrapper::SUBCOMMAND)
         .arg("--lock-fd")
         .arg(lock_fd.to_string())
         .arg("--record")

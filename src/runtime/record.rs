@@ -17,6 +17,9 @@ pub struct RunRecord {
     /// Set when the agent's program could not be started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_error: Option<String>,
+    /// The errno of that failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_errno: Option<i32>,
 }
 
 pub fn now_ms() -> u64 {

@@ -38,6 +38,10 @@ fn pty_columns() -> u16 {
     }
 }
 
+/// The daemon's subcommand that runs as the master's program: the wrapper
+/// shows it as its second argument until it becomes the program.
+pub const SUBCOMMAND: &str = "exec-wrapper";
+
 /// Never returns on success; on failure records why and exits 127.
 pub fn run(args: WrapperArgs) -> ! {
     // SAFETY: closing a descriptor number we were handed; nothing else in
@@ -52,6 +56,7 @@ pub fn run(args: WrapperArgs) -> ! {
         agent_pid: std::process::id(),
         started_ms: now_ms(),
         exec_error: None,
+        exec_errno: None,
     };
     if let Err(e) = record.write(&args.record) {
         eprintln!("sessionfs: {e}");
@@ -86,6 +91,7 @@ pub fn run(args: WrapperArgs) -> ! {
     let reason = format!("cannot run {program}: {err}");
     eprintln!("sessionfs: {reason}");
     record.exec_error = Some(reason);
+    record.exec_errno = err.raw_os_error();
     let _ = record.write(&args.record);
     std::process::exit(127);
 }
