@@ -400,6 +400,27 @@ fn ctl_new_creates_a_session_with_a_fresh_id() {
     assert_eq!(key.len(), "shell:".len() + 36);
     let out = sh(&format!("echo 'new nosuch' > {}", m.q("ctl")));
     assert!(stderr(&out).contains("Invalid argument"));
+
+    // A workspace may hold `title=`; the title keeps its spaces.
+    let odd = host.path("subtitle=x");
+    std::fs::create_dir_all(&odd).unwrap();
+    let before = sh_ok(&format!("ls {}", m.q("")));
+    std::fs::write(
+        m.path("ctl"),
+        format!(
+            "new shell workspace={} title=two   spaced  words\n",
+            odd.display()
+        ),
+    )
+    .unwrap();
+    let after = sh_ok(&format!("ls {}", m.q("")));
+    let key = after
+        .lines()
+        .find(|l| l.starts_with("shell:") && !before.contains(l))
+        .expect("a second new session");
+    let meta = m.json(&format!("{key}/meta.json"));
+    assert_eq!(meta["title"], "two   spaced  words");
+    assert_eq!(meta["workspace"], odd.to_str().unwrap());
 }
 
 #[test]

@@ -37,14 +37,15 @@ impl Core {
                     .ok_or_else(|| Error::invalid("new takes ENGINE [workspace=DIR] [title=TEXT]"))?;
                 let mut workspace = None;
                 let mut title = None;
-                let rest: Vec<&str> = words.collect();
-                let rest = rest.join(" ");
-                // `title=` takes the rest of the line, so titles may hold spaces.
-                let (head, title_text) = match rest.find("title=") {
-                    Some(i) => (&rest[..i], Some(rest[i + 6..].trim().to_string())),
-                    None => (rest.as_str(), None),
-                };
-                for word in head.split_whitespace() {
+                let mut title_text = None;
+                for word in words.by_ref() {
+                    if word.starts_with("title=") {
+                        // The title is the rest of the line as written, so
+                        // it keeps its spaces and may hold any `=`.
+                        let at = word.as_ptr() as usize - command.as_ptr() as usize;
+                        title_text = Some(command[at + "title=".len()..].trim().to_string());
+                        break;
+                    }
                     match word.split_once('=') {
                         Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
                             workspace = crate::metaedit::validate_workspace(dir)?;
