@@ -20,13 +20,7 @@ impl Files {
         if size <= cap {
             return Ok(());
         }
-        let err = Error::too_big(&format!("truncate of {what}"), size, cap);
-        Err(match node {
-            Node::Session(key, _) | Node::Scratch(key, _) => self.core.record_refusal(key, err),
-            _ => {
-                log::warn!("{}", err.message);
-                err
-            }
-        })
+        // Recorded (status, log) once, by the caller.
+        Err(Error::too_big(&what, size, cap))
     }
 }
