@@ -340,7 +340,8 @@ pub fn render_table(listing: &Listing) -> String {
     }
     let next = listing.offset + shown;
     if listing.total > 0 {
-        if next < listing.total {
+        // `--limit 0` counts without showing: there is no page to turn to.
+        if next < listing.total && shown > 0 {
             out.push_str(&format!("; more: --offset {next}"));
         }
         out.push('\n');
@@ -633,6 +634,13 @@ mod tests {
         assert_eq!(table.lines().count(), 3, "{table}");
         assert!(table.lines().nth(1).unwrap().starts_with("shell:old"));
         assert!(table.ends_with("4–4 of 4 sessions\n"), "{table}");
+
+        let count_only = Query {
+            limit: Some(0),
+            ..Query::default()
+        };
+        let table = render_table(&list(sample(), &count_only));
+        assert!(table.ends_with("0 of 4 sessions\n"), "{table}");
     }
 
     #[test]
