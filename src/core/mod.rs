@@ -54,6 +54,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::filelock::DIR_LOCK_WAIT;
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
 use crate::runtime::record::now_ms;
@@ -282,7 +283,8 @@ impl Core {
                 key.id()
             )));
         }
-        self.sidecar.update(|all| {
+        // `mkdir` keeps the root locked in the kernel while this waits.
+        self.sidecar.update_within(DIR_LOCK_WAIT, |all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {
                 created_ms: now_ms(),
                 ..Default::default()
