@@ -90,7 +90,8 @@ pub struct Core {
     dtach: PathBuf,
     mountpoint: PathBuf,
     started_ms: u64,
-    /// Slow operations (input, ctl, launches, stops, archives) run here.
+    /// Slow operations (input, ctl, launches, stops, archives, changes
+    /// under a store's lock) run here.
     work: Pool,
     listings: listing::ListingCache,
     /// The last refusal that concerned no session: root `status`'s `error`.
@@ -103,6 +104,15 @@ pub struct Core {
     /// (archived or unarchived through a file): the kernel may still hold
     /// the old entry. Set once by the FUSE adapter.
     moved_hook: std::sync::OnceLock<MovedHook>,
+}
+
+/// Whose `status` `error` a refusal goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Concern {
+    /// The session's.
+    Session(SessionKey),
+    /// The root's: the refusal concerns no session.
+    Root,
 }
 
 /// What [`Core::on_moved`] calls.
@@ -233,6 +243,14 @@ impl Core {
         log::warn!("{}", err.message);
         *lock(&self.root_error) = Some(err.message.clone());
         err
+    }
+
+    /// Records a refusal where `concern` says the user reads it.
+    pub fn refuse_in(&self, concern: &Concern, err: Error) -> Error {
+        match concern {
+            Concern::Session(key) => self.refuse(key, err),
+            Concern::Root => self.refuse_root(err),
+        }
     }
 
     /// The last refusal [`Core::refuse_root`] recorded.
