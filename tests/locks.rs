@@ -250,3 +250,70 @@ fn slot_and_transcript_writes_waiting_for_held_locks_stop_nothing_else() {
     assert_eq!(entries.lines().count(), 2, "{entries}");
     assert!(entries.contains("\"start\"") && entries.contains("\"more\""));
 }
+
+/// A stand-in Codex that, started afresh, writes a rollout under an id of
+/// its own (as the real one does after its first turn), then waits.
+fn codex_stand_in(host: &Host, new_id: &str) -> PathBuf {
+    let path = host.path("fake-codex");
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/bin/sh
+dir="$CODEX_HOME/sessions/2026/02/03"
+mkdir -p "$dir"
+f="$dir/rollout-2026-02-03T04-05-06-{new_id}.jsonl"
+printf '{{"timestamp":"2026-02-03T04:05:06.000Z","type":"session_meta","payload":{{"id":"{new_id}","cwd":"%s"}}}}\n' "$(pwd)" > "$f"
+printf '{{"timestamp":"2026-02-03T04:05:07.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"prompt from the stand-in"}}]}}}}\n' >> "$f"
+exec cat
+"#
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    path
+}
+
+#[test]
+fn a_held_metadata_lock_never_stalls_a_listing_that_binds_a_conversation() {
+    let host = Host::new();
+    let rollout_id = "019eaaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee";
+    let agent = codex_stand_in(&host, rollout_id);
+    let codex_home = host.path("codex");
+    let host = host
+        .with_env("CODEX_HOME", codex_home.to_str().unwrap())
+        .with_env("SESSIONFS_ENGINE_CODEX", agent.to_str().unwrap());
+    let m = host.mount("m");
+    sh_ok(&format!("mkdir {}", m.q("codex:mine")));
+
+    let lock = HeldLock::take(&state(&host, "sidecar.lock"));
+    sh_ok(&format!("echo open > {}", m.q("codex:mine/ctl")));
+    let rollout = codex_home.join(format!(
+        "sessions/2026/02/03/rollout-2026-02-03T04-05-06-{rollout_id}.jsonl"
+    ));
+    wait_for(20, "the stand-in's rollout", || {
+        std::fs::read(&rollout).is_ok_and(|r| r.ends_with(b"\n") && r.len() > 200)
+    });
+    // The session is bound to its rollout while the record of it waits
+    // for the lock: what shows it answers at once.
+    let latest = m.q("codex:mine/transcript/latest");
+    wait_for(10, "the transcript to show the rollout", || {
+        let (ok, out, took) = timed(&format!("cat {latest}"));
+        assert!(took < QUICK, "cat transcript/latest took {took:?}");
+        ok && out.contains("prompt from the stand-in")
+    });
+    let listing = quick("ls", &format!("ls {}", m.q("")));
+    assert!(listing.lines().any(|l| l == "codex:mine"), "{listing}");
+    assert!(!listing.contains(rollout_id), "{listing}");
+    quick("ls a session", &format!("ls -l {}", m.q("codex:mine")));
+    quick("cat status", &format!("cat {}", m.q("status")));
+
+    // Released: the binding is recorded.
+    lock.release();
+    let sidecar = state(&host, "sidecar.json");
+    wait_for(20, "the binding in the sidecar", || {
+        quick("ls", &format!("ls {}", m.q("")));
+        std::fs::read_to_string(&sidecar).is_ok_and(|s| s.contains(rollout_id))
+    });
+    let listing = sh_ok(&format!("ls {}", m.q("")));
+    assert!(!listing.contains(rollout_id), "{listing}");
+}

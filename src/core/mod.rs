@@ -80,7 +80,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Core {
     config: Config,
     paths: RuntimePaths,
-    sidecar: Sidecar,
+    sidecar: Arc<Sidecar>,
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Arc<Catalog>,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
@@ -180,7 +180,7 @@ impl Core {
         let wrapper = std::env::current_exe()
             .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
         Ok(Arc::new(Core {
-            sidecar: Sidecar::open(&config.state_dir),
+            sidecar: Arc::new(Sidecar::open(&config.state_dir)),
             catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
             transcripts: Mutex::new(HashMap::new()),
             slots: SlotStore::open(&config.state_dir),
