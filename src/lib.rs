@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod engine;
 pub mod error;
 pub mod faults;
+pub mod filelock;
 pub mod fs;
 pub mod hosted;
 pub mod key;

@@ -2,9 +2,12 @@
 //! key, never inside an engine's store. Every change is read-modify-write
 //! under an exclusive `flock`, written to a temporary file, fsynced and
 //! renamed, so two daemons never lose each other's edits and a crash leaves
-//! the old or the new file, never half of one.
+//! the old or the new file, never half of one. A change waits for the lock
+//! for a bounded time (see [`crate::filelock`]), then fails with ETIMEDOUT,
+//! changing nothing.
 
 use crate::error::{Error, Result};
+use crate::filelock::{SharedLock, LOCK_WAIT};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -13,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// A change written and synced but not installed yet: see
 /// [`Sidecar::prepare`]. Dropped without a commit, its file is removed.
@@ -103,7 +107,7 @@ struct Cache {
 #[derive(Debug)]
 pub struct Sidecar {
     path: PathBuf,
-    lock_path: PathBuf,
+    lock: SharedLock,
     cache: Mutex<Cache>,
 }
 
@@ -127,7 +131,7 @@ impl Sidecar {
     pub fn open(state_dir: &Path) -> Sidecar {
         let sidecar = Sidecar {
             path: state_dir.join("sidecar.json"),
-            lock_path: state_dir.join("sidecar.lock"),
+            lock: SharedLock::new(state_dir.join("sidecar.lock"), "the metadata lock"),
             cache: Mutex::new(Cache {
                 stamp: None,
                 sessions: BTreeMap::new(),
@@ -189,17 +193,10 @@ impl Sidecar {
     }
 
     /// Takes the writers' lock: every writer, in any daemon, holds it
-    /// from reading the file to installing its new version.
-    fn lock(&self) -> Result<File> {
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|e| Error::io(&format!("cannot open {}", self.lock_path.display()), &e))?;
-        lock.lock()
-            .map_err(|e| Error::io(&format!("cannot lock {}", self.lock_path.display()), &e))?;
-        Ok(lock)
+    /// from reading the file to installing its new version. Held elsewhere
+    /// for longer than `wait`: ETIMEDOUT, and nothing changes.
+    fn lock(&self, wait: Duration) -> Result<File> {
+        self.lock.take(wait)
     }
 
     /// Applies `change` to the newest state on disk and writes the result to
@@ -211,7 +208,7 @@ impl Sidecar {
         change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<()>,
     ) -> Result<Prepared> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let _lock = self.lock()?;
+        let _lock = self.lock(LOCK_WAIT)?;
         let base = stamp(&self.path);
         let mut sessions = load(&self.path).map_err(|reason| {
             self.cache().broken = Some(reason.clone());
@@ -241,7 +238,7 @@ impl Sidecar {
         mut prepared: Prepared,
         change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<()>,
     ) -> Result<()> {
-        let _lock = self.lock()?;
+        let _lock = self.lock(LOCK_WAIT)?;
         let failed =
             |e: std::io::Error| Error::io(&format!("cannot write {}", self.path.display()), &e);
         if stamp(&self.path) != prepared.base {
@@ -266,7 +263,16 @@ impl Sidecar {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<T>,
     ) -> Result<T> {
-        let _lock = self.lock()?;
+        self.update_within(LOCK_WAIT, change)
+    }
+
+    /// [`Sidecar::update`], waiting at most `wait` for the writers' lock.
+    pub fn update_within<T>(
+        &self,
+        wait: Duration,
+        change: impl FnOnce(&mut BTreeMap<String, SessionMeta>) -> Result<T>,
+    ) -> Result<T> {
+        let _lock = self.lock(wait)?;
         // The flock serialises writers (threads open it separately); the
         // cache is locked only to install the result, not across the fsync.
         let mut sessions = load(&self.path).map_err(|reason| {

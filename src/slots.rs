@@ -12,8 +12,12 @@
 //! Each entry is appended whole or not at all: under an exclusive `flock` on
 //! the transcript, with one `write` to an `O_APPEND` descriptor, truncated back
 //! if that write fails or comes up short.
+//!
+//! Either lock is waited for a bounded time (see [`crate::filelock`]); past
+//! it the change fails with ETIMEDOUT and nothing stored changes.
 
 use crate::error::{Error, Result};
+use crate::filelock::{lock_within, SharedLock, DIR_LOCK_WAIT, LOCK_WAIT};
 use crate::runtime::record::now_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -23,6 +27,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Largest entry accepted, counting the line as written (with `ts_ms` and its newline).
 pub const MAX_ENTRY_BYTES: u64 = 1 << 20;
@@ -118,6 +123,8 @@ pub struct SlotStore {
     max_transcript: u64,
     /// The last accepted hosted-run entry; the daemon's own view, not shared.
     agent_run: Mutex<Option<Value>>,
+    /// `slots/.lock`, which every writer of a world takes.
+    lock: SharedLock,
 }
 
 fn private_dir(path: &Path) -> Result<()> {
@@ -258,6 +265,7 @@ impl SlotStore {
     pub fn with_limits(state_dir: &Path, max_entry: u64, max_transcript: u64) -> SlotStore {
         SlotStore {
             slots_dir: state_dir.join("slots"),
+            lock: SharedLock::new(state_dir.join("slots/.lock"), "the slot records' lock"),
             transcripts_dir: state_dir.join("agent-transcripts"),
             max_entry,
             max_transcript,
@@ -297,17 +305,18 @@ impl SlotStore {
         }
         let mut record = record_from_json(json)?;
         record.last_spawn = format!("{:.3}", jiff::Timestamp::now());
-        self.update(&world, |map| {
+        self.update(&world, LOCK_WAIT, |map| {
             map.insert(slot, record.clone());
         })?;
         Ok(record)
     }
 
-    /// Drops the record for (world, slot); whether there was one.
+    /// Drops the record for (world, slot); whether there was one. (`rm`
+    /// keeps the world's directory locked in the kernel while it waits.)
     pub fn forget(&self, world: &str, slot: u32) -> Result<bool> {
         let world = parse_world(world)?;
         Self::check_slot(slot)?;
-        self.update(&world, |map| map.remove(&slot).is_some())
+        self.update(&world, DIR_LOCK_WAIT, |map| map.remove(&slot).is_some())
     }
 
     /// Worlds that hold at least one record, sorted.
@@ -342,19 +351,16 @@ impl SlotStore {
     }
 
     /// Applies `change` to the newest state of `world` on disk, under the
-    /// lock, and writes it back atomically (removing the file once empty).
-    fn update<T>(&self, world: &str, change: impl FnOnce(&mut World) -> T) -> Result<T> {
+    /// lock (waited for at most `wait`), and writes it back atomically
+    /// (removing the file once empty).
+    fn update<T>(
+        &self,
+        world: &str,
+        wait: Duration,
+        change: impl FnOnce(&mut World) -> T,
+    ) -> Result<T> {
         private_dir(&self.slots_dir)?;
-        let lock_path = self.slots_dir.join(".lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&format!("cannot open {}", lock_path.display()), &e))?;
-        lock.lock()
-            .map_err(|e| Error::io(&format!("cannot lock {}", lock_path.display()), &e))?;
+        let _lock = self.lock.take(wait)?;
         let path = self.world_path(world);
         // A damaged file is refused rather than overwritten with less than it held.
         let mut map = load_world(&path)?;
@@ -491,7 +497,7 @@ impl SlotStore {
             .open(&path)
             .map_err(failed)?;
         // The lock is on the transcript itself: every appender, in any process, takes it.
-        file.lock().map_err(failed)?;
+        lock_within(&file, &path, "the transcript's lock", LOCK_WAIT)?;
         let mut before = file.metadata().map_err(failed)?.len();
         let complete = complete_len(&file, before).map_err(failed)?;
         if complete != before {

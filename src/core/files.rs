@@ -13,7 +13,7 @@ use super::node::{
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
 use super::times::{digest, program_time, Stamps};
-use super::Core;
+use super::{Concern, Core};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
@@ -118,11 +118,11 @@ impl SlowWrite {
         }
     }
 
-    /// The session whose `status.error` hears of it if the pool gives up.
-    pub fn session(&self) -> Option<SessionKey> {
+    /// Whose `status.error` hears of it if the pool gives up.
+    pub fn concern(&self) -> Concern {
         match &self.target {
-            Target::Input(key) | Target::SessionCtl(key) => Some(key.clone()),
-            Target::RootCtl => None,
+            Target::Input(key) | Target::SessionCtl(key) => Concern::Session(key.clone()),
+            Target::RootCtl => Concern::Root,
         }
     }
 
@@ -981,9 +981,6 @@ impl Files {
         Err(Error::new(libc::EBADF, "not open for writing"))
     }
 
-    /// Whether finishing `fh` commits metadata, which may archive (ending
-    /// the session's processes first): the adapter then runs
-    /// [`Files::finish`] in the pool.
     /// Whether `flush`/`fsync` on `fh` does anything: only buffered writes
     /// (metadata, records) commit there; the kernel may skip the others.
     pub fn finish_does_work(&self, fh: u64) -> bool {
@@ -1013,8 +1010,24 @@ impl Files {
         }
     }
 
-    pub fn finish_commits(&self, fh: u64) -> bool {
-        matches!(self.handles.files().get(&fh), Some(Handle::Meta(_)))
+    /// Whether finishing `fh` commits to a store: metadata (which may
+    /// archive, ending the session's processes first), a slot record or a
+    /// transcript entry, each under a writers' lock other processes share.
+    /// The adapter then runs [`Files::finish`] in the pool; a refusal the
+    /// pool makes concerns what this returns.
+    pub fn finish_commits(&self, fh: u64) -> Option<Concern> {
+        match self.handles.files().get(&fh)? {
+            Handle::Meta(m) => Some(Concern::Session(m.key().clone())),
+            Handle::Record(_) => Some(Concern::Root),
+            _ => None,
+        }
+    }
+
+    /// Whether a `write` to `fh` may commit: a slot record is put as soon
+    /// as it is whole, transcript entries line by line, each under a
+    /// writers' lock. The adapter then runs [`Files::write`] in the pool.
+    pub fn write_commits(&self, fh: u64) -> bool {
+        matches!(self.handles.files().get(&fh), Some(Handle::Record(_)))
     }
 
     /// `flush` and `fsync`: commits what a buffered handle still holds.
@@ -1149,6 +1162,12 @@ impl Files {
             _ => Error::perm("the mount's own directories cannot be removed"),
         };
         Err(self.refuse(Some(&node), &format!("rmdir {}", node.label()), e))
+    }
+
+    /// Whether an `unlink` in `parent` may commit: forgetting a slot record
+    /// takes the records' writers' lock. The adapter then runs it in the pool.
+    pub fn unlink_commits(&self, parent: u64) -> bool {
+        matches!(self.inodes.node(parent), Some(Node::World(_)))
     }
 
     /// `unlink`: slot records and scratch files.

@@ -287,6 +287,7 @@ impl Core {
                 state.outcome.as_ref().map(std::mem::discriminant),
                 state.last_input_ms,
                 state.launched,
+                &state.conversation,
             )
                 .hash(&mut runtimes);
             (rt.scrollback.total(), rt.scrollback.last_append()).hash(&mut runtimes);
@@ -366,10 +367,19 @@ impl Core {
 
         let mut metas: HashMap<SessionKey, SessionMeta> = HashMap::with_capacity(sidecar.len());
         let mut claimed: HashSet<SessionKey> = HashSet::new();
-        for (k, meta) in std::mem::take(&mut sidecar) {
+        for (k, mut meta) in std::mem::take(&mut sidecar) {
             let Ok(key) = SessionKey::parse(&k) else {
                 continue;
             };
+            // A conversation found since a launch, its record perhaps still
+            // on its way to the sidecar.
+            let found = (!runtimes.is_empty())
+                .then(|| runtimes.get(&key))
+                .flatten()
+                .and_then(|rt| lock(&rt.state).conversation.clone());
+            if found.is_some() {
+                meta.conversation = found;
+            }
             if meta.conversation.is_some() {
                 claimed.insert(Self::conversation_key(&key, Some(&meta)));
             }
@@ -484,7 +494,11 @@ impl Core {
         {
             self.store_file(key);
         }
-        let meta = self.sidecar.get(&key.to_string());
+        let mut meta = self.sidecar.get(&key.to_string());
+        // As in `gather_rows`: a conversation found, perhaps not recorded yet.
+        if let (Some(meta), Some(found)) = (meta.as_mut(), self.found_conversation(key)) {
+            meta.conversation = Some(found);
+        }
         let store = if self.catalog.kind_of(key.engine()).is_some() {
             self.catalog
                 .summary_of(&Self::conversation_key(key, meta.as_ref()))

@@ -56,6 +56,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::filelock::DIR_LOCK_WAIT;
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
 use crate::runtime::record::now_ms;
@@ -81,7 +82,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Core {
     config: Config,
     paths: RuntimePaths,
-    sidecar: Sidecar,
+    sidecar: Arc<Sidecar>,
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Arc<Catalog>,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
@@ -91,7 +92,8 @@ pub struct Core {
     dtach: PathBuf,
     mountpoint: PathBuf,
     started_ms: u64,
-    /// Slow operations (input, ctl, launches, stops, archives) run here.
+    /// Slow operations (input, ctl, launches, stops, archives, changes
+    /// under a store's lock) run here.
     work: Pool,
     listings: listing::ListingCache,
     /// The last refusal that concerned no session: root `status`'s `error`.
@@ -104,6 +106,15 @@ pub struct Core {
     /// (archived or unarchived through a file): the kernel may still hold
     /// the old entry. Set once by the FUSE adapter.
     moved_hook: std::sync::OnceLock<MovedHook>,
+}
+
+/// Whose `status` `error` a refusal goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Concern {
+    /// The session's.
+    Session(SessionKey),
+    /// The root's: the refusal concerns no session.
+    Root,
 }
 
 /// What [`Core::on_moved`] calls.
@@ -171,7 +182,7 @@ impl Core {
         let wrapper = std::env::current_exe()
             .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
         Ok(Arc::new(Core {
-            sidecar: Sidecar::open(&config.state_dir),
+            sidecar: Arc::new(Sidecar::open(&config.state_dir)),
             catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
             transcripts: Mutex::new(HashMap::new()),
             slots: SlotStore::open(&config.state_dir),
@@ -236,6 +247,14 @@ impl Core {
         err
     }
 
+    /// Records a refusal where `concern` says the user reads it.
+    pub fn refuse_in(&self, concern: &Concern, err: Error) -> Error {
+        match concern {
+            Concern::Session(key) => self.refuse(key, err),
+            Concern::Root => self.refuse_root(err),
+        }
+    }
+
     /// The last refusal [`Core::refuse_root`] recorded.
     pub(super) fn root_error(&self) -> Option<String> {
         lock(&self.root_error).clone()
@@ -284,7 +303,8 @@ impl Core {
                 key.id()
             )));
         }
-        self.sidecar.update(|all| {
+        // `mkdir` keeps the root locked in the kernel while this waits.
+        self.sidecar.update_within(DIR_LOCK_WAIT, |all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {
                 created_ms: now_ms(),
                 ..Default::default()

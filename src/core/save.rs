@@ -71,6 +71,12 @@ fn place(buf: &mut Vec<u8>, offset: u64, data: &[u8], what: &str) -> Result<()> 
 }
 
 impl MetaWrite {
+    /// The session whose metadata this writes.
+    pub(super) fn key(&self) -> &SessionKey {
+        let (MetaWrite::Field { key, .. } | MetaWrite::Document { key, .. }) = self;
+        key
+    }
+
     pub(super) fn new(
         core: &crate::core::Core,
         key: &SessionKey,

@@ -40,6 +40,9 @@ pub(super) struct RuntimeState {
     pub(super) launched: Option<(u64, bool)>,
     /// When the store was last searched for a conversation to bind.
     pub(super) bind_checked: Option<std::time::Instant>,
+    /// The engine's own id of the conversation found after a launch: the
+    /// session's from then on, recorded in the sidecar or on its way there.
+    pub(super) conversation: Option<String>,
     /// An open under way in this daemon: other openers wait for its result
     /// instead of starting a second master.
     pub(super) opening: Option<Arc<Flight>>,

@@ -1,17 +1,20 @@
 //! The FUSE adapter: translates kernel requests into calls on the core's
 //! [`Files`] and its results into replies, nothing else. Work that may wait
-//! on a session goes to the pool with its reply. Every error goes back
-//! through [`fail`], which logs it.
+//! on a session, or on a writers' lock other processes share (the
+//! sidecar's, the slot records', a transcript's), goes to the pool with its
+//! reply. Every error goes back through [`fail`], which logs it.
 
+mod attrs;
 mod follow;
 mod guard;
 mod moved;
 
-use crate::core::{Access, Attr, Core, Files, Fixed, Kind, SetAttr};
+use crate::core::{Access, Attr, Concern, Core, Files, SetAttr};
 use crate::error::Error;
 use crate::work;
+use attrs::{file_type, ttls, KernelAttrs, TTL};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
@@ -19,11 +22,7 @@ pub use guard::Guarded;
 pub use moved::MovedEntries;
 use std::ffi::OsStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-
-/// Most things change under the kernel's feet: by default, no attribute or
-/// entry caching (see [`ttls`] for what may be kept).
-const TTL: Duration = Duration::ZERO;
+use std::time::SystemTime;
 
 /// Reads are at most 1 MiB (the kernel's largest request); a buffer grown
 /// past what one read needs is not kept.
@@ -33,40 +32,10 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// How long the kernel may keep a node's attributes and its entry: what
-/// never changes is kept (no `getattr` on every path walk through a
-/// session directory, one lookup less for `echo cmd > KEY/input`);
-/// everything else is asked for every time. A session directory's entry is
-/// kept only when the kernel can be told to expire it (`expirable`).
-fn ttls(fixed: Fixed, expirable: bool) -> (Duration, Duration) {
-    const KEPT: Duration = Duration::from_secs(60);
-    // A directory's attributes: its mtime moves with what it holds, but a
-    // path walk needs them (the kernel checks search permission), so they
-    // are kept for a moment.
-    const MOMENT: Duration = Duration::from_secs(1);
-    match fixed {
-        Fixed::AttributesAndEntry => (KEPT, KEPT),
-        Fixed::Attributes => (MOMENT, TTL),
-        Fixed::RootDirectory => (MOMENT, KEPT),
-        Fixed::Directory if expirable => (MOMENT, MOMENT),
-        Fixed::Directory => (MOMENT, TTL),
-        Fixed::Entry => (TTL, KEPT),
-        Fixed::Nothing => (TTL, TTL),
-    }
-}
-
 /// The filesystem as the kernel calls it.
 pub struct SessionFs {
     files: Arc<Files>,
-    uid: u32,
-    gid: u32,
-    /// The permission bits others get: none (private, the default) or
-    /// read and search (`share=read`). The kernel enforces them
-    /// (`default_permissions`); no one but the owner ever gets write.
-    others: u16,
-    /// The kernel marks an entry stale on request (`FUSE_EXPIRE_ONLY`), so
-    /// session directories' entries can be kept (see [`moved`]).
-    expirable: bool,
+    attrs: KernelAttrs,
     /// Reads of `scrollback` held at the end for readers that follow.
     follows: Arc<follow::Follows>,
 }
@@ -80,20 +49,34 @@ fn fail(op: &str, e: &Error) -> Errno {
 }
 
 /// A kernel reply answered from the slow-operation pool. When the pool
-/// gives up on it (full, or past the deadline) the reason also goes to the
-/// session's `status.error`.
+/// gives up on it (full, or past the deadline) the reason also goes where
+/// `concern` says: a session's `status.error` or the root's.
 struct Later<R> {
     reply: R,
     op: &'static str,
     core: Arc<Core>,
-    key: Option<crate::key::SessionKey>,
+    concern: Option<Concern>,
 }
 
 impl<R> Later<R> {
     fn abandoned(&self, err: &Error) {
-        if let Some(key) = &self.key {
-            self.core.record_refusal(key, err.clone());
+        if let Some(concern) = &self.concern {
+            self.core.refuse_in(concern, err.clone());
         }
+    }
+}
+
+/// An entry reply (`mkdir`) with what makes its attributes.
+struct EntryReply(ReplyEntry, KernelAttrs);
+
+impl work::Answer<Attr> for Later<EntryReply> {
+    fn done(self, result: Result<Attr, Error>) {
+        let EntryReply(reply, attrs) = self.reply;
+        attrs.reply_entry(self.op, result, reply);
+    }
+    fn abandon(self, err: Error) {
+        self.abandoned(&err);
+        self.done(Err(err));
     }
 }
 
@@ -136,14 +119,6 @@ impl crate::core::WaitReply for WaitData {
     }
 }
 
-fn file_type(kind: Kind) -> FileType {
-    match kind {
-        Kind::Dir => FileType::Directory,
-        Kind::File => FileType::RegularFile,
-        Kind::Symlink => FileType::Symlink,
-    }
-}
-
 fn open_mode(flags: OpenFlags) -> Access {
     let mode = flags.acc_mode();
     Access {
@@ -158,59 +133,23 @@ impl SessionFs {
         let files = Arc::new(Files::new(core));
         Ok(SessionFs {
             follows: follow::Follows::start(files.clone())?,
+            attrs: KernelAttrs {
+                uid: nix::unistd::getuid().as_raw(),
+                gid: nix::unistd::getgid().as_raw(),
+                others: if share_read { 0o055 } else { 0 },
+                started: files.started(),
+                expirable: false,
+            },
             files,
-            uid: nix::unistd::getuid().as_raw(),
-            gid: nix::unistd::getgid().as_raw(),
-            others: if share_read { 0o055 } else { 0 },
-            expirable: false,
         })
     }
 
     fn attr(&self, a: &Attr) -> FileAttr {
-        let kind = file_type(a.kind);
-        FileAttr {
-            ino: INodeNo(a.ino),
-            size: a.size,
-            blocks: a.size.div_ceil(512),
-            atime: a.mtime,
-            mtime: a.mtime,
-            ctime: a.mtime,
-            crtime: self.files.started(),
-            kind,
-            // The owner's bits as the node table gives them; group and
-            // others read (and search) only what the owner may, if shared.
-            // (A symlink's mode means nothing and is 0777 everywhere.)
-            perm: if kind == FileType::Symlink {
-                0o777
-            } else {
-                let owner = a.perm & 0o700;
-                // Read where the owner reads, search where the owner searches.
-                let read = if owner & 0o400 != 0 { 0o044 } else { 0 };
-                let search = if owner & 0o100 != 0 { 0o011 } else { 0 };
-                owner | ((read | search) & self.others)
-            },
-            nlink: if kind == FileType::Directory { 2 } else { 1 },
-            uid: self.uid,
-            gid: self.gid,
-            rdev: 0,
-            blksize: a.io_size,
-            flags: 0,
-        }
+        self.attrs.attr(a)
     }
 
     fn reply_entry(&self, op: &str, result: Result<Attr, Error>, reply: ReplyEntry) {
-        match result {
-            Ok(a) => {
-                let (attr_ttl, entry_ttl) = ttls(a.fixed, self.expirable);
-                reply.entry_with_ttls(
-                    &attr_ttl,
-                    &entry_ttl,
-                    &self.attr(&a),
-                    Generation(a.generation),
-                )
-            }
-            Err(e) => reply.error(fail(op, &e)),
-        }
+        self.attrs.reply_entry(op, result, reply);
     }
 
     fn reply_empty(op: &str, result: Result<(), Error>, reply: ReplyEmpty) {
@@ -220,9 +159,9 @@ impl SessionFs {
         }
     }
 
-    /// `flush`/`fsync` by thread `tid`: a metadata commit may archive,
-    /// which ends the session's processes first, so it is answered from the
-    /// pool.
+    /// `flush`/`fsync` by thread `tid`: a commit waits for a writers'
+    /// lock, and a metadata commit may archive, which ends the session's
+    /// processes first, so it is answered from the pool.
     fn finish(&self, op: &'static str, fh: u64, tid: u32, reply: ReplyEmpty) {
         // A prompt is typed and submitted; close() returns once the agent
         // took it (answered from the pool), or with EINTR once the writer
@@ -234,7 +173,7 @@ impl SessionFs {
                     reply,
                     op,
                     core: core.clone(),
-                    key: Some(key.clone()),
+                    concern: Some(Concern::Session(key.clone())),
                 };
                 core.prompt_at_close(key, text, tid, answer);
                 return;
@@ -249,18 +188,18 @@ impl SessionFs {
             }
             None => {}
         }
-        if !self.files.finish_commits(fh) {
+        let Some(concern) = self.files.finish_commits(fh) else {
             return Self::reply_empty(op, self.files.finish(fh), reply);
-        }
+        };
         let files = self.files.clone();
         let answer = Later {
             reply,
             op,
             core: self.files.core().clone(),
-            key: None,
+            concern: Some(concern),
         };
         self.files.core().work().submit(
-            "a metadata commit".to_string(),
+            format!("the commit at {op}"),
             work::DEADLINE,
             answer,
             move || files.finish(fh),
@@ -281,7 +220,7 @@ impl Filesystem for SessionFs {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC) {
             log::debug!("kernel lacks {missing:?}: O_TRUNC costs a setattr");
         }
-        self.expirable = config
+        self.attrs.expirable = config
             .capabilities()
             .contains(fuser::InitFlags::FUSE_HAS_EXPIRE_ONLY);
         Ok(())
@@ -297,7 +236,7 @@ impl Filesystem for SessionFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.files.getattr(ino.0, fh.map(|f| f.0), req.pid()) {
-            Ok(a) => reply.attr(&ttls(a.fixed, self.expirable).0, &self.attr(&a)),
+            Ok(a) => reply.attr(&ttls(a.fixed, self.attrs.expirable).0, &self.attr(&a)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
     }
@@ -339,7 +278,22 @@ impl Filesystem for SessionFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        self.reply_entry("mkdir", self.files.mkdir(parent.0, name, req.pid()), reply);
+        // Making a session records it in the sidecar, under the writers'
+        // lock other daemons share: answered from the pool.
+        let files = self.files.clone();
+        let (name, pid) = (name.to_owned(), req.pid());
+        let answer = Later {
+            reply: EntryReply(reply, self.attrs),
+            op: "mkdir",
+            core: self.files.core().clone(),
+            concern: Some(Concern::Root),
+        };
+        self.files.core().work().submit(
+            format!("mkdir {}", name.to_string_lossy()),
+            work::DEADLINE,
+            answer,
+            move || files.mkdir(parent.0, &name, pid),
+        );
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -347,8 +301,25 @@ impl Filesystem for SessionFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self.files.unlink_by(parent.0, name, req.pid());
-        Self::reply_empty("unlink", result, reply);
+        if !self.files.unlink_commits(parent.0) {
+            let result = self.files.unlink_by(parent.0, name, req.pid());
+            return Self::reply_empty("unlink", result, reply);
+        }
+        // Forgetting a slot record takes the records' writers' lock.
+        let files = self.files.clone();
+        let (name, pid) = (name.to_owned(), req.pid());
+        let answer = Later {
+            reply,
+            op: "unlink",
+            core: self.files.core().clone(),
+            concern: Some(Concern::Root),
+        };
+        self.files.core().work().submit(
+            format!("rm {}", name.to_string_lossy()),
+            work::DEADLINE,
+            answer,
+            move || files.unlink_by(parent.0, &name, pid),
+        );
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -486,7 +457,7 @@ impl Filesystem for SessionFs {
                     reply,
                     op: "write",
                     core: core.clone(),
-                    key: slow.session(),
+                    concern: Some(slow.concern()),
                 };
                 let pool = self.files.core().work();
                 let job = move || slow.run(&core);
@@ -497,6 +468,24 @@ impl Filesystem for SessionFs {
                 }
             }
             Some(Err(e)) => reply.error(fail("write", &e)),
+            // A slot record or transcript entries commit under a writers'
+            // lock other processes share: answered from the pool.
+            None if self.files.write_commits(fh.0) => {
+                let files = self.files.clone();
+                let data = data.to_vec();
+                let answer = Later {
+                    reply,
+                    op: "write",
+                    core: self.files.core().clone(),
+                    concern: Some(Concern::Root),
+                };
+                self.files.core().work().submit(
+                    "a write to a slot record or transcript".to_string(),
+                    work::DEADLINE,
+                    answer,
+                    move || files.write(fh.0, offset, &data),
+                );
+            }
             None => match self.files.write(fh.0, offset, data) {
                 Ok(n) => reply.written(n as u32),
                 Err(e) => reply.error(fail("write", &e)),
@@ -581,7 +570,7 @@ impl Filesystem for SessionFs {
             reply,
             op: "rename",
             core: self.files.core().clone(),
-            key: None,
+            concern: None,
         };
         self.files
             .core()

@@ -1,0 +1,319 @@
+//! The writers' locks other processes share with the daemon (the sidecar's,
+//! the slot records', a hosted transcript's): while another process holds
+//! one, what needs it waits off the request threads and fails at a
+//! deadline with ETIMEDOUT and a reason; everything else answers at once,
+//! and nothing stored is lost.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What each probe must answer within while a lock is held.
+const QUICK: Duration = Duration::from_secs(2);
+/// An operation waiting for a held lock ends within this (the wait is 5 s
+/// for a write, 1 s for `mkdir` and `rm`).
+const GIVEN_UP: Duration = Duration::from_secs(10);
+/// What a held lock's reason names.
+const HELD: &str = "held by another process";
+/// ETIMEDOUT, as tools print it.
+const TIMED_OUT: &str = "Connection timed out";
+
+const WORLD: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+/// A lock taken with the real `flock`, held until released or dropped.
+struct HeldLock(Child);
+
+impl HeldLock {
+    fn take(path: &Path) -> HeldLock {
+        // `-F`: flock runs the command itself, so ending it frees the lock.
+        let child = Command::new("flock")
+            .arg("-F")
+            .arg(path)
+            .args(["sleep", "60"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("flock runs");
+        let probe = format!("flock -n '{}' true", path.display());
+        wait_for(10, "the lock to be held", || !sh(&probe).status.success());
+        HeldLock(child)
+    }
+
+    fn release(self) {}
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs a command line, killed if it hangs; returns (success, stdout, time).
+fn timed(cmd: &str) -> (bool, String, Duration) {
+    let t0 = Instant::now();
+    let out = sh(&format!(
+        "timeout -s KILL 20 bash -c '{}'",
+        cmd.replace('\'', r"'\''")
+    ));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        t0.elapsed(),
+    )
+}
+
+/// Asserts `cmd` succeeds within [`QUICK`]; returns its stdout.
+fn quick(what: &str, cmd: &str) -> String {
+    let (ok, out, took) = timed(cmd);
+    assert!(ok, "{what}: `{cmd}` failed");
+    assert!(took < QUICK, "{what} took {took:?}");
+    out
+}
+
+/// The root `status`, if it answers within [`QUICK`].
+fn status_now(m: &Mount) -> Option<serde_json::Value> {
+    let out = sh(&format!(
+        "timeout -s KILL {} cat {}",
+        QUICK.as_secs(),
+        m.q("status")
+    ));
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+/// Waits until `n` slow operations are in flight, reading `status` with
+/// [`QUICK`] as the bound of each read.
+fn wait_in_flight(m: &Mount, n: u64, what: &str) {
+    wait_for(10, what, || {
+        status_now(m).is_some_and(|s| s["slow_ops"]["in_flight"].as_u64() >= Some(n))
+    });
+}
+
+/// Starts a command line in the background; its stderr is kept.
+fn start(cmd: &str) -> Child {
+    Command::new("bash")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a command started with [`start`]: (success, stderr).
+fn outcome(child: Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts each command failed with ETIMEDOUT, within [`GIVEN_UP`] of `t0`.
+fn all_timed_out(children: Vec<Child>, t0: Instant) {
+    for (i, child) in children.into_iter().enumerate() {
+        let (ok, err) = outcome(child);
+        assert!(!ok, "operation {i} succeeded");
+        assert!(err.contains(TIMED_OUT), "operation {i}: {err}");
+    }
+    let took = t0.elapsed();
+    assert!(took < GIVEN_UP, "they ended after {took:?}");
+}
+
+fn root_error(m: &Mount) -> String {
+    m.json("status")["error"].as_str().unwrap_or("").to_string()
+}
+
+fn state(host: &Host, rel: &str) -> PathBuf {
+    host.path(&format!("state/sessionfs/{rel}"))
+}
+
+#[test]
+fn mkdirs_waiting_for_a_held_metadata_lock_stop_nothing_else() {
+    let host = Host::new();
+    let m = host.mount("m");
+    sh_ok(&format!("mkdir {}", m.q("shell:before")));
+    sh_ok(&format!("echo kept > {}", m.q("shell:before/title")));
+
+    let lock = HeldLock::take(&state(&host, "sidecar.lock"));
+    let t0 = Instant::now();
+    // As many as the daemon has request threads. The kernel sends one
+    // `mkdir` in a directory at a time and holds the directory meanwhile.
+    let mut mkdirs: Vec<Child> = (0..4)
+        .map(|i| start(&format!("exec mkdir {}", m.q(&format!("shell:x{i}")))))
+        .collect();
+
+    // While they wait, everything else answers within a moment.
+    let mut rounds = 0;
+    while mkdirs.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        assert!(t0.elapsed() < GIVEN_UP, "the mkdirs still wait");
+        let readme = quick("cat README", &format!("cat {}", m.q("README")));
+        assert!(!readme.is_empty());
+        quick("cat status", &format!("cat {}", m.q("status")));
+        let listing = quick("ls", &format!("ls {}", m.q("")));
+        assert!(listing.lines().any(|l| l == "shell:before"), "{listing}");
+        quick(
+            "another session's status",
+            &format!("cat {}", m.q("shell:before/status")),
+        );
+        rounds += 1;
+    }
+    assert!(rounds > 0, "the mkdirs ended before anything was tried");
+    all_timed_out(mkdirs, t0);
+    let error = root_error(&m);
+    assert!(
+        error.contains("mkdir \"shell:x")
+            && error.contains("metadata lock")
+            && error.contains(HELD),
+        "root status error: {error}"
+    );
+    assert!(m.log_text().contains("metadata lock"), "not in the log");
+
+    // Released: mkdir works, and nothing was lost or half-made.
+    lock.release();
+    quick("mkdir", &format!("mkdir {}", m.q("shell:after")));
+    let listing = sh_ok(&format!("ls {}", m.q("")));
+    assert!(listing.lines().any(|l| l == "shell:after"), "{listing}");
+    assert!(!listing.contains("shell:x"), "{listing}");
+    assert_eq!(m.read("shell:before/title"), "kept\n");
+    let sidecar = std::fs::read_to_string(state(&host, "sidecar.json")).unwrap();
+    assert!(sidecar.contains("shell:before") && sidecar.contains("shell:after"));
+    assert!(!sidecar.contains("shell:x"), "{sidecar}");
+}
+
+#[test]
+fn slot_and_transcript_writes_waiting_for_held_locks_stop_nothing_else() {
+    let host = Host::new();
+    let m = host.mount("m");
+    let slot = |n: u32| m.q(&format!("slots/{WORLD}/{n}"));
+    let transcript = m.q("agent-transcripts/held.jsonl");
+    sh_ok(&format!("echo '{{\"sessionId\":\"first\"}}' > {}", slot(1)));
+    sh_ok(&format!("echo '{{\"type\":\"start\"}}' >> {transcript}"));
+
+    let slots_lock = HeldLock::take(&state(&host, "slots/.lock"));
+    let transcript_lock = HeldLock::take(&state(&host, "agent-transcripts/held.jsonl"));
+    let t0 = Instant::now();
+    let waiting = vec![
+        start(&format!(
+            "echo '{{\"sessionId\":\"second\"}}' > {}",
+            slot(2)
+        )),
+        start(&format!("echo '{{\"sessionId\":\"third\"}}' > {}", slot(3))),
+        start(&format!("exec rm {}", slot(1))),
+        start(&format!("echo '{{\"type\":\"more\"}}' >> {transcript}")),
+    ];
+    // The writes wait 5 s, the `rm` 1 s.
+    wait_in_flight(&m, 3, "three writes waiting for the locks");
+
+    quick("cat README", &format!("cat {}", m.q("README")));
+    let slots = quick(
+        "ls a world",
+        &format!("ls {}", m.q(&format!("slots/{WORLD}"))),
+    );
+    assert_eq!(slots.trim(), "1");
+    let kept = quick("read a transcript", &format!("cat {transcript}"));
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    quick("ls", &format!("ls {}", m.q("")));
+
+    all_timed_out(waiting, t0);
+    let error = root_error(&m);
+    assert!(error.contains(HELD), "root status error: {error}");
+    let log = m.log_text();
+    assert!(
+        log.contains("slot records' lock") && log.contains("held.jsonl"),
+        "not in the log"
+    );
+
+    // Released: the record and the entry that were there are intact, and
+    // the same writes now go through.
+    slots_lock.release();
+    transcript_lock.release();
+    assert!(m.read(&format!("slots/{WORLD}/1")).contains("\"first\""));
+    assert!(!m.path(&format!("slots/{WORLD}/2")).exists());
+    quick(
+        "a slot write",
+        &format!("echo '{{\"sessionId\":\"second\"}}' > {}", slot(2)),
+    );
+    quick("rm of a slot", &format!("rm {}", slot(1)));
+    quick(
+        "an append",
+        &format!("echo '{{\"type\":\"more\"}}' >> {transcript}"),
+    );
+    let slots = sh_ok(&format!("ls {}", m.q(&format!("slots/{WORLD}"))));
+    assert_eq!(slots.trim(), "2");
+    let entries = m.read("agent-transcripts/held.jsonl");
+    assert_eq!(entries.lines().count(), 2, "{entries}");
+    assert!(entries.contains("\"start\"") && entries.contains("\"more\""));
+}
+
+/// A stand-in Codex that, started afresh, writes a rollout under an id of
+/// its own (as the real one does after its first turn), then waits.
+fn codex_stand_in(host: &Host, new_id: &str) -> PathBuf {
+    let path = host.path("fake-codex");
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/bin/sh
+dir="$CODEX_HOME/sessions/2026/02/03"
+mkdir -p "$dir"
+f="$dir/rollout-2026-02-03T04-05-06-{new_id}.jsonl"
+printf '{{"timestamp":"2026-02-03T04:05:06.000Z","type":"session_meta","payload":{{"id":"{new_id}","cwd":"%s"}}}}\n' "$(pwd)" > "$f"
+printf '{{"timestamp":"2026-02-03T04:05:07.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"prompt from the stand-in"}}]}}}}\n' >> "$f"
+exec cat
+"#
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    path
+}
+
+#[test]
+fn a_held_metadata_lock_never_stalls_a_listing_that_binds_a_conversation() {
+    let host = Host::new();
+    let rollout_id = "019eaaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee";
+    let agent = codex_stand_in(&host, rollout_id);
+    let codex_home = host.path("codex");
+    let host = host
+        .with_env("CODEX_HOME", codex_home.to_str().unwrap())
+        .with_env("SESSIONFS_ENGINE_CODEX", agent.to_str().unwrap());
+    let m = host.mount("m");
+    sh_ok(&format!("mkdir {}", m.q("codex:mine")));
+
+    let lock = HeldLock::take(&state(&host, "sidecar.lock"));
+    sh_ok(&format!("echo open > {}", m.q("codex:mine/ctl")));
+    let rollout = codex_home.join(format!(
+        "sessions/2026/02/03/rollout-2026-02-03T04-05-06-{rollout_id}.jsonl"
+    ));
+    wait_for(20, "the stand-in's rollout", || {
+        std::fs::read(&rollout).is_ok_and(|r| r.ends_with(b"\n") && r.len() > 200)
+    });
+    // The session is bound to its rollout while the record of it waits
+    // for the lock: what shows it answers at once.
+    let latest = m.q("codex:mine/transcript/latest");
+    wait_for(10, "the transcript to show the rollout", || {
+        let (ok, out, took) = timed(&format!("cat {latest}"));
+        assert!(took < QUICK, "cat transcript/latest took {took:?}");
+        ok && out.contains("prompt from the stand-in")
+    });
+    let listing = quick("ls", &format!("ls {}", m.q("")));
+    assert!(listing.lines().any(|l| l == "codex:mine"), "{listing}");
+    assert!(!listing.contains(rollout_id), "{listing}");
+    quick("ls a session", &format!("ls -l {}", m.q("codex:mine")));
+    quick("cat status", &format!("cat {}", m.q("status")));
+
+    // Released: the binding is recorded.
+    lock.release();
+    let sidecar = state(&host, "sidecar.json");
+    wait_for(20, "the binding in the sidecar", || {
+        quick("ls", &format!("ls {}", m.q("")));
+        std::fs::read_to_string(&sidecar).is_ok_and(|s| s.contains(rollout_id))
+    });
+    let listing = sh_ok(&format!("ls {}", m.q("")));
+    assert!(!listing.contains(rollout_id), "{listing}");
+}
