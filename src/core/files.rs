@@ -948,10 +948,8 @@ impl Files {
         let buffered = self
             .handles
             .with(fh, |h| match h {
-                Handle::Record(r) => Some(
-                    r.write(&self.core, offset, data)
-                        .inspect_err(|e| log::warn!("{}", e.message)),
-                ),
+                // Recorded (status, log) below, with what it writes.
+                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
                 // A metadata refusal is logged with its session where it is made.
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
                 Handle::Prompt(p) => Some(p.write(data)),

@@ -38,6 +38,7 @@ mod times;
 mod transcripts;
 mod views;
 mod waits;
+mod warnings;
 
 pub use agent_state::EMPTY_PROMPT;
 pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
@@ -98,6 +99,7 @@ pub struct Core {
     listings: listing::ListingCache,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
+    warnings: warnings::Warnings,
     /// Blocked reads of `wait`.
     waits: waits::Waits,
     /// Every live session's output, read by a few threads.
@@ -197,6 +199,7 @@ impl Core {
             work: Pool::default(),
             listings: listing::ListingCache::default(),
             root_error: Mutex::new(None),
+            warnings: Default::default(),
             waits: waits::Waits::default(),
             output_readers: Default::default(),
             moved_hook: std::sync::OnceLock::new(),
@@ -220,7 +223,7 @@ impl Core {
 
     /// Records a refusal where the user can read it (`status.error`) and in the log.
     fn refuse(&self, key: &SessionKey, err: Error) -> Error {
-        log::warn!("{key}: {}", err.message);
+        let _ = self.warnings.warn(key.as_str(), &err.message);
         if self.exists(key) {
             lock(&self.runtime(key).state).error = Some(err.message.clone());
         }
@@ -242,7 +245,7 @@ impl Core {
     /// in the root, `slots/`, `agent-transcripts/`): in the log and as the
     /// root `status`'s `error`.
     pub fn refuse_root(&self, err: Error) -> Error {
-        log::warn!("{}", err.message);
+        let _ = self.warnings.warn("", &err.message);
         *lock(&self.root_error) = Some(err.message.clone());
         err
     }
