@@ -724,7 +724,7 @@ impl Files {
         }
         let handle = match (&node, node.row().content) {
             _ if !mode.writes && matches!(node.row().opens, Opens::Write | Opens::Append) => {
-                Handle::Snapshot(Vec::new())
+                Handle::Snapshot(Arc::default())
             }
             (_, Content::Records) => self
                 .records_open(&node, mode.writes)
@@ -771,9 +771,17 @@ impl Files {
     }
 
     /// The text of a generated file, as an `open` fixes it for its handle.
-    fn generate(&self, node: &Node) -> Result<Vec<u8>> {
+    fn generate(&self, node: &Node) -> Result<Arc<Vec<u8>>> {
+        // The listing's text is shared with its cache and every handle on
+        // it: at 100,000 sessions it is tens of megabytes.
+        if let Node::SessionsJson = node {
+            return Ok(self.core.sessions_json());
+        }
+        self.generate_owned(node).map(Arc::new)
+    }
+
+    fn generate_owned(&self, node: &Node) -> Result<Vec<u8>> {
         match node {
-            Node::SessionsJson => Ok(self.core.take_sessions_json()),
             Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
             Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
             Node::RootFile(RootFile::Status) => Ok(self.core.root_status()),
@@ -784,6 +792,15 @@ impl Files {
             Node::Session(key, SessionFile::Meta) => self.core.meta_json(key),
             Node::Session(key, SessionFile::Field(f)) => self.core.field_text(key, *f),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
+        }
+    }
+
+    /// The text a generated file's handle holds.
+    #[cfg(test)]
+    pub(super) fn snapshot_of(&self, fh: u64) -> Option<Arc<Vec<u8>>> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Snapshot(text)) => Some(text.clone()),
+            _ => None,
         }
     }
 

@@ -21,8 +21,9 @@ pub(super) enum Handle {
         view: View,
         tgid: u32,
     },
-    /// Generated text, fixed at open so a reader sees one consistent version.
-    Snapshot(Vec<u8>),
+    /// Generated text, fixed at open so a reader sees one consistent
+    /// version; shared by every handle opened on the same version.
+    Snapshot(Arc<Vec<u8>>),
     /// A transcript page: the text rendered at open, rendered again when a
     /// read reaches past it, so `tail -f` and `less +F` see appended turns.
     Page {

@@ -465,3 +465,31 @@ fn views_sessions_json_and_the_root_list_the_same_sessions() {
     assert_eq!(in_json, ["shell:a", "shell:b", "shell:c"]);
     assert_eq!(in_root, in_json);
 }
+
+/// Readers of one version of `sessions.json` share its text: a crowd of
+/// open handles holds one copy, not one each.
+#[test]
+fn open_handles_of_sessions_json_share_one_text() {
+    let m = mount();
+    m.session("shell:a");
+    let ino = m.ino(ROOT, "sessions.json");
+    let handles: Vec<u64> = (0..3)
+        .map(|_| m.files.open(ino, Access::READ, PID).unwrap())
+        .collect();
+    let texts: Vec<_> = handles
+        .iter()
+        .map(|fh| m.files.snapshot_of(*fh).expect("a snapshot"))
+        .collect();
+    assert!(texts[0].len() > 2);
+    assert!(texts.iter().all(|t| std::sync::Arc::ptr_eq(t, &texts[0])));
+    // A change makes a new version for the next opener only.
+    m.session("shell:b");
+    let later = m.files.open(ino, Access::READ, PID).unwrap();
+    let newer = m.files.snapshot_of(later).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&newer, &texts[0]));
+    assert!(String::from_utf8_lossy(&newer).contains("shell:b"));
+    assert!(!String::from_utf8_lossy(&texts[1]).contains("shell:b"));
+    for fh in handles.into_iter().chain([later]) {
+        m.files.release(fh);
+    }
+}

@@ -590,14 +590,6 @@ impl Core {
         text
     }
 
-    /// `sessions.json` for a reader that keeps its own copy: the cached
-    /// text is handed over rather than copied.
-    pub fn take_sessions_json(&self) -> Vec<u8> {
-        let text = self.sessions_json();
-        lock(&self.listings.sessions_json).take();
-        Arc::try_unwrap(text).unwrap_or_else(|shared| shared.to_vec())
-    }
-
     fn render_sessions_json(&self, rows: &[Row]) -> Vec<u8> {
         let page = listing::list_by(rows.iter().collect(), &Query::default(), |row| row);
         let page = DocPage {

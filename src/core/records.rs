@@ -128,7 +128,7 @@ impl Files {
                     .slots()
                     .get(world, *slot)?
                     .ok_or_else(|| Error::not_found(format!("no record for slot {slot}")))?;
-                Ok(Handle::Snapshot(record.to_json_line()))
+                Ok(Handle::Snapshot(std::sync::Arc::new(record.to_json_line())))
             }
             Node::HostedFile(id) if writes => Ok(Handle::Record(RecordWrite::Append {
                 session: Some(id.clone()),
