@@ -93,6 +93,9 @@ struct Index {
     /// Bumped by every change, so a walk does not undo what changed after
     /// it started.
     seq: u64,
+    /// Bumped when a conversation comes or goes, not when one is written
+    /// to: what the listing's members depend on.
+    keys_version: u64,
     /// Keys removed by events, and when: a walk that started before does
     /// not bring them back.
     tombs: HashMap<SessionKey, u64>,
@@ -351,6 +354,7 @@ impl Catalog {
             }
         }
         let mut changed = false;
+        let mut found_new = false;
         for (key, s) in seen {
             if next.contains_key(&key) || index.tombs.get(&key).is_some_and(|t| *t > started) {
                 continue;
@@ -361,6 +365,7 @@ impl Catalog {
                 o => {
                     changed = true;
                     if o.is_none() {
+                        found_new = true;
                         log::debug!("{key}: found in {}", s.path.display());
                     }
                     Arc::new(Indexed {
@@ -382,6 +387,10 @@ impl Catalog {
         if changed || next.len() != old.len() {
             log::debug!("catalog: {} conversations in the stores", next.len());
             index.touch();
+        }
+        // Nothing new and as many as before: the same conversations.
+        if found_new || next.len() != old.len() {
+            index.keys_version += 1;
         }
         index.files = Arc::new(next);
         index.tombs.retain(|_, t| *t > started);
@@ -461,6 +470,7 @@ impl Catalog {
         let seq = batch;
         let mut index = lock(&self.index);
         let mut changed = false;
+        let mut keys_changed = false;
         {
             let index = &mut *index;
             let files = Arc::make_mut(&mut index.files);
@@ -474,6 +484,7 @@ impl Catalog {
                     files.remove(&key);
                     index.tombs.insert(key, seq);
                     changed = true;
+                    keys_changed = true;
                 }
             }
             for (key, path) in removals {
@@ -485,6 +496,7 @@ impl Catalog {
                     let tomb = index.tombs.entry(key).or_insert(seq);
                     *tomb = (*tomb).max(seq);
                     changed = true;
+                    keys_changed = true;
                 }
             }
             for (key, s) in upserts {
@@ -502,6 +514,7 @@ impl Catalog {
                     Some(_) => None,
                     None => {
                         log::debug!("{key}: found in {}", s.path.display());
+                        keys_changed = true;
                         None
                     }
                 };
@@ -523,6 +536,9 @@ impl Catalog {
         }
         if changed {
             index.touch();
+        }
+        if keys_changed {
+            index.keys_version += 1;
         }
     }
 
@@ -575,6 +591,13 @@ impl Catalog {
     pub fn version(&self) -> u64 {
         self.sync();
         lock(&self.index).seq
+    }
+
+    /// Changes whenever a conversation comes or goes (after reading the
+    /// events queued); writes to one leave it as it is.
+    pub fn keys_version(&self) -> u64 {
+        self.sync();
+        lock(&self.index).keys_version
     }
 
     /// Every conversation, current as of this call.
@@ -955,6 +978,32 @@ mod tests {
             .files()
             .contains_key(&SessionKey::new("claude", "w0").unwrap()));
         assert_eq!(title(&c, "w2").as_deref(), Some("third"));
+    }
+
+    #[test]
+    fn the_keys_version_moves_when_a_conversation_comes_or_goes_only() {
+        let (dir, engines) = claude_world();
+        let a = conversation(dir.path(), "a", "first");
+        for watch in [true, false] {
+            let c = Catalog::open(&engines, &dir.path().join(format!("state{watch}")), watch);
+            let mut seen = c.keys_version();
+            let mut moved = |c: &Catalog| {
+                // Without inotify, a walk is trusted for a second.
+                lock(&c.index).walked = None;
+                let now = c.keys_version();
+                std::mem::replace(&mut seen, now) != now
+            };
+            append(&a, "{\"type\":\"user\"}\n");
+            later(&a);
+            assert!(!moved(&c), "written to (watch: {watch})");
+            let size = std::fs::metadata(&a).unwrap().len();
+            let entry = c.files()[&SessionKey::new("claude", "a").unwrap()].clone();
+            assert_eq!(entry.stamp.size, size, "the write was seen");
+            let b = conversation(dir.path(), "b", "second");
+            assert!(moved(&c), "one came (watch: {watch})");
+            std::fs::remove_file(&b).unwrap();
+            assert!(moved(&c), "one went (watch: {watch})");
+        }
     }
 
     #[test]

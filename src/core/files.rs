@@ -319,7 +319,9 @@ impl Files {
         let fixed = match node {
             Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
-            Node::Root => Fixed::Attributes,
+            // Their mtime may show a change late; a facet's entry is
+            // looked up every time, so it goes at once.
+            Node::Root | Node::Facet(..) => Fixed::Attributes,
             Node::Session(_, SessionFile::Dir) => Fixed::Directory,
             // Always there, never renamed, removed or replaced.
             Node::View(_) | Node::SlotsDir | Node::TranscriptsDir => Fixed::RootDirectory,

@@ -12,7 +12,8 @@
 //!   (attach or launch), `control` (`input`, `ctl`, stop), `prompt_close`
 //!   (a prompt's close and its writer's signals), `conversations`
 //!   (which store file a session is), `transcripts`, `status`, `root_ctl`,
-//!   `listing` (rows, `meta.json`, `sessions.json`) and `organize`
+//!   `listing` (rows, `meta.json`, `sessions.json`), `members` (who the
+//!   root and the views hold, without listing them) and `organize`
 //!   (metadata changes, archive).
 
 mod agent_state;
@@ -24,6 +25,7 @@ mod handles;
 #[cfg(test)]
 mod lifecycle_tests;
 mod listing;
+mod members;
 pub mod node;
 mod opening;
 mod organize;
@@ -94,6 +96,7 @@ pub struct Core {
     /// Slow operations (input, ctl, launches, stops, archives) run here.
     work: Pool,
     listings: listing::ListingCache,
+    members: members::Members,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// Blocked reads of `wait`.
@@ -185,6 +188,7 @@ impl Core {
             started_ms: now_ms(),
             work: Pool::default(),
             listings: listing::ListingCache::default(),
+            members: members::Members::default(),
             root_error: Mutex::new(None),
             waits: waits::Waits::default(),
             output_readers: Default::default(),
