@@ -142,6 +142,9 @@ pub struct Catalog {
     saved: Option<PathBuf>,
     /// Files summarised by this process (each a bounded read).
     reads: AtomicUsize,
+    /// Copies of the whole index made by [`Catalog::all`].
+    #[cfg(test)]
+    pub copies: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,6 +192,8 @@ impl Catalog {
             walking: AtomicBool::new(false),
             saved: None,
             reads: AtomicUsize::new(0),
+            #[cfg(test)]
+            copies: AtomicUsize::new(0),
         }
     }
 
@@ -686,6 +691,8 @@ impl Catalog {
         if fresh && !self.watching() {
             self.rescan();
         }
+        #[cfg(test)]
+        self.copies.fetch_add(1, Ordering::Relaxed);
         self.files()
             .iter()
             .map(|(k, e)| (k.clone(), e.file.clone()))

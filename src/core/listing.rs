@@ -314,19 +314,6 @@ impl Core {
         }
     }
 
-    /// A session this daemon launched may since have got its engine's own
-    /// conversation id: binds it, so it lists once.
-    fn bind_launched(&self) {
-        let launched: Vec<SessionKey> = lock(&self.sessions)
-            .iter()
-            .filter(|(_, rt)| lock(&rt.state).launched.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &launched {
-            self.store_file(key);
-        }
-    }
-
     /// Every session, in listing order (favourites, newest activity, key).
     /// With `summaries`, store titles are current (changed files are read,
     /// a bounded part each); without, only what `readdir` needs is gathered.
@@ -494,12 +481,7 @@ impl Core {
 
     /// One session's row, read without gathering the others.
     pub(crate) fn row(&self, key: &SessionKey) -> Row {
-        if lock(&self.sessions)
-            .get(key)
-            .is_some_and(|rt| lock(&rt.state).launched.is_some())
-        {
-            self.store_file(key);
-        }
+        self.bind_if_pending(key);
         let meta = self.sidecar.get(&key.to_string());
         let store = if self.catalog.kind_of(key.engine()).is_some() {
             self.catalog

@@ -97,6 +97,8 @@ pub struct Core {
     work: Pool,
     listings: listing::ListingCache,
     members: members::Members,
+    /// Sessions launched here whose conversation may still be bound.
+    pending_binds: conversations::PendingBinds,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// Blocked reads of `wait`.
@@ -189,6 +191,7 @@ impl Core {
             work: Pool::default(),
             listings: listing::ListingCache::default(),
             members: members::Members::default(),
+            pending_binds: Default::default(),
             root_error: Mutex::new(None),
             waits: waits::Waits::default(),
             output_readers: Default::default(),

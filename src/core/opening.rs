@@ -235,6 +235,12 @@ impl Core {
                 format!("{key} was stopped while it was being opened"),
             ));
         };
+        if opened.outcome == Outcome::Launch {
+            let launched = lock(&rt.state).launched;
+            if let Some((at, resumed)) = launched {
+                self.note_launch(key, at, resumed);
+            }
+        }
         self.agent_opened(
             key,
             rt,
