@@ -125,6 +125,44 @@ def is_mounted(path):
         return any(line.split()[1] == path for line in f)
 
 
+FACET_LINKS = 1000
+
+
+def facet_walks(mnt, ids):
+    """`ls -l projects/web` (a lookup per link) of 1,000 of the sessions,
+    median of 3: quiet, then while a shell prints a line every 5 ms."""
+    web = ids[:FACET_LINKS]
+    for sid in web:
+        with open(os.path.join(mnt, f"claude:{sid}", "project"), "w") as f:
+            f.write("web\n")
+    facet = os.path.join(mnt, "projects", "web")
+
+    def ls_l():
+        t, out = timed(["ls", "-l", facet], reps=3)
+        links = sum(1 for l in out.decode().splitlines() if " -> ../../claude:" in l)
+        if links != len(web):
+            broke(f"ls -l {facet} showed {links} links, not {len(web)}")
+        return t
+
+    quiet = ls_l()
+    talker = os.path.join(mnt, "shell:bench-talker")
+    os.mkdir(talker)
+    with open(os.path.join(talker, "input"), "w") as f:
+        f.write("while :; do echo tick; sleep 0.005; done\n")
+    deadline = time.time() + 20
+    while os.stat(os.path.join(talker, "scrollback")).st_size < 1000:
+        if time.time() > deadline:
+            broke("the talking shell printed nothing in 20 s")
+        time.sleep(0.01)
+    chatty = ls_l()
+    # Stopped and archived: the restart below lists the N conversations only.
+    with open(os.path.join(talker, "ctl"), "w") as f:
+        f.write("stop\n")
+    with open(os.path.join(talker, "archive"), "w") as f:
+        f.write("1\n")
+    return quiet, chatty
+
+
 def run(binary, work, n, prev=None):
     """Measures n conversations. `prev` = (n, times) of a smaller run: past
     10,000 the time targets are growth no faster than N log N from it."""
@@ -198,6 +236,7 @@ def run(binary, work, n, prev=None):
         meta_t = statistics.median(meta_times)
         rss = vm(d.proc.pid, "VmRSS")
         hwm = vm(d.proc.pid, "VmHWM")
+        ls_facet, ls_facet_chatty = facet_walks(mnt, ids)
         d.stop()
 
         restart_ready = d.start()
@@ -249,6 +288,11 @@ def run(binary, work, n, prev=None):
          meta_t < 0.005),
         ("daemon RSS after all of the above", f"{rss / MiB:.1f} MiB (peak {hwm / MiB:.1f})",
          f"< {rss_target // MiB} MiB", rss < rss_target),
+        (f"ls -l projects/web ({FACET_LINKS} links), median of 3", f"{ls_facet * 1e3:.0f} ms",
+         "-", None),
+        ("ls -l projects/web, a shell printing every 5 ms, median of 3",
+         f"{ls_facet_chatty * 1e3:.0f} ms", f"<= 2x quiet ({2 * ls_facet * 1e3:.0f} ms)",
+         ls_facet_chatty <= 2 * ls_facet),
         ("restart: mount ready (summaries saved)", f"{restart_ready * 1e3:.0f} ms",
          f"< {ready_target:.0f} s", restart_ready < ready_target),
         ("restart: first sessions.json", f"{restart_json * 1e3:.0f} ms", "-", None),

@@ -102,6 +102,9 @@ struct Cache {
     /// Why the file on disk could not be read; writes are refused meanwhile
     /// so a damaged file is never overwritten with less than it held.
     broken: Option<String>,
+    /// Bumped whenever `sessions` is replaced: exact where the file's mtime
+    /// may not move between two quick writes.
+    generation: u64,
 }
 
 #[derive(Debug)]
@@ -136,6 +139,7 @@ impl Sidecar {
                 stamp: None,
                 sessions: BTreeMap::new(),
                 broken: None,
+                generation: 0,
             }),
         };
         drop(sidecar.refresh());
@@ -164,6 +168,7 @@ impl Sidecar {
             return cache;
         }
         cache.stamp = now;
+        cache.generation += 1;
         match loaded {
             Ok(sessions) => {
                 cache.sessions = sessions;
@@ -182,6 +187,11 @@ impl Sidecar {
         std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
             .unwrap_or(std::time::UNIX_EPOCH)
+    }
+
+    /// Changes whenever the metadata does (by any daemon), as of this call.
+    pub fn generation(&self) -> u64 {
+        self.refresh().generation
     }
 
     pub fn get(&self, key: &str) -> Option<SessionMeta> {
@@ -255,6 +265,7 @@ impl Sidecar {
         cache.stamp = written;
         cache.sessions = std::mem::take(&mut prepared.sessions);
         cache.broken = None;
+        cache.generation += 1;
         Ok(())
     }
 
@@ -295,6 +306,7 @@ impl Sidecar {
         cache.stamp = written;
         cache.sessions = sessions;
         cache.broken = None;
+        cache.generation += 1;
         Ok(result)
     }
 
@@ -364,6 +376,31 @@ mod tests {
         .unwrap();
         assert!(s.get("shell:a").unwrap().changed_ms > b_before);
         assert_eq!(s.get("shell:b").unwrap().changed_ms, b_before);
+    }
+
+    #[test]
+    fn the_generation_moves_with_every_change_by_anyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Sidecar::open(dir.path());
+        let b = Sidecar::open(dir.path());
+        let first = a.generation();
+        assert_eq!(a.generation(), first, "nothing changed");
+        for i in 0..3 {
+            // Quick writes, as many as fit in one tick of a coarse clock.
+            b.update(|s| {
+                s.insert(format!("shell:{i}"), SessionMeta::default());
+                Ok(())
+            })
+            .unwrap();
+            let seen = a.generation();
+            assert_ne!(seen, first);
+            a.update(|s| {
+                s.remove(&format!("shell:{i}"));
+                Ok(())
+            })
+            .unwrap();
+            assert_ne!(a.generation(), seen);
+        }
     }
 
     #[test]

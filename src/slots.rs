@@ -409,6 +409,14 @@ impl SlotStore {
         self.transcripts_dir.join(format!("{id}.jsonl"))
     }
 
+    /// The mtime of the transcripts' directory: it moves when a transcript
+    /// comes or goes (within the filesystem's time granularity).
+    pub fn transcripts_changed(&self) -> Option<std::time::SystemTime> {
+        std::fs::metadata(&self.transcripts_dir)
+            .and_then(|m| m.modified())
+            .ok()
+    }
+
     /// Hosted session ids that have a transcript, sorted.
     pub fn transcripts(&self) -> Vec<String> {
         let Ok(dir) = std::fs::read_dir(&self.transcripts_dir) else {

@@ -535,3 +535,36 @@ fn last_activity_survives_a_daemon_restart() {
         );
     }
 }
+
+#[test]
+fn a_project_view_follows_a_project_change_at_once() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for key in ["shell:a", "shell:b"] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+    }
+    let is_dir = |rel: &str| m.path(rel).is_dir();
+    // Each step looked at right after the write that made it, twice (the
+    // second walk may be answered from what the kernel kept).
+    sh_ok(&format!("echo web > {}", m.q("shell:a/project")));
+    for _ in 0..2 {
+        assert!(is_dir("projects/web"));
+        assert!(m.path("projects/web/shell:a").is_symlink());
+        assert!(!is_dir("projects/api"));
+    }
+    sh_ok(&format!("echo api > {}", m.q("shell:a/project")));
+    for _ in 0..2 {
+        assert!(!is_dir("projects/web"), "its last session left it");
+        assert!(is_dir("projects/api"));
+        assert!(!m.path("projects/api/shell:b").exists());
+    }
+    sh_ok(&format!("echo api > {}", m.q("shell:b/project")));
+    assert_eq!(listing_of(&m, "projects/api"), ["shell:a", "shell:b"]);
+    sh_ok(&format!("echo 1 > {}", m.q("shell:a/archive")));
+    sh_ok(&format!("echo 1 > {}", m.q("shell:b/archive")));
+    assert!(!is_dir("projects/api"), "archived sessions are in no view");
+    assert!(!is_dir("engines/shell"));
+    sh_ok(&format!("mkdir {}", m.q("shell:c")));
+    assert!(is_dir("engines/shell"));
+    assert_eq!(listing_of(&m, "engines/shell"), ["shell:c"]);
+}

@@ -291,3 +291,55 @@ fn sessionfs_ls_asks_the_daemon_that_knows_the_live_sessions() {
     assert_eq!(keys_of(&page), ["shell:old", "shell:new"]);
     assert_eq!(page["facets"], json["facets"]);
 }
+
+#[test]
+fn a_view_of_a_project_is_walked_without_listing_while_a_session_talks() {
+    const LINKS: usize = 1_000;
+    // The debug log tells each listing gathered.
+    let host = Host::new().with_env("RUST_LOG", "debug");
+    // Records with a project, as `echo web > KEY/project` leaves them.
+    let sessions: serde_json::Map<String, Value> = (0..LINKS * 2)
+        .map(|i| {
+            let project = if i % 2 == 0 { "web" } else { "api" };
+            let meta = serde_json::json!({"created_ms": BASE_MS + i as u64, "project": project});
+            (format!("shell:s{i}"), meta)
+        })
+        .collect();
+    let state = host.path("state/sessionfs");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(
+        state.join("sidecar.json"),
+        serde_json::to_vec(&serde_json::json!({ "sessions": sessions })).unwrap(),
+    )
+    .unwrap();
+    let m = host.mount("mnt");
+    // A session printing a line every 2 ms: the listing changes all along.
+    m.live_shell("shell:talker");
+    m.type_line("shell:talker", "while :; do echo tick; sleep 0.002; done");
+    m.wait_output_line("shell:talker", "tick");
+    let scrollback = m.q("shell:talker/scrollback");
+    let size = || -> u64 {
+        sh_ok(&format!("stat -c %s {scrollback}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+
+    let gathered = || m.log_text().matches("listing: gathered").count();
+    let (before, talked) = (gathered(), size());
+    let links = sh_ok(&format!("ls -l {}", m.q("projects/web")));
+    let (after, talked_since) = (gathered(), size());
+    assert_eq!(
+        links
+            .lines()
+            .filter(|l| l.contains(" -> ../../shell:s"))
+            .count(),
+        LINKS
+    );
+    assert!(talked_since > talked, "the session talked during the ls");
+    // The directory's listing, and the views' members taken again at most
+    // once; none per link, however often the session printed meanwhile.
+    let gathers = after - before;
+    assert!(gathers <= 2, "{gathers} listings gathered for one ls -l");
+}

@@ -93,6 +93,9 @@ struct Index {
     /// Bumped by every change, so a walk does not undo what changed after
     /// it started.
     seq: u64,
+    /// Bumped when a conversation comes or goes, not when one is written
+    /// to: what the listing's members depend on.
+    keys_version: u64,
     /// Keys removed by events, and when: a walk that started before does
     /// not bring them back.
     tombs: HashMap<SessionKey, u64>,
@@ -139,6 +142,9 @@ pub struct Catalog {
     saved: Option<PathBuf>,
     /// Files summarised by this process (each a bounded read).
     reads: AtomicUsize,
+    /// Copies of the whole index made by [`Catalog::all`].
+    #[cfg(test)]
+    pub copies: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -186,6 +192,8 @@ impl Catalog {
             walking: AtomicBool::new(false),
             saved: None,
             reads: AtomicUsize::new(0),
+            #[cfg(test)]
+            copies: AtomicUsize::new(0),
         }
     }
 
@@ -351,6 +359,7 @@ impl Catalog {
             }
         }
         let mut changed = false;
+        let mut found_new = false;
         for (key, s) in seen {
             if next.contains_key(&key) || index.tombs.get(&key).is_some_and(|t| *t > started) {
                 continue;
@@ -361,6 +370,7 @@ impl Catalog {
                 o => {
                     changed = true;
                     if o.is_none() {
+                        found_new = true;
                         log::debug!("{key}: found in {}", s.path.display());
                     }
                     Arc::new(Indexed {
@@ -382,6 +392,10 @@ impl Catalog {
         if changed || next.len() != old.len() {
             log::debug!("catalog: {} conversations in the stores", next.len());
             index.touch();
+        }
+        // Nothing new and as many as before: the same conversations.
+        if found_new || next.len() != old.len() {
+            index.keys_version += 1;
         }
         index.files = Arc::new(next);
         index.tombs.retain(|_, t| *t > started);
@@ -461,6 +475,7 @@ impl Catalog {
         let seq = batch;
         let mut index = lock(&self.index);
         let mut changed = false;
+        let mut keys_changed = false;
         {
             let index = &mut *index;
             let files = Arc::make_mut(&mut index.files);
@@ -474,6 +489,7 @@ impl Catalog {
                     files.remove(&key);
                     index.tombs.insert(key, seq);
                     changed = true;
+                    keys_changed = true;
                 }
             }
             for (key, path) in removals {
@@ -485,6 +501,7 @@ impl Catalog {
                     let tomb = index.tombs.entry(key).or_insert(seq);
                     *tomb = (*tomb).max(seq);
                     changed = true;
+                    keys_changed = true;
                 }
             }
             for (key, s) in upserts {
@@ -502,6 +519,7 @@ impl Catalog {
                     Some(_) => None,
                     None => {
                         log::debug!("{key}: found in {}", s.path.display());
+                        keys_changed = true;
                         None
                     }
                 };
@@ -523,6 +541,9 @@ impl Catalog {
         }
         if changed {
             index.touch();
+        }
+        if keys_changed {
+            index.keys_version += 1;
         }
     }
 
@@ -575,6 +596,13 @@ impl Catalog {
     pub fn version(&self) -> u64 {
         self.sync();
         lock(&self.index).seq
+    }
+
+    /// Changes whenever a conversation comes or goes (after reading the
+    /// events queued); writes to one leave it as it is.
+    pub fn keys_version(&self) -> u64 {
+        self.sync();
+        lock(&self.index).keys_version
     }
 
     /// Every conversation, current as of this call.
@@ -663,6 +691,8 @@ impl Catalog {
         if fresh && !self.watching() {
             self.rescan();
         }
+        #[cfg(test)]
+        self.copies.fetch_add(1, Ordering::Relaxed);
         self.files()
             .iter()
             .map(|(k, e)| (k.clone(), e.file.clone()))
@@ -955,6 +985,32 @@ mod tests {
             .files()
             .contains_key(&SessionKey::new("claude", "w0").unwrap()));
         assert_eq!(title(&c, "w2").as_deref(), Some("third"));
+    }
+
+    #[test]
+    fn the_keys_version_moves_when_a_conversation_comes_or_goes_only() {
+        let (dir, engines) = claude_world();
+        let a = conversation(dir.path(), "a", "first");
+        for watch in [true, false] {
+            let c = Catalog::open(&engines, &dir.path().join(format!("state{watch}")), watch);
+            let mut seen = c.keys_version();
+            let mut moved = |c: &Catalog| {
+                // Without inotify, a walk is trusted for a second.
+                lock(&c.index).walked = None;
+                let now = c.keys_version();
+                std::mem::replace(&mut seen, now) != now
+            };
+            append(&a, "{\"type\":\"user\"}\n");
+            later(&a);
+            assert!(!moved(&c), "written to (watch: {watch})");
+            let size = std::fs::metadata(&a).unwrap().len();
+            let entry = c.files()[&SessionKey::new("claude", "a").unwrap()].clone();
+            assert_eq!(entry.stamp.size, size, "the write was seen");
+            let b = conversation(dir.path(), "b", "second");
+            assert!(moved(&c), "one came (watch: {watch})");
+            std::fs::remove_file(&b).unwrap();
+            assert!(moved(&c), "one went (watch: {watch})");
+        }
     }
 
     #[test]

@@ -202,6 +202,7 @@ impl Core {
             (state.client.take(), state.record.clone())
         };
         if let Some(client) = client {
+            self.members.connections.changed();
             client.detach();
         }
         terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());

@@ -13,9 +13,9 @@ use crate::key::SessionKey;
 use crate::sidecar::SessionMeta;
 use crate::transcript::StoreKind;
 use crate::work;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Hears how recording a found conversation went: on a failure (the
@@ -42,6 +42,38 @@ impl work::Answer<()> for Recorded {
             }
         }
     }
+}
+
+/// How often one session's stores may be searched (as
+/// [`Core::bind_conversation`] does).
+const SEARCH_EVERY: Duration = Duration::from_secs(1);
+
+/// A session launched here whose engine may yet name its conversation.
+#[derive(Debug, Clone)]
+struct Unbound {
+    /// Its launch (the time): a later one replaces this.
+    launched_ms: u64,
+    /// Its conversation at launch: another means it was bound.
+    conversation: String,
+    /// The catalog's version when the stores were last searched for it.
+    searched: Option<u64>,
+}
+
+/// The sessions launched here that may still be bound: a listing looks at
+/// these only, not at every session ever launched, and usually there is none.
+#[derive(Debug, Default)]
+pub(super) struct PendingBinds {
+    pending: Mutex<HashMap<SessionKey, Unbound>>,
+}
+
+/// What a pending session needs now.
+enum Next {
+    /// Bound, or it never can be: forgotten.
+    Done,
+    /// Nothing new to find yet.
+    Wait,
+    /// A search of the stores; `last`: the session ended, none follows.
+    Search { last: bool },
 }
 
 impl Core {
@@ -93,6 +125,119 @@ impl Core {
                 .filter_map(|rt| lock(&rt.state).conversation.clone()),
         );
         claimed
+    }
+
+    /// After a launch: remembers the session if its engine may name the
+    /// conversation later (a new Codex session's rollout, a resumed Claude
+    /// conversation going on under a new id).
+    pub(super) fn note_launch(&self, key: &SessionKey, launched_ms: u64, resumed: bool) {
+        let may_bind = match self.catalog.kind_of(key.engine()) {
+            Some(StoreKind::Codex) => true,
+            Some(StoreKind::Claude) => resumed,
+            _ => false,
+        };
+        if !may_bind {
+            lock(&self.pending_binds.pending).remove(key);
+            return;
+        }
+        let unbound = Unbound {
+            launched_ms,
+            conversation: self.conversation_id(key),
+            searched: None,
+        };
+        lock(&self.pending_binds.pending).insert(key.clone(), unbound);
+    }
+
+    /// Binds the sessions launched here whose engine may since have named
+    /// their conversation, so each lists once. A session's stores are
+    /// searched only when they changed since its last search; it is
+    /// forgotten once bound, once it has a store it keeps, or after a last
+    /// search once it has ended.
+    pub(super) fn bind_launched(&self) {
+        let keys: Vec<SessionKey> = lock(&self.pending_binds.pending).keys().cloned().collect();
+        if keys.is_empty() {
+            return;
+        }
+        let version = self.catalog.version();
+        for key in &keys {
+            self.bind_pending(key, version);
+        }
+    }
+
+    /// [`Core::bind_launched`] for one session.
+    pub(super) fn bind_if_pending(&self, key: &SessionKey) {
+        if lock(&self.pending_binds.pending).contains_key(key) {
+            self.bind_pending(key, self.catalog.version());
+        }
+    }
+
+    /// `version`: the catalog's, taken before any search.
+    fn bind_pending(&self, key: &SessionKey, version: u64) {
+        let Some(unbound) = lock(&self.pending_binds.pending).get(key).cloned() else {
+            return;
+        };
+        let last = match self.next_bind(key, &unbound, version) {
+            Next::Done => true,
+            Next::Wait => return,
+            Next::Search { last } => {
+                self.store_file(key);
+                last
+            }
+        };
+        let mut pending = lock(&self.pending_binds.pending);
+        // Unless launched again meanwhile.
+        if let Some(now) = pending
+            .get_mut(key)
+            .filter(|u| u.launched_ms == unbound.launched_ms)
+        {
+            if last {
+                pending.remove(key);
+            } else {
+                now.searched = Some(version);
+            }
+        }
+    }
+
+    /// What a pending session needs, from cheap looks only: its state, its
+    /// record, one store lookup.
+    fn next_bind(&self, key: &SessionKey, unbound: &Unbound, version: u64) -> Next {
+        let Some(rt) = lock(&self.sessions).get(key).cloned() else {
+            return Next::Done;
+        };
+        let (live, searched_lately) = {
+            let state = lock(&rt.state);
+            if state.launched.map(|(at, _)| at) != Some(unbound.launched_ms) {
+                // Launched again; that launch notes itself.
+                return Next::Wait;
+            }
+            (
+                state.client.is_some() || state.opening.is_some(),
+                state
+                    .bind_checked
+                    .is_some_and(|t| t.elapsed() < SEARCH_EVERY),
+            )
+        };
+        let conversation = self.conversation_id(key);
+        if conversation != unbound.conversation {
+            return Next::Done;
+        }
+        // A Codex session is bound only while it has no store of its own.
+        if self.catalog.kind_of(key.engine()) == Some(StoreKind::Codex)
+            && SessionKey::new(key.engine(), &conversation)
+                .ok()
+                .and_then(|c| self.catalog.find(&c))
+                .is_some()
+        {
+            return Next::Done;
+        }
+        if unbound.searched == Some(version) {
+            // The stores are as they were at its last search.
+            return if live { Next::Wait } else { Next::Done };
+        }
+        if searched_lately {
+            return Next::Wait;
+        }
+        Next::Search { last: !live }
     }
 
     /// After a launch, looks for the store file the engine started under an
@@ -182,5 +327,150 @@ impl Core {
                 Ok(())
             })
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Flight, SessionRuntime};
+    use super::*;
+    use crate::config::Config;
+    use crate::runtime::record::now_ms;
+    use std::path::Path;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    struct Host {
+        core: Arc<Core>,
+        dir: tempfile::TempDir,
+    }
+
+    fn host() -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let env: HashMap<String, String> = [
+            ("HOME", home),
+            ("XDG_STATE_HOME", dir.path().join("state")),
+            ("XDG_RUNTIME_DIR", dir.path().join("run")),
+            ("CODEX_HOME", dir.path().join("codex")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.display().to_string()))
+        .collect();
+        let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
+        Host { core, dir }
+    }
+
+    fn uuid(n: usize) -> String {
+        format!("019e0000-0000-7000-8000-{n:012x}")
+    }
+
+    impl Host {
+        /// A rollout Codex started in `cwd`, written now.
+        fn rollout(&self, id: &str, cwd: &Path) {
+            let folder = self.dir.path().join("codex/sessions/2026/01/02");
+            std::fs::create_dir_all(&folder).unwrap();
+            let meta = serde_json::json!({
+                "timestamp": "2026-01-02T03:04:05.000Z", "type": "session_meta",
+                "payload": {"id": id, "cwd": cwd},
+            });
+            let name = format!("rollout-2026-01-02T03-04-05-{id}.jsonl");
+            std::fs::write(folder.join(name), format!("{meta}\n")).unwrap();
+            // As a daemon's inotify would tell it.
+            self.core.catalog.refresh();
+        }
+
+        fn home(&self) -> PathBuf {
+            self.dir.path().join("home")
+        }
+
+        /// Marks `key` launched here now; `live`: its open is under way.
+        fn launch(&self, key: &str, live: bool) -> Arc<SessionRuntime> {
+            let key = SessionKey::parse(key).unwrap();
+            let rt = self.core.runtime(&key);
+            let at = now_ms();
+            {
+                let mut state = lock(&rt.state);
+                state.launched = Some((at, false));
+                state.bind_checked = None;
+                state.opening = live.then(|| Arc::new(Flight::default()));
+            }
+            self.core.note_launch(&key, at, false);
+            rt
+        }
+
+        /// Copies of the whole catalog made so far.
+        fn copies(&self) -> usize {
+            self.core.catalog.copies.load(Ordering::Relaxed)
+        }
+
+        fn pending(&self) -> usize {
+            lock(&self.core.pending_binds.pending).len()
+        }
+    }
+
+    #[test]
+    fn a_listing_copies_no_store_for_launched_sessions_that_cannot_bind() {
+        let h = host();
+        // Codex sessions resumed from rollouts of their own, and shells:
+        // launched here, and none can be bound to another conversation.
+        for i in 0..30 {
+            h.rollout(&uuid(i), &h.home());
+            h.launch(&format!("codex:{}", uuid(i)), true);
+            h.core.create(&format!("shell:s{i}")).unwrap();
+            h.launch(&format!("shell:s{i}"), true);
+        }
+        let before = h.copies();
+        for i in 0..3 {
+            h.core.rows(false);
+            h.core
+                .row(&SessionKey::parse(&format!("codex:{}", uuid(i))).unwrap());
+        }
+        assert_eq!(h.copies() - before, 0, "whole-catalog copies");
+        assert_eq!(h.pending(), 0, "none is looked at again");
+    }
+
+    #[test]
+    fn a_new_codex_session_is_bound_to_the_rollout_it_started_and_lists_once() {
+        let h = host();
+        h.core.create("codex:mine").unwrap();
+        h.launch("codex:mine", false);
+        h.rollout(&uuid(7), &h.home());
+        let rows = h.core.rows(false);
+        let key = SessionKey::parse("codex:mine").unwrap();
+        assert_eq!(h.core.conversation_id(&key), uuid(7));
+        assert!(rows.iter().any(|r| r.key == key));
+        assert!(rows.iter().all(|r| r.key.id() != uuid(7)), "listed once");
+        assert_eq!(h.pending(), 0);
+    }
+
+    #[test]
+    fn a_pending_session_is_searched_again_only_when_the_stores_changed() {
+        let h = host();
+        h.core.create("codex:mine").unwrap();
+        let rt = h.launch("codex:mine", true);
+        h.core.rows(false);
+        let searched = h.copies();
+        assert_eq!(searched, 1, "searched once: nothing yet");
+        let age = |rt: &SessionRuntime| {
+            lock(&rt.state).bind_checked = Instant::now().checked_sub(SEARCH_EVERY * 2);
+        };
+        age(&rt);
+        h.core.rows(false);
+        h.core.rows(false);
+        assert_eq!(h.copies(), searched, "the stores did not change");
+        // Another workspace's rollout: the stores changed.
+        h.rollout(&uuid(8), Path::new("/elsewhere"));
+        h.core.rows(false);
+        assert_eq!(h.copies(), searched + 1);
+        assert_eq!(h.pending(), 1, "still unbound while it runs");
+        // Ended, with nothing new since its last search: forgotten.
+        lock(&rt.state).opening = None;
+        age(&rt);
+        h.core.rows(false);
+        assert_eq!(h.copies(), searched + 1);
+        assert_eq!(h.pending(), 0);
     }
 }

@@ -319,7 +319,9 @@ impl Files {
         let fixed = match node {
             Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
-            Node::Root => Fixed::Attributes,
+            // Their mtime may show a change late; a facet's entry is
+            // looked up every time, so it goes at once.
+            Node::Root | Node::Facet(..) => Fixed::Attributes,
             Node::Session(_, SessionFile::Dir) => Fixed::Directory,
             // Always there, never renamed, removed or replaced.
             Node::View(_) | Node::SlotsDir | Node::TranscriptsDir => Fixed::RootDirectory,
@@ -390,36 +392,13 @@ impl Files {
             return Ok(0);
         };
         let ring = rt.scrollback();
-        // (handle, owning process, view length) of this session's views,
-        // taken with the table locked; `/proc` is read after it is released.
-        let views: Vec<(u64, u32, u64)> = {
-            let handles = self.handles.files();
-            let own = |h: &Handle| match h {
-                Handle::Scrollback { key: k, view, .. } if k == key => Some(ring.view_len(view)),
-                _ => None,
-            };
-            if let Some(size) = fh.and_then(|fh| handles.get(&fh)).and_then(own) {
-                return Ok(size);
-            }
-            handles
-                .iter()
-                .filter_map(|(fh, h)| match h {
-                    Handle::Scrollback {
-                        key: k, view, tgid, ..
-                    } if k == key => Some((*fh, *tgid, ring.view_len(view))),
-                    _ => None,
-                })
-                .collect()
-        };
-        if !views.is_empty() {
-            let tgid = tgid_of(pid);
-            // The newest handle of this process: `tail -F` reopens.
-            let newest = views
-                .iter()
-                .filter(|(_, t, _)| *t == tgid)
-                .max_by_key(|(fh, _, _)| *fh);
-            if let Some((_, _, size)) = newest {
-                return Ok(*size);
+        if let Some(view) = fh.and_then(|fh| self.handles.scrollback_view(fh, key)) {
+            return Ok(ring.view_len(&view));
+        }
+        // `/proc` is read only when someone holds this session's open.
+        if self.handles.scrollback_open(key) {
+            if let Some(view) = self.handles.newest_scrollback_of(key, tgid_of(pid)) {
+                return Ok(ring.view_len(&view));
             }
         }
         Ok(ring.len() as u64)

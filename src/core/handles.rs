@@ -70,6 +70,13 @@ pub(super) struct HandleTable {
     /// Each open directory's entries, taken at `opendir`: offsets stay
     /// stable however the directory changes during one listing.
     dirs: Mutex<HashMap<u64, DirSnapshot>>,
+    /// Each session's open `scrollback` handles and the processes owning
+    /// them, so a `stat` of one session's finds them without looking at
+    /// every handle (`tail -F` of each of N sessions stats them all).
+    scrollbacks: Mutex<HashMap<SessionKey, Vec<(u64, u32)>>>,
+    /// Handles a `stat` of `scrollback` looked at.
+    #[cfg(test)]
+    pub(super) scrollbacks_visited: AtomicU64,
 }
 
 impl Default for HandleTable {
@@ -78,6 +85,9 @@ impl Default for HandleTable {
             next: AtomicU64::new(1),
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            scrollbacks: Mutex::new(HashMap::new()),
+            #[cfg(test)]
+            scrollbacks_visited: AtomicU64::new(0),
         }
     }
 }
@@ -96,14 +106,67 @@ impl HandleTable {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
+    fn scrollbacks(&self) -> MutexGuard<'_, HashMap<SessionKey, Vec<(u64, u32)>>> {
+        self.scrollbacks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(super) fn add(&self, handle: Handle) -> u64 {
         let fh = self.next();
+        let scrollback = match &handle {
+            Handle::Scrollback { key, tgid, .. } => Some((key.clone(), *tgid)),
+            _ => None,
+        };
         self.files().insert(fh, handle);
+        if let Some((key, tgid)) = scrollback {
+            self.scrollbacks().entry(key).or_default().push((fh, tgid));
+        }
         fh
     }
 
     pub(super) fn remove(&self, fh: u64) -> Option<Handle> {
-        self.files().remove(&fh)
+        let handle = self.files().remove(&fh);
+        if let Some(Handle::Scrollback { key, .. }) = &handle {
+            let mut scrollbacks = self.scrollbacks();
+            if let Some(open) = scrollbacks.get_mut(key) {
+                open.retain(|(h, _)| *h != fh);
+                if open.is_empty() {
+                    scrollbacks.remove(key);
+                }
+            }
+        }
+        handle
+    }
+
+    /// The view of `scrollback` handle `fh`, if it is one of `key`'s.
+    pub(super) fn scrollback_view(&self, fh: u64, key: &SessionKey) -> Option<View> {
+        match self.files().get(&fh) {
+            Some(Handle::Scrollback { key: k, view, .. }) if k == key => Some(*view),
+            _ => None,
+        }
+    }
+
+    /// Whether some process holds `key`'s `scrollback` open.
+    pub(super) fn scrollback_open(&self, key: &SessionKey) -> bool {
+        self.scrollbacks().contains_key(key)
+    }
+
+    /// The view of the newest `scrollback` handle of `key` that process
+    /// `tgid` holds (`tail -F` reopens, and stats by name).
+    pub(super) fn newest_scrollback_of(&self, key: &SessionKey, tgid: u32) -> Option<View> {
+        let mut own: Vec<u64> = self
+            .scrollbacks()
+            .get(key)?
+            .iter()
+            .filter(|(_, t)| *t == tgid)
+            .map(|(fh, _)| *fh)
+            .collect();
+        own.sort_unstable_by(|a, b| b.cmp(a));
+        // One may be out of the table for a moment (see `with`): the next then.
+        own.into_iter().find_map(|fh| {
+            #[cfg(test)]
+            self.scrollbacks_visited.fetch_add(1, Ordering::Relaxed);
+            self.scrollback_view(fh, key)
+        })
     }
 
     /// Runs `work` on a handle taken out of the table, so the table's lock
@@ -129,5 +192,49 @@ impl HandleTable {
 
     pub(super) fn remove_dir(&self, fh: u64) {
         self.dirs().remove(&fh);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scrollback::Scrollback;
+
+    fn scrollback(key: &SessionKey, ring: &Arc<Scrollback>, tgid: u32) -> Handle {
+        Handle::Scrollback {
+            key: key.clone(),
+            ring: ring.clone(),
+            view: ring.open_view(),
+            tgid,
+        }
+    }
+
+    #[test]
+    fn each_sessions_scrollback_handles_are_kept_by_session() {
+        let table = HandleTable::default();
+        let (a, b) = (
+            SessionKey::parse("shell:a").unwrap(),
+            SessionKey::parse("shell:b").unwrap(),
+        );
+        let ring = Arc::new(Scrollback::new(1024));
+        let a1 = table.add(scrollback(&a, &ring, 7));
+        let a2 = table.add(scrollback(&a, &ring, 7));
+        let b1 = table.add(scrollback(&b, &ring, 8));
+        let other = table.add(Handle::Input(a.clone()));
+        assert_eq!(table.scrollbacks()[&a], [(a1, 7), (a2, 7)]);
+        assert!(table.newest_scrollback_of(&a, 7).is_some());
+        assert!(table.newest_scrollback_of(&a, 8).is_none());
+        assert!(table.scrollback_view(b1, &a).is_none(), "b's, not a's");
+        // Taken out for a moment (a read moving its view): the older one.
+        table.with(a2, |_| {
+            assert!(table.newest_scrollback_of(&a, 7).is_some());
+        });
+        table.remove(other);
+        table.remove(a2);
+        assert_eq!(table.scrollbacks()[&a], [(a1, 7)]);
+        table.remove(a1);
+        table.remove(b1);
+        assert!(!table.scrollback_open(&a) && !table.scrollback_open(&b));
+        assert!(table.scrollbacks().is_empty(), "nothing left behind");
     }
 }

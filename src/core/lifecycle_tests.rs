@@ -14,10 +14,15 @@ struct Mount {
 }
 
 fn mount() -> Mount {
+    mount_with(&[])
+}
+
+/// [`mount`] with more settings.
+fn mount_with(settings: &[(&str, &str)]) -> Mount {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let env: HashMap<String, String> = [
+    let mut env: HashMap<String, String> = [
         ("HOME", home),
         ("XDG_STATE_HOME", dir.path().join("state")),
         ("XDG_RUNTIME_DIR", dir.path().join("run")),
@@ -25,6 +30,7 @@ fn mount() -> Mount {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.display().to_string()))
     .collect();
+    env.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
     Mount {
         files: Files::new(core),
@@ -100,6 +106,47 @@ impl Mount {
         self.files.releasedir(fh);
         names
     }
+}
+
+#[test]
+fn a_scrollback_stat_looks_at_its_own_sessions_handles_only() {
+    use crate::key::SessionKey;
+    use std::sync::atomic::Ordering;
+    let m = mount_with(&[("AGENT_SESSIONS_SCROLLBACK_BYTES", "262144")]);
+    let (busy, quiet) = (m.session("shell:busy"), m.session("shell:quiet"));
+    let me = std::process::id();
+    // Another session followed many times over (`tail -F` of each).
+    let busy_scrollback = m.ino(busy, "scrollback");
+    for _ in 0..500 {
+        m.files.open(busy_scrollback, Access::READ, me).unwrap();
+    }
+    let scrollback = m.ino(quiet, "scrollback");
+    let fh = m.files.open(scrollback, Access::READ, me).unwrap();
+    // Past the ring's cap: the handle's view is longer than what is held.
+    let rt = m
+        .files
+        .core
+        .session_runtime(&SessionKey::parse("shell:quiet").unwrap())
+        .unwrap();
+    rt.take_output(&[b'x'; 300 * 1024]);
+    let held = rt.scrollback().len() as u64;
+    assert!(held < 300 * 1024);
+
+    let visited = &m.files.handles.scrollbacks_visited;
+    visited.store(0, Ordering::Relaxed);
+    let size = |fh, pid| m.files.getattr(scrollback, fh, pid).unwrap().size;
+    assert_eq!(size(Some(fh), me), 300 * 1024, "its own handle's view");
+    assert_eq!(size(None, me), 300 * 1024, "by name: its process's newest");
+    // Process 1 holds none of it open: the bytes held.
+    assert_eq!(size(None, 1), held);
+    assert!(
+        visited.load(Ordering::Relaxed) <= 1,
+        "{} handles looked at",
+        visited.load(Ordering::Relaxed)
+    );
+    // Closed, it is the bytes held for everyone.
+    m.files.release(fh);
+    assert_eq!(size(None, me), held);
 }
 
 #[test]

@@ -90,7 +90,8 @@ impl Serialize for Docs<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Stamp {
     catalog: u64,
-    sidecar: std::time::SystemTime,
+    /// The metadata's generation (exact; its mtime may not move between two writes).
+    sidecar: u64,
     /// The runtime directory (sockets come and go) and every runtime's state.
     runtimes: u64,
     /// The hosted runs' transcripts.
@@ -105,9 +106,18 @@ type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
 pub(super) struct ListingCache {
     rows: Slot<Arc<Vec<Row>>>,
     sessions_json: Slot<Arc<Vec<u8>>>,
+    /// Every session's row gathered, so many times.
+    #[cfg(test)]
+    gathered: std::sync::atomic::AtomicU64,
 }
 
 impl ListingCache {
+    /// How many times every session's row was gathered.
+    #[cfg(test)]
+    pub(super) fn gathered(&self) -> u64 {
+        self.gathered.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Drops what is too old to be served again.
     pub(super) fn expire(&self) {
         // Freed here, outside the slots' locks.
@@ -299,22 +309,9 @@ impl Core {
         }
         Stamp {
             catalog: self.catalog.version(),
-            sidecar: self.sidecar.modified(),
+            sidecar: self.sidecar.generation(),
             runtimes: runtimes.finish(),
             hosted: hosted.finish(),
-        }
-    }
-
-    /// A session this daemon launched may since have got its engine's own
-    /// conversation id: binds it, so it lists once.
-    fn bind_launched(&self) {
-        let launched: Vec<SessionKey> = lock(&self.sessions)
-            .iter()
-            .filter(|(_, rt)| lock(&rt.state).launched.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &launched {
-            self.store_file(key);
         }
     }
 
@@ -351,6 +348,10 @@ impl Core {
     }
 
     fn gather_rows(&self) -> Vec<Row> {
+        #[cfg(test)]
+        self.listings
+            .gathered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut sidecar = self.sidecar.all();
         let files = self.catalog.files();
         let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
@@ -483,17 +484,14 @@ impl Core {
             rows.push(self.make_row(key, parts));
         }
         listing::order(&mut rows);
+        // A pass over every session: the work a path walk must not repeat.
+        log::debug!("listing: gathered {} sessions", rows.len());
         rows
     }
 
     /// One session's row, read without gathering the others.
     pub(crate) fn row(&self, key: &SessionKey) -> Row {
-        if lock(&self.sessions)
-            .get(key)
-            .is_some_and(|rt| lock(&rt.state).launched.is_some())
-        {
-            self.store_file(key);
-        }
+        self.bind_if_pending(key);
         let mut meta = self.sidecar.get(&key.to_string());
         // As in `gather_rows`: a conversation found, perhaps not recorded yet.
         if let (Some(meta), Some(found)) = (meta.as_mut(), self.found_conversation(key)) {
@@ -625,13 +623,6 @@ impl Core {
     pub fn flags(&self, key: &SessionKey) -> (bool, bool, Option<String>) {
         let meta = self.sidecar.get(key.as_str()).unwrap_or_default();
         (meta.archived, meta.favourite, meta.project)
-    }
-
-    /// Whether an active session (key, project) is so; stops at the first.
-    pub fn any_active(&self, pred: impl Fn(&SessionKey, Option<&str>) -> bool) -> bool {
-        self.rows(false)
-            .iter()
-            .any(|r| !r.meta.archived && pred(&r.key, r.meta.project.as_deref()))
     }
 
     /// Active sessions with what the views group them by (favourite,

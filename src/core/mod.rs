@@ -12,7 +12,8 @@
 //!   (attach or launch), `control` (`input`, `ctl`, stop), `prompt_close`
 //!   (a prompt's close and its writer's signals), `conversations`
 //!   (which store file a session is), `transcripts`, `status`, `root_ctl`,
-//!   `listing` (rows, `meta.json`, `sessions.json`) and `organize`
+//!   `listing` (rows, `meta.json`, `sessions.json`), `members` (who the
+//!   root and the views hold, without listing them) and `organize`
 //!   (metadata changes, archive).
 
 mod agent_state;
@@ -24,6 +25,7 @@ mod handles;
 #[cfg(test)]
 mod lifecycle_tests;
 mod listing;
+mod members;
 pub mod node;
 mod opening;
 mod organize;
@@ -97,6 +99,9 @@ pub struct Core {
     /// under a store's lock) run here.
     work: Pool,
     listings: listing::ListingCache,
+    members: members::Members,
+    /// Sessions launched here whose conversation may still be bound.
+    pending_binds: conversations::PendingBinds,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     warnings: warnings::Warnings,
@@ -198,6 +203,8 @@ impl Core {
             started_ms: now_ms(),
             work: Pool::default(),
             listings: listing::ListingCache::default(),
+            members: members::Members::default(),
+            pending_binds: Default::default(),
             root_error: Mutex::new(None),
             warnings: Default::default(),
             waits: waits::Waits::default(),

@@ -223,6 +223,9 @@ impl Core {
                 Some(state.generation)
             }
         };
+        if generation.is_some() {
+            self.members.connections.changed();
+        }
         let Some(generation) = generation else {
             // `stop` came while this was opening: it wins.
             client.close();
@@ -232,6 +235,12 @@ impl Core {
                 format!("{key} was stopped while it was being opened"),
             ));
         };
+        if opened.outcome == Outcome::Launch {
+            let launched = lock(&rt.state).launched;
+            if let Some((at, resumed)) = launched {
+                self.note_launch(key, at, resumed);
+            }
+        }
         self.agent_opened(
             key,
             rt,
@@ -259,6 +268,7 @@ impl Core {
         let reader_waits = self.waits.clone();
         let reader_client = client.clone();
         let sink_rt = rt.clone();
+        let connections = self.members.connections.clone();
         let on_end = move |ended: Ended| {
             // Writers still waiting on this master fail now, not at their deadline.
             reader_client.close();
@@ -266,6 +276,7 @@ impl Core {
             let ended_by_itself = state.generation == generation && matches!(ended, Ended::Closed);
             if state.generation == generation {
                 state.client = None;
+                connections.changed();
             }
             match ended {
                 Ended::Closed => log::info!("{}: master closed", reader_rt.key),

@@ -7,7 +7,7 @@
 //! single source (`status`, `sessions.json`, the root's listing) is dated
 //! by [`Stamps`]: the time its content was first seen to differ.
 
-use super::listing::Row;
+use super::members::Membership;
 use super::Core;
 use crate::error::Result;
 use crate::key::SessionKey;
@@ -49,8 +49,6 @@ pub(super) struct Stamps {
     /// The `sessions.json` text last dated (weak: the listing cache owns
     /// it), so an unchanged listing is not hashed again.
     listing: Mutex<Option<(Weak<Vec<u8>>, SystemTime)>>,
-    /// The same for the listing's rows (the root's and views' members).
-    members: Mutex<Option<(Weak<Vec<Row>>, SystemTime)>>,
 }
 
 impl Stamps {
@@ -93,20 +91,13 @@ impl Stamps {
         self.by_version(&self.listing, ino, text, |t| digest(&[t]), first)
     }
 
-    /// The time of the root's and the views' members, for the rows `rows`
-    /// (the listing's cached rows: a new version only when something changed).
+    /// The time of the root's and the views' members.
     pub(super) fn members(
         &self,
-        rows: &Arc<Vec<Row>>,
+        members: &Membership,
         first: impl FnOnce() -> SystemTime,
     ) -> SystemTime {
-        self.by_version(
-            &self.members,
-            MEMBERS,
-            rows,
-            |rows| members_digest(rows),
-            first,
-        )
+        self.dated(MEMBERS, members.digest(), first)
     }
 
     /// [`Stamps::dated`] for content kept in an `Arc` by a cache: the same
@@ -133,26 +124,6 @@ impl Stamps {
 /// Where [`Stamps`] keeps the members' time (no inode has this number).
 const MEMBERS: u64 = u64::MAX;
 
-/// What decides the root's and the views' entries: each session's key and
-/// the flags views group by, in key order (not activity order).
-fn members_digest(rows: &[Row]) -> u64 {
-    let mut members: Vec<(&str, bool, bool, Option<&str>)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r.key.as_str(),
-                r.meta.archived,
-                r.meta.favourite,
-                r.meta.project.as_deref(),
-            )
-        })
-        .collect();
-    members.sort_unstable();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    members.hash(&mut h);
-    h.finish()
-}
-
 impl Core {
     /// When this session's record last changed (its title, project,
     /// favourite, archive, workspace, conversation), else when it was made;
@@ -178,8 +149,7 @@ impl Core {
     /// When the set of sessions (and what the views group them by) last
     /// changed: the time of the root and the views.
     pub(super) fn members_changed(&self, stamps: &Stamps) -> SystemTime {
-        let rows = self.rows(false);
-        stamps.members(&rows, || self.listing_changed())
+        stamps.members(&self.membership(), || self.listing_changed())
     }
 
     /// The newest change of any session's record, and the daemon's start:

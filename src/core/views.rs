@@ -17,10 +17,7 @@ impl Files {
     /// Whether an active session has this project (or engine): a facet
     /// directory exists while one does.
     fn facet_exists(&self, view: ViewDir, name: &str) -> bool {
-        self.core.any_active(|key, project| match view {
-            ViewDir::Projects => project == Some(name),
-            _ => key.engine() == name,
-        })
+        self.core.membership().has_facet(view, name)
     }
 
     pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, Kind, String)>> {

@@ -1,0 +1,293 @@
+//! The sessions the root and the views hold, and what the views group them
+//! by, kept apart from the listing's rows. Output and activity reorder the
+//! listing all the time but change no member, so a path walk through
+//! `projects/NAME` or `engines/NAME`, and the attributes of the root and
+//! the views, read this index: made again only when a member may have
+//! changed (a conversation came or went, the metadata changed, a session
+//! connected or disconnected, a hosted run's transcript came or went).
+
+use super::listing::Row;
+use super::node::ViewDir;
+use super::{lock, Core};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long an index is trusted when the transcripts' directory changed
+/// just before it was made: a second change within the filesystem's time
+/// granularity would leave the directory's mtime as it was.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// What the members depend on, each read in O(1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MembersStamp {
+    /// The conversations in the engines' stores (not their contents).
+    conversations: u64,
+    /// The metadata: records, archived, favourite, project.
+    records: u64,
+    /// Connections made and lost here: a live session without a record is listed.
+    connections: u64,
+    /// The hosted runs' transcripts.
+    hosted: Option<SystemTime>,
+}
+
+/// The members as of one stamp.
+#[derive(Debug, Default)]
+pub(super) struct Membership {
+    /// Active sessions by project, and by engine.
+    projects: HashMap<String, usize>,
+    engines: HashMap<String, usize>,
+    /// Every session's key and the flags views group by, digested.
+    digest: u64,
+}
+
+impl Membership {
+    fn of(rows: &[Row]) -> Membership {
+        let mut projects: HashMap<String, usize> = HashMap::new();
+        let mut engines: HashMap<String, usize> = HashMap::new();
+        for row in rows.iter().filter(|r| !r.meta.archived) {
+            if let Some(project) = &row.meta.project {
+                *projects.entry(project.clone()).or_default() += 1;
+            }
+            *engines.entry(row.key.engine().to_string()).or_default() += 1;
+        }
+        Membership {
+            projects,
+            engines,
+            digest: digest(rows),
+        }
+    }
+
+    /// Whether `projects/NAME` (or `engines/NAME`) exists: an active
+    /// session has that project (or engine).
+    pub(super) fn has_facet(&self, view: ViewDir, name: &str) -> bool {
+        let by = match view {
+            ViewDir::Projects => &self.projects,
+            _ => &self.engines,
+        };
+        by.get(name).is_some_and(|n| *n > 0)
+    }
+
+    /// Changes when a session comes or goes or changes what views group it by.
+    pub(super) fn digest(&self) -> u64 {
+        self.digest
+    }
+}
+
+/// Each session's key and the flags views group by, in key order (not
+/// activity order).
+fn digest(rows: &[Row]) -> u64 {
+    let mut members: Vec<(&str, bool, bool, Option<&str>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.key.as_str(),
+                r.meta.archived,
+                r.meta.favourite,
+                r.meta.project.as_deref(),
+            )
+        })
+        .collect();
+    members.sort_unstable();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    members.hash(&mut h);
+    h.finish()
+}
+
+#[derive(Debug)]
+struct Current {
+    stamp: MembersStamp,
+    made: Instant,
+    /// The transcripts' directory had not changed for [`SETTLE`] when it was made.
+    settled: bool,
+    membership: Arc<Membership>,
+}
+
+/// Counts the connections made and lost; shared with the output readers,
+/// which see a connection end.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Connections(Arc<AtomicU64>);
+
+impl Connections {
+    /// A session connected or disconnected (call after the change).
+    pub(super) fn changed(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn count(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The index and what keeps it current.
+#[derive(Debug, Default)]
+pub(super) struct Members {
+    pub(super) connections: Connections,
+    current: Mutex<Option<Current>>,
+}
+
+impl Core {
+    fn members_stamp(&self) -> MembersStamp {
+        MembersStamp {
+            conversations: self.catalog.keys_version(),
+            records: self.sidecar.generation(),
+            connections: self.members.connections.count(),
+            hosted: self.slots.transcripts_changed(),
+        }
+    }
+
+    /// The members now: the index made before while nothing they depend on
+    /// changed, else made again from the rows.
+    pub(super) fn membership(&self) -> Arc<Membership> {
+        // Taken before the rows, so a change in between makes it again.
+        let stamp = self.members_stamp();
+        if let Some(current) = &*lock(&self.members.current) {
+            if current.stamp == stamp && (current.settled || current.made.elapsed() < SETTLE) {
+                return current.membership.clone();
+            }
+        }
+        let membership = Arc::new(Membership::of(&self.rows(false)));
+        let settled = stamp
+            .hosted
+            .is_none_or(|at| at + SETTLE <= SystemTime::now());
+        *lock(&self.members.current) = Some(Current {
+            stamp,
+            made: Instant::now(),
+            settled,
+            membership: membership.clone(),
+        });
+        membership
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::node::ROOT;
+    use super::super::Files;
+    use super::*;
+    use crate::config::Config;
+    use crate::key::SessionKey;
+    use crate::sidecar::SessionMeta;
+    use std::ffi::OsStr;
+
+    fn core() -> (Arc<Core>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let env: HashMap<String, String> = [
+            ("HOME", home),
+            ("XDG_STATE_HOME", dir.path().join("state")),
+            ("XDG_RUNTIME_DIR", dir.path().join("run")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.display().to_string()))
+        .collect();
+        let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
+        (core, dir)
+    }
+
+    /// `n` shell sessions; the even ones in project `web`.
+    fn sessions(core: &Core, n: usize) {
+        core.sidecar
+            .update(|all| {
+                for i in 0..n {
+                    let meta = SessionMeta {
+                        created_ms: 1,
+                        project: (i % 2 == 0).then(|| "web".to_string()),
+                        ..Default::default()
+                    };
+                    all.insert(format!("shell:s{i}"), meta);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    fn set_project(core: &Core, key: &str, project: Option<&str>) {
+        core.sidecar
+            .update(|all| {
+                all.get_mut(key).unwrap().project = project.map(str::to_string);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_walk_through_a_facet_gathers_no_listing_while_a_session_writes() {
+        let (core, _dir) = core();
+        sessions(&core, 400);
+        let files = Files::new(core.clone());
+        let projects = files.lookup(ROOT, OsStr::new("projects"), 0).unwrap().ino;
+        let engines = files.lookup(ROOT, OsStr::new("engines"), 0).unwrap().ino;
+        let talker = core
+            .session_runtime(&SessionKey::parse("shell:s1").unwrap())
+            .unwrap();
+        let before = core.listings.gathered();
+        // What `ls -l projects/web/` does per link while one session
+        // prints: the path walk looks the facet up and asks its attributes.
+        for i in 0..100 {
+            talker.take_output(format!("line {i}\r\n").as_bytes());
+            let web = files.lookup(projects, OsStr::new("web"), 0).unwrap();
+            files.getattr(web.ino, None, 0).unwrap();
+            files.lookup(engines, OsStr::new("shell"), 0).unwrap();
+            files.getattr(ROOT, None, 0).unwrap();
+            let missing = files.lookup(projects, OsStr::new("api"), 0).unwrap_err();
+            assert_eq!(missing.errno, libc::ENOENT);
+        }
+        let gathered = core.listings.gathered() - before;
+        assert!(gathered <= 1, "{gathered} listings gathered for 100 walks");
+    }
+
+    #[test]
+    fn a_facet_comes_and_goes_with_its_last_session_at_once() {
+        let (core, _dir) = core();
+        sessions(&core, 4);
+        let files = Files::new(core.clone());
+        let projects = files.lookup(ROOT, OsStr::new("projects"), 0).unwrap().ino;
+        let found = |name: &str| files.lookup(projects, OsStr::new(name), 0).is_ok();
+        assert!(found("web") && !found("api"));
+        let root_time = files.getattr(ROOT, None, 0).unwrap().mtime;
+
+        set_project(&core, "shell:s1", Some("api"));
+        assert!(found("web") && found("api"));
+        set_project(&core, "shell:s0", None);
+        set_project(&core, "shell:s2", Some("api"));
+        assert!(!found("web"), "its last session left");
+        assert!(found("api"));
+        assert!(files.getattr(ROOT, None, 0).unwrap().mtime >= root_time);
+
+        // Archived sessions are in no facet; a new record is in its engine's.
+        core.sidecar
+            .update(|all| {
+                for meta in all.values_mut() {
+                    meta.archived = true;
+                }
+                Ok(())
+            })
+            .unwrap();
+        let engines = files.lookup(ROOT, OsStr::new("engines"), 0).unwrap().ino;
+        assert!(!found("api"));
+        assert!(files.lookup(engines, OsStr::new("shell"), 0).is_err());
+        core.create("shell:new").unwrap();
+        assert!(files.lookup(engines, OsStr::new("shell"), 0).is_ok());
+    }
+
+    #[test]
+    fn members_are_dated_by_what_they_are_not_by_activity() {
+        let (core, _dir) = core();
+        sessions(&core, 4);
+        let first = core.membership();
+        let talker = core
+            .session_runtime(&SessionKey::parse("shell:s3").unwrap())
+            .unwrap();
+        talker.take_output(b"output\r\n");
+        assert!(Arc::ptr_eq(&first, &core.membership()), "kept");
+        set_project(&core, "shell:s3", Some("api"));
+        let second = core.membership();
+        assert_ne!(first.digest(), second.digest());
+        assert!(second.has_facet(ViewDir::Projects, "api"));
+        assert!(!first.has_facet(ViewDir::Projects, "api"));
+    }
+}
