@@ -40,7 +40,7 @@ mod views;
 mod waits;
 
 pub use agent_state::EMPTY_PROMPT;
-pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
+pub use files::{Access, Attr, CrowdedHook, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
 pub use listing::listing_from_daemon;
 pub use node::Kind;

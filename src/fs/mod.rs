@@ -3,9 +3,11 @@
 //! on a session goes to the pool with its reply. Every error goes back
 //! through [`fail`], which logs it.
 
+pub mod crowded;
 mod follow;
 mod guard;
 mod moved;
+mod notify;
 
 use crate::core::{Access, Attr, Core, Files, Fixed, Kind, SetAttr};
 use crate::error::Error;
@@ -166,6 +168,11 @@ impl SessionFs {
         })
     }
 
+    /// The mounted tree, for what the daemon sets up once the mount exists.
+    pub fn files(&self) -> &Arc<Files> {
+        &self.files
+    }
+
     fn attr(&self, a: &Attr) -> FileAttr {
         let kind = file_type(a.kind);
         FileAttr {
@@ -293,6 +300,12 @@ impl Filesystem for SessionFs {
             self.files.lookup(parent.0, name, req.pid()),
             reply,
         );
+    }
+
+    // Every entry replied is one lookup the kernel holds; once it holds
+    // none, the number is let go (`batch_forget` comes here one by one).
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.files.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
