@@ -85,6 +85,8 @@ pub struct Core {
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Arc<Catalog>,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
+    /// Plain copies of compressed rollouts, for the index and the pages.
+    decoded: crate::catalog::DecodedCopies,
     slots: SlotStore,
     hosted: Mutex<HashMap<String, Arc<EntryIndex>>>,
     wrapper: PathBuf,
@@ -174,6 +176,7 @@ impl Core {
             sidecar: Sidecar::open(&config.state_dir),
             catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
             transcripts: Mutex::new(HashMap::new()),
+            decoded: crate::catalog::DecodedCopies::new(config.runtime_dir.join("decoded")),
             slots: SlotStore::open(&config.state_dir),
             hosted: Mutex::new(HashMap::new()),
             paths,
