@@ -28,6 +28,7 @@ pub mod node;
 mod opening;
 mod organize;
 mod prompt_close;
+mod record_buffers;
 mod records;
 mod root_ctl;
 mod save;
