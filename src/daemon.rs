@@ -65,10 +65,10 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
     // Every request goes through the panic guard.
-    let fs = Guarded(
-        SessionFs::new(core.clone(), options.share_read)
-            .map_err(|e| Error::io("cannot start the follow timer thread", &e))?,
-    );
+    let fs = SessionFs::new(core.clone(), options.share_read)
+        .map_err(|e| Error::io("cannot start the follow timer thread", &e))?;
+    let files = fs.files().clone();
+    let fs = Guarded(fs);
     let mounted =
         |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
     // As root fuser would mount the type as plain `fuse`; mount it ourselves.
@@ -83,6 +83,11 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     let device = std::os::fd::AsFd::as_fd(&session)
         .try_clone_to_owned()
         .map_err(|e| Error::io("cannot duplicate the FUSE device", &e))?;
+    let crowded = device
+        .try_clone()
+        .and_then(crate::fs::crowded::start)
+        .map_err(|e| Error::io("cannot start the crowded-entries thread", &e))?;
+    files.on_crowded(crowded);
     let moved = crate::fs::MovedEntries::start(device, mountpoint.clone())
         .map_err(|e| Error::io("cannot start the moved-entries thread", &e))?;
     core.on_moved(crate::core::MovedHook(Box::new(move |key| {

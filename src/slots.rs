@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -36,6 +36,12 @@ pub const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
 
 /// Largest slot record a writer may send (a real one is a few hundred bytes).
 pub const MAX_SLOT_RECORD_BYTES: u64 = 1 << 20;
+
+/// Most records one world holds (a dock has a handful of slots).
+pub const MAX_WORLD_SLOTS: usize = 1024;
+
+/// Largest a world's file may be: every change reads and rewrites it whole.
+pub const MAX_WORLD_BYTES: u64 = 4 << 20;
 
 /// The longest a hosted session id may be.
 const MAX_SESSION_ID: usize = 128;
@@ -121,6 +127,8 @@ pub struct SlotStore {
     transcripts_dir: PathBuf,
     max_entry: u64,
     max_transcript: u64,
+    max_world_slots: usize,
+    max_world_bytes: u64,
     /// The last accepted hosted-run entry; the daemon's own view, not shared.
     agent_run: Mutex<Option<Value>>,
     /// `slots/.lock`, which every writer of a world takes.
@@ -139,13 +147,30 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-fn load_world(path: &Path) -> Result<World> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| Error::new(libc::EIO, format!("{} is damaged: {e}", path.display()))),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(World::new()),
-        Err(e) => Err(Error::io(&format!("cannot read {}", path.display()), &e)),
+/// The world in `path`, read only up to `max_bytes`: a larger file (which
+/// this daemon never writes) is refused and left as it is.
+fn load_world(path: &Path, max_bytes: u64) -> Result<World> {
+    let failed = |e: std::io::Error| Error::io(&format!("cannot read {}", path.display()), &e);
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(World::new()),
+        Err(e) => return Err(failed(e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(Error::new(
+            libc::EFBIG,
+            format!(
+                "{} is over the {max_bytes} bytes a world may hold; it is left as it is",
+                path.display()
+            ),
+        ));
     }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Error::new(libc::EIO, format!("{} is damaged: {e}", path.display())))
 }
 
 /// What kind of JSON value this is, for error messages.
@@ -256,7 +281,8 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
 }
 
 impl SlotStore {
-    /// A store under `state_dir` with the limits of SPEC §9 (1 MiB, 256 MiB).
+    /// A store under `state_dir` with the limits of SPEC §9 (1 MiB, 256 MiB)
+    /// and of docs/SEMANTICS.md (1024 slots and 4 MiB a world).
     pub fn open(state_dir: &Path) -> SlotStore {
         Self::with_limits(state_dir, MAX_ENTRY_BYTES, MAX_TRANSCRIPT_BYTES)
     }
@@ -269,8 +295,23 @@ impl SlotStore {
             transcripts_dir: state_dir.join("agent-transcripts"),
             max_entry,
             max_transcript,
+            max_world_slots: MAX_WORLD_SLOTS,
+            max_world_bytes: MAX_WORLD_BYTES,
             agent_run: Mutex::new(None),
         }
+    }
+
+    /// The same store with other world limits: records, and bytes of its file.
+    pub fn with_world_limits(self, slots: usize, bytes: u64) -> SlotStore {
+        SlotStore {
+            max_world_slots: slots,
+            max_world_bytes: bytes,
+            ..self
+        }
+    }
+
+    fn load_world(&self, path: &Path) -> Result<World> {
+        load_world(path, self.max_world_bytes)
     }
 
     fn world_path(&self, world: &str) -> PathBuf {
@@ -289,7 +330,7 @@ impl SlotStore {
     pub fn get(&self, world: &str, slot: u32) -> Result<Option<SlotRecord>> {
         let world = parse_world(world)?;
         Self::check_slot(slot)?;
-        Ok(load_world(&self.world_path(&world))?.remove(&slot))
+        Ok(self.load_world(&self.world_path(&world))?.remove(&slot))
     }
 
     /// Replaces the record for (world, slot) with the one in `json`, stamped now.
@@ -305,9 +346,19 @@ impl SlotStore {
         }
         let mut record = record_from_json(json)?;
         record.last_spawn = format!("{:.3}", jiff::Timestamp::now());
+        let most = self.max_world_slots;
         self.update(&world, LOCK_WAIT, |map| {
+            if map.len() >= most && !map.contains_key(&slot) {
+                return Err(Error::new(
+                    libc::ENOSPC,
+                    format!(
+                        "world {world} holds {most} records, the most a world may hold; slot {slot} is not added"
+                    ),
+                ));
+            }
             map.insert(slot, record.clone());
-        })?;
+            Ok(())
+        })??;
         Ok(record)
     }
 
@@ -341,7 +392,7 @@ impl SlotStore {
         let Ok(world) = parse_world(world) else {
             return Vec::new();
         };
-        match load_world(&self.world_path(&world)) {
+        match self.load_world(&self.world_path(&world)) {
             Ok(map) => map.into_keys().collect(),
             Err(e) => {
                 log::error!("{}", e.message);
@@ -363,7 +414,7 @@ impl SlotStore {
         let _lock = self.lock.take(wait)?;
         let path = self.world_path(world);
         // A damaged file is refused rather than overwritten with less than it held.
-        let mut map = load_world(&path)?;
+        let mut map = self.load_world(&path)?;
         let before = map.clone();
         let result = change(&mut map);
         if map != before {
@@ -389,6 +440,17 @@ impl SlotStore {
             .join(format!(".{name}.tmp{}", std::process::id()));
         let mut body = serde_json::to_vec_pretty(map).expect("slot records serialise");
         body.push(b'\n');
+        if body.len() as u64 > self.max_world_bytes {
+            return Err(Error::new(
+                libc::ENOSPC,
+                format!(
+                    "world {} would take {} bytes, over the {} bytes a world may hold; nothing changed",
+                    name.trim_end_matches(".json"),
+                    body.len(),
+                    self.max_world_bytes
+                ),
+            ));
+        }
         let written = OpenOptions::new()
             .create(true)
             .truncate(true)
@@ -770,6 +832,89 @@ mod tests {
         assert_eq!(std::fs::read(&file).unwrap(), before);
         assert_eq!(s.get(W, 1).unwrap(), Some(good));
         assert_eq!(s.slots(W), vec![1]);
+    }
+
+    #[test]
+    fn a_full_world_takes_no_new_slot_and_keeps_what_it_holds() {
+        let (dir, s) = store();
+        let s = s.with_world_limits(3, MAX_WORLD_BYTES);
+        for slot in 1..=3 {
+            s.put(W, slot, br#"{"sessionId":"a"}"#).unwrap();
+        }
+        let file = dir.path().join("slots").join(format!("{W}.json"));
+        let before = std::fs::read(&file).unwrap();
+        let err = s.put(W, 4, br#"{"sessionId":"b"}"#).unwrap_err();
+        assert_eq!(err.errno, libc::ENOSPC);
+        assert!(err.message.contains("3 records"), "{}", err.message);
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        assert_eq!(s.slots(W), vec![1, 2, 3]);
+        // A slot it holds is replaced; one forgotten makes room.
+        assert_eq!(
+            s.put(W, 2, br#"{"sessionId":"c"}"#).unwrap().session_id,
+            "c"
+        );
+        assert!(s.forget(W, 1).unwrap());
+        s.put(W, 4, br#"{"sessionId":"d"}"#).unwrap();
+        assert_eq!(s.slots(W), vec![2, 3, 4]);
+        // Another world has room of its own.
+        s.put(
+            "11111111-2222-3333-4444-555555555555",
+            9,
+            br#"{"sessionId":"e"}"#,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_world_file_stays_under_its_size_cap() {
+        let (dir, s) = store();
+        let s = s.with_world_limits(MAX_WORLD_SLOTS, 2000);
+        let big = |c: char| {
+            format!(
+                r#"{{"sessionId":"a","name":"{}"}}"#,
+                c.to_string().repeat(600)
+            )
+        };
+        s.put(W, 1, big('x').as_bytes()).unwrap();
+        s.put(W, 2, big('y').as_bytes()).unwrap();
+        let file = dir.path().join("slots").join(format!("{W}.json"));
+        let before = std::fs::read(&file).unwrap();
+        for (slot, c) in [(3, 'z'), (1, 'w')] {
+            // A new record, or one grown in place, past the cap.
+            let json = if slot == 1 {
+                format!(r#"{{"sessionId":"a","name":"{}"}}"#, "w".repeat(1200))
+            } else {
+                big(c)
+            };
+            let err = s.put(W, slot, json.as_bytes()).unwrap_err();
+            assert_eq!(err.errno, libc::ENOSPC, "{}", err.message);
+            assert!(err.message.contains("2000 bytes"), "{}", err.message);
+            assert_eq!(std::fs::read(&file).unwrap(), before);
+        }
+        assert_eq!(s.slots(W), vec![1, 2]);
+        assert_eq!(s.get(W, 1).unwrap().unwrap().name, "x".repeat(600));
+        // Smaller records still fit, and shrinking always does.
+        s.put(W, 1, br#"{"sessionId":"small"}"#).unwrap();
+        s.put(W, 3, br#"{"sessionId":"small"}"#).unwrap();
+    }
+
+    #[test]
+    fn a_world_file_over_the_cap_is_refused_and_left_as_it_is() {
+        let (dir, s) = store();
+        s.put(W, 1, br#"{"sessionId":"a"}"#).unwrap();
+        let file = dir.path().join("slots").join(format!("{W}.json"));
+        let mut huge = std::fs::read(&file).unwrap();
+        huge.extend(std::iter::repeat_n(b' ', MAX_WORLD_BYTES as usize));
+        std::fs::write(&file, &huge).unwrap();
+        let err = s.get(W, 1).unwrap_err();
+        assert_eq!(err.errno, libc::EFBIG);
+        assert!(err.message.contains("left as it is"), "{}", err.message);
+        assert_eq!(
+            s.put(W, 2, br#"{"sessionId":"b"}"#).unwrap_err().errno,
+            libc::EFBIG
+        );
+        assert_eq!(s.forget(W, 1).unwrap_err().errno, libc::EFBIG);
+        assert_eq!(std::fs::read(&file).unwrap(), huge);
     }
 
     #[test]

@@ -282,3 +282,101 @@ fn hosted_runs_are_sessions_and_agent_run_follows_the_last_entry() {
         .unwrap()
         .contains("hosted"));
 }
+
+#[test]
+fn worlds_looked_up_by_the_thousand_are_let_go_and_keep_their_numbers() {
+    use sessionfs::core::node::HELD_MAX;
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let slot = format!("slots/{WORLD}/1");
+    sh_ok(&format!(
+        "echo '{{\"sessionId\":\"s-1\"}}' > {}",
+        m.q(&slot)
+    ));
+    let world = format!("slots/{WORLD}");
+    let numbers = || sh_ok(&format!("stat -c %i {} {}", m.q(&slot), m.q(&world)));
+    let before = numbers();
+    let held = || {
+        m.json("status")["inodes"]
+            .as_u64()
+            .expect("status counts inodes")
+    };
+    // Every GUID names a world, so each of these is found, and the kernel
+    // keeps them all; past the cap it is told to drop the oldest, and
+    // forgets them, and so does the daemon.
+    let worlds = 2 * HELD_MAX;
+    for i in 0..worlds {
+        let world = format!("{i:08x}-0000-4000-8000-000000000000");
+        let found = std::fs::metadata(m.path(&format!("slots/{world}")));
+        assert!(found.is_ok(), "{world}: {found:?}");
+    }
+    wait_for(30, "the daemon to let go of the worlds' numbers", || {
+        held() <= HELD_MAX as u64 + 64
+    });
+    assert_eq!(numbers(), before, "a world's and a record's numbers held");
+    assert_eq!(sh_ok(&format!("ls {}", m.q("slots"))).trim(), WORLD_LC);
+}
+
+#[test]
+fn a_full_world_refuses_a_record_with_a_reason_and_keeps_what_it_holds() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let record = |n: u32, c: char| {
+        let path = host.path(&format!("record-{n}.json"));
+        let name = c.to_string().repeat(900 << 10);
+        std::fs::write(
+            &path,
+            format!("{{\"sessionId\":\"s-{n}\",\"name\":\"{name}\"}}"),
+        )
+        .unwrap();
+        path
+    };
+    // Four records of 900 KiB fit in a world's 4 MiB; a fifth does not.
+    for (n, c) in [(1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')] {
+        let from = record(n, c);
+        sh_ok(&format!(
+            "cat '{}' > {}",
+            from.display(),
+            m.q(&format!("slots/{WORLD}/{n}"))
+        ));
+    }
+    let state = host.path(&format!("state/sessionfs/slots/{WORLD_LC}.json"));
+    let before = std::fs::read(&state).unwrap();
+    let from = record(5, 'e');
+    let out = sh(&format!(
+        "cat '{}' > {}",
+        from.display(),
+        m.q(&format!("slots/{WORLD}/5"))
+    ));
+    assert!(!out.status.success(), "a fifth record of 900 KiB was taken");
+    assert!(
+        stderr(&out).contains("No space left on device"),
+        "{}",
+        stderr(&out)
+    );
+    let error = m.json("status")["error"].to_string();
+    assert!(
+        error.contains(WORLD_LC) && error.contains("4194304 bytes a world may hold"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&state).unwrap(), before, "the world changed");
+    assert_eq!(
+        sh_ok(&format!("ls {}", m.q(&format!("slots/{WORLD}"))))
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["1", "2", "3", "4"]
+    );
+    assert_eq!(
+        m.json(&format!("slots/{WORLD}/4"))["name"]
+            .as_str()
+            .unwrap()
+            .len(),
+        900 << 10
+    );
+    // A smaller record in place of a big one fits.
+    sh_ok(&format!(
+        "echo '{{\"sessionId\":\"small\"}}' > {}",
+        m.q(&format!("slots/{WORLD}/1"))
+    ));
+    assert_eq!(m.json(&format!("slots/{WORLD}/1"))["sessionId"], "small");
+}

@@ -392,3 +392,68 @@ fn a_compressed_codex_rollout_is_found_and_rendered() {
     // The store is only read: the compressed file is as it was.
     assert!(zst.exists() && !codex_file.exists());
 }
+
+#[test]
+fn a_line_over_the_cap_is_skipped_and_its_page_says_so() {
+    let host = store_host();
+    write_stores(&host, 4, Some(sessionfs::transcript::MAX_LINE_BYTES + 1024));
+    let m = host.mount("mnt");
+    for key in [format!("claude:{CLAUDE_ID}"), format!("codex:{CODEX_ID}")] {
+        let page = m.read(&format!("{key}/transcript/page-0"));
+        assert_eq!(prompts(&page), vec![0, 1, 2, 3], "{key}");
+        assert!(!page.contains("huge"), "{key} shows the line");
+        assert!(
+            page.contains("of the store skipped") && page.contains("a line may have"),
+            "{key} does not say what was skipped:\n{page}"
+        );
+    }
+}
+
+#[test]
+fn a_rollout_that_decodes_past_the_cap_is_refused_with_a_reason_once() {
+    use std::io::Write;
+    let host = store_host();
+    let (_, codex_file) = write_stores(&host, 4, None);
+    let plain = std::fs::read(&codex_file).unwrap();
+    let zst = codex_file.with_extension("jsonl.zst");
+    // The rollout, then frames of blanks that decode to more than the cap.
+    let frame = zstd::encode_all(&vec![b' '; 16 << 20][..], 1).unwrap();
+    let mut out = std::fs::File::create(&zst).unwrap();
+    out.write_all(&zstd::encode_all(&plain[..], 3).unwrap())
+        .unwrap();
+    let frames = sessionfs::catalog::MAX_DECODED_BYTES / (16 << 20) + 1;
+    for _ in 0..frames {
+        out.write_all(&frame).unwrap();
+    }
+    drop(out);
+    std::fs::remove_file(&codex_file).unwrap();
+    let m = host.mount("mnt");
+    let page = format!("codex:{CODEX_ID}/transcript/page-0");
+    for _ in 0..2 {
+        let out = sh(&format!("cat {}", m.q(&page)));
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("File too large"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let error = m.json(&format!("codex:{CODEX_ID}/status"))["error"].to_string();
+    assert!(
+        error.contains("the most a decoded copy may hold"),
+        "{error}"
+    );
+    let log = m.log_text();
+    assert_eq!(
+        log.matches("the most a decoded copy may hold").count(),
+        1,
+        "reported once:\n{log}"
+    );
+    // Nothing of it is left in the runtime directory; the rollout is as it was.
+    let decoded = host.runtime_dir().join("decoded");
+    let left: Vec<_> = std::fs::read_dir(&decoded)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(zst.exists());
+}

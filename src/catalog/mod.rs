@@ -11,6 +11,7 @@
 //! re-reads only files whose size or mtime changed. Walks and reads happen
 //! outside the index's lock; their results are merged under it.
 
+mod decoded;
 mod persist;
 mod summary;
 mod walk;
@@ -22,8 +23,9 @@ pub use walk::codex_rollout_id;
 use crate::engine::{EngineTable, Store};
 use crate::key::SessionKey;
 use crate::transcript::StoreKind;
+pub use decoded::{DecodedCopies, NotDecoded, MAX_DECODED_BYTES};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -751,9 +753,17 @@ impl Catalog {
 
 /// The working directory a store's session ran in, from its first lines.
 pub fn store_cwd(file: &StoreFile) -> Option<String> {
-    let reader = crate::transcript::open_store(&file.path, 0).ok()?;
-    for line in BufReader::new(reader).split(b'\n').take(64) {
-        let line = line.ok()?;
+    use crate::transcript::{read_line_capped, NextLine};
+    // The rows that say it are short: longer ones are read past, not kept.
+    const ROW_MAX: usize = 1 << 20;
+    let mut reader = BufReader::new(crate::transcript::open_store(&file.path, 0).ok()?);
+    let mut line = Vec::new();
+    for _ in 0..64 {
+        match read_line_capped(&mut reader, &mut line, ROW_MAX).ok()? {
+            NextLine::End => return None,
+            NextLine::TooLong(_) => continue,
+            NextLine::Line => {}
+        }
         let Ok(row) = serde_json::from_slice::<serde_json::Value>(&line) else {
             continue;
         };
@@ -766,33 +776,6 @@ pub fn store_cwd(file: &StoreFile) -> Option<String> {
         }
     }
     None
-}
-
-fn mtime_ms(path: &Path) -> u64 {
-    std::fs::metadata(path)
-        .map(|m| walk::mtime_ms(&m))
-        .unwrap_or(0)
-}
-
-/// A plain file with the store's lines: the store itself, or for a
-/// compressed rollout a decoded copy in `cache_dir`, made again when the
-/// rollout is newer than the copy.
-pub fn readable(file: &StoreFile, cache_dir: &Path) -> std::io::Result<PathBuf> {
-    if !crate::transcript::is_compressed(&file.path) {
-        return Ok(file.path.clone());
-    }
-    let name = file.path.file_name().unwrap_or_default().to_string_lossy();
-    let copy = cache_dir.join(name.trim_end_matches(".zst"));
-    if mtime_ms(&copy) >= file.mtime_ms && copy.exists() {
-        return Ok(copy);
-    }
-    std::fs::create_dir_all(cache_dir)?;
-    let tmp = copy.with_extension(format!("tmp{}", std::process::id()));
-    let mut out = std::fs::File::create(&tmp)?;
-    let mut decoder = crate::transcript::open_store(&file.path, 0)?;
-    std::io::copy(&mut decoder, &mut out)?;
-    std::fs::rename(&tmp, &copy)?;
-    Ok(copy)
 }
 
 #[cfg(test)]

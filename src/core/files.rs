@@ -8,7 +8,7 @@
 use super::agent_state::PromptWrite;
 use super::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
 use super::node::{
-    Cap, Content, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
+    Cap, Content, Entry, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
 };
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
@@ -237,6 +237,18 @@ pub struct Files {
     /// them again, or for [`REMOVED_FOR`].
     removed: Mutex<Vec<(SessionKey, SessionFile, u32, Instant)>>,
     started: SystemTime,
+    crowded: std::sync::OnceLock<CrowdedHook>,
+}
+
+/// What [`Files::on_crowded`] calls with the entries (parent's number,
+/// name) the kernel is to drop. It must not wait: it is called on a
+/// request thread, and the kernel locks the parent directory to drop one.
+pub struct CrowdedHook(pub Box<dyn Fn(Vec<Entry>) + Send + Sync>);
+
+impl std::fmt::Debug for CrowdedHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CrowdedHook")
+    }
 }
 
 /// How long a removed `meta.json` or one-line file stays missing if nothing
@@ -262,6 +274,7 @@ impl Files {
             program_time: program_time().unwrap_or_else(SystemTime::now),
             removed: Mutex::default(),
             started: SystemTime::now(),
+            crowded: std::sync::OnceLock::new(),
         }
     }
 
@@ -375,6 +388,39 @@ impl Files {
             }
         }
         Ok(node)
+    }
+
+    /// `attr` of `node` as an entry the kernel keeps (a lookup, `mkdir`,
+    /// `create`, `symlink`): its number is held until the kernel forgets it.
+    /// `parent` and `name` are what the kernel looked it up by.
+    fn entry_attr(&self, node: &Node, attr: Attr, parent: u64, name: &std::ffi::OsStr) -> Attr {
+        let entry = (parent, name.to_string_lossy().into_owned());
+        let (ino, crowded) = self.inodes.looked_up(node, entry);
+        if !crowded.is_empty() {
+            match self.crowded.get() {
+                Some(hook) => (hook.0)(crowded),
+                None => log::debug!("{} entries to drop, and no one to tell", crowded.len()),
+            }
+        }
+        Attr { ino, ..attr }
+    }
+
+    /// Sets what is told the entries the kernel is to drop when it holds
+    /// too many numbers (once; later calls are ignored).
+    pub fn on_crowded(&self, hook: CrowdedHook) {
+        if self.crowded.set(hook).is_err() {
+            log::debug!("the crowded-entries hook was already set");
+        }
+    }
+
+    /// `forget`: the kernel dropped `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+
+    /// How many inode numbers this daemon holds.
+    pub fn inodes_held(&self) -> usize {
+        self.inodes.count()
     }
 
     /// The node behind `ino` as far as this daemon knows it, without
@@ -506,7 +552,7 @@ impl Files {
                 self.program_time,
             ),
             Node::RootFile(RootFile::Status) => {
-                self.dated_text(ino, &self.core.root_status(), || started)
+                self.dated_text(ino, &self.core.root_status(self.inodes_held()), || started)
             }
             Node::HostedFile(id) => {
                 let path = self.core.slots().transcript_path(id);
@@ -654,7 +700,8 @@ impl Files {
                 )));
             }
         }
-        self.attr_of(&node, None, pid)
+        let attr = self.attr_of(&node, None, pid)?;
+        Ok(self.entry_attr(&node, attr, parent, name))
     }
 
     /// Checks `mode` against the node's row in the node table.
@@ -763,7 +810,7 @@ impl Files {
         match node {
             Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
             Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
-            Node::RootFile(RootFile::Status) => Ok(self.core.root_status()),
+            Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.inodes_held())),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
             Node::Session(key, SessionFile::Status) => self.core.status(key),
             Node::Session(key, SessionFile::State) => self.core.state_line(key),
@@ -1125,7 +1172,9 @@ impl Files {
                 .to_str()
                 .ok_or_else(|| Error::invalid("a world is a GUID"))
                 .and_then(crate::slots::parse_world)?;
-            return self.attr_of(&Node::World(world), None, pid);
+            let node = Node::World(world);
+            let attr = self.attr_of(&node, None, pid)?;
+            return Ok(self.entry_attr(&node, attr, parent, name));
         }
         if parent != ROOT {
             return Err(Error::perm(
@@ -1136,7 +1185,9 @@ impl Files {
             .to_str()
             .ok_or_else(|| Error::invalid("session keys are ASCII"))
             .and_then(|n| self.core.create(n))?;
-        self.attr_of(&Node::Session(key, SessionFile::Dir), None, pid)
+        let node = Node::Session(key, SessionFile::Dir);
+        let attr = self.attr_of(&node, None, pid)?;
+        Ok(self.entry_attr(&node, attr, parent, name))
     }
 
     /// `rmdir`: only empty worlds go; sessions are archived instead.
@@ -1222,9 +1273,9 @@ impl Files {
             .map_err(|e| self.refuse_in(parent, name, "create", e))
     }
 
-    fn create_node(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<(Attr, u64)> {
-        let parent = self.node(parent)?;
-        let name = utf8(name)?;
+    fn create_node(&self, dir: u64, os_name: &std::ffi::OsStr, pid: u32) -> Result<(Attr, u64)> {
+        let parent = self.node(dir)?;
+        let name = utf8(os_name)?;
         if let Node::Session(key, SessionFile::Dir) = &parent {
             let tgid = tgid_of(pid);
             if let Some(file) =
@@ -1236,7 +1287,8 @@ impl Files {
                 let handle = Handle::Meta(MetaWrite::new(&self.core, key, file)?);
                 let attr = self.attr_of(&node, None, 0)?;
                 let fh = self.handles.add(handle);
-                return Ok((Attr { size: 0, ..attr }, fh));
+                let attr = Attr { size: 0, ..attr };
+                return Ok((self.entry_attr(&node, attr, dir, os_name), fh));
             }
             if !Self::is_scratch_name(name) {
                 return Err(Error::new(libc::EEXIST, format!("{name} exists")));
@@ -1251,13 +1303,14 @@ impl Files {
             let fh = self
                 .handles
                 .add(Handle::Scratch(key.clone(), name.to_string()));
-            return Ok((attr, fh));
+            return Ok((self.entry_attr(&node, attr, dir, os_name), fh));
         }
         let (node, handle) = self.records_create(&parent, name)?;
         let fh = self.handles.add(handle);
         // Not written yet: an empty file until its first record arrives.
         let size = self.records_size(&node).unwrap_or(0);
-        Ok((self.attr(&node, size, SystemTime::now()), fh))
+        let attr = self.attr(&node, size, SystemTime::now());
+        Ok((self.entry_attr(&node, attr, dir, os_name), fh))
     }
 
     /// `symlink`: editors' lock links (emacs's `.#meta.json`) live with
@@ -1293,7 +1346,9 @@ impl Files {
                         symlink: Some(target.to_string_lossy().into_owned()),
                     },
                 )?;
-                self.attr_of(&Node::Scratch(key, name.to_string()), None, pid)
+                let node = Node::Scratch(key, name.to_string());
+                let attr = self.attr_of(&node, None, pid)?;
+                Ok(self.entry_attr(&node, attr, parent, link_name))
             }
             _ => Err(Error::perm(
                 "symlinks can only be made in session directories",

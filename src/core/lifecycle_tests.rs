@@ -540,3 +540,50 @@ fn open_handles_of_sessions_json_share_one_text() {
         m.files.release(fh);
     }
 }
+
+#[test]
+fn a_record_and_transcript_lines_written_a_byte_at_a_time_arrive_whole() {
+    let m = mount();
+    let slots = m.ino(ROOT, "slots");
+    let world = m
+        .files
+        .mkdir(slots, os("0f8fad5b-d9cb-469f-a165-70867728950e"), PID)
+        .unwrap()
+        .ino;
+    let name = "n".repeat(20_000);
+    let record = format!(r#"{{"sessionId":"s-1","name":"{name}"}}"#);
+    let (_, fh) = m.files.create(world, os("3")).unwrap();
+    for (at, b) in record.bytes().enumerate() {
+        m.files.write(fh, at as u64, &[b]).unwrap();
+    }
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    let stored: serde_json::Value = serde_json::from_slice(&m.read_all(world, "3")).unwrap();
+    assert_eq!(stored["name"], name);
+    // Text that is not JSON, sent after the last parse, is named so at close.
+    let (_, fh) = m.files.create(world, os("4")).unwrap();
+    let head = format!(r#"{{"sessionId":"s-2","name":"{name}""#);
+    m.files.write(fh, 0, head.as_bytes()).unwrap();
+    m.files.write(fh, head.len() as u64, b" x").unwrap();
+    let err = m.files.finish(fh).unwrap_err();
+    assert_eq!(err.errno, libc::EINVAL);
+    assert!(err.message.contains("not JSON"), "{}", err.message);
+    m.files.release(fh);
+
+    let transcripts = m.ino(ROOT, "agent-transcripts");
+    let (_, fh) = m.files.create(transcripts, os("run-1.jsonl")).unwrap();
+    let lines =
+        format!("{{\"type\":\"a\"}}\n\n{{\"type\":\"b\",\"t\":\"{name}\"}}\n{{\"type\":\"c\"}}");
+    for (at, b) in lines.bytes().enumerate() {
+        m.files.write(fh, at as u64, &[b]).unwrap();
+    }
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    let text = m.read_all(transcripts, "run-1.jsonl");
+    let types: Vec<String> = text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap()["type"].to_string())
+        .collect();
+    assert_eq!(types, ["\"a\"", "\"b\"", "\"c\""]);
+}

@@ -30,6 +30,7 @@ pub mod node;
 mod opening;
 mod organize;
 mod prompt_close;
+mod record_buffers;
 mod records;
 mod root_ctl;
 mod save;
@@ -43,7 +44,7 @@ mod waits;
 mod warnings;
 
 pub use agent_state::EMPTY_PROMPT;
-pub use files::{Access, Attr, Files, Fixed, SetAttr, SlowWrite};
+pub use files::{Access, Attr, CrowdedHook, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
 pub use listing::listing_from_daemon;
 pub use node::Kind;
@@ -89,6 +90,8 @@ pub struct Core {
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Arc<Catalog>,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
+    /// Plain copies of compressed rollouts, for the index and the pages.
+    decoded: crate::catalog::DecodedCopies,
     slots: SlotStore,
     hosted: Mutex<HashMap<String, Arc<EntryIndex>>>,
     wrapper: PathBuf,
@@ -192,6 +195,7 @@ impl Core {
             sidecar: Arc::new(Sidecar::open(&config.state_dir)),
             catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
             transcripts: Mutex::new(HashMap::new()),
+            decoded: crate::catalog::DecodedCopies::new(config.runtime_dir.join("decoded")),
             slots: SlotStore::open(&config.state_dir),
             hosted: Mutex::new(HashMap::new()),
             paths,

@@ -483,7 +483,38 @@ struct Space<T> {
     bits: u32,
     by_slot: HashMap<u64, T>,
     by_name: HashMap<T, u64>,
+    /// The slots the kernel holds lookups on. A slot it holds none of is
+    /// kept only while there are few such: its number comes back from its
+    /// hash when it is named again.
+    held: HashMap<u64, Held>,
+    /// Counts lookups, to tell the ones looked up longest ago.
+    clock: u64,
+    /// Lookups since the kernel was last asked to drop entries.
+    since_drop: usize,
 }
+
+/// The kernel's hold on one number.
+#[derive(Debug)]
+struct Held {
+    lookups: u64,
+    /// The clock at its last lookup.
+    last: u64,
+    /// The directory and name the kernel last looked it up by.
+    entry: Entry,
+}
+
+/// A directory entry as the kernel holds it: its parent's number and name.
+pub type Entry = (u64, String);
+
+/// Slots the kernel holds no lookup on, kept until there are this many:
+/// then they all go (a listing hands out numbers the kernel never looks up).
+const UNHELD_MAX: usize = 4096;
+
+/// Named numbers the kernel may hold at once. Any well-formed GUID under
+/// `slots/` is a world, and the kernel keeps what it looked up until memory
+/// runs short; past this many, it is asked to drop the quarter it looked up
+/// longest ago (those in use stay).
+pub const HELD_MAX: usize = 16 * 1024;
 
 impl<T: Clone + Eq + std::hash::Hash> Space<T> {
     fn new(bits: u32) -> Self {
@@ -491,12 +522,18 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
             bits,
             by_slot: HashMap::new(),
             by_name: HashMap::new(),
+            held: HashMap::new(),
+            clock: 0,
+            since_drop: HELD_MAX / 4,
         }
     }
 
     fn slot(&mut self, name: &T, hash: u64) -> u64 {
         if let Some(slot) = self.by_name.get(name) {
             return *slot;
+        }
+        if self.by_slot.len() - self.held.len() >= UNHELD_MAX {
+            self.drop_unheld();
         }
         let mask = (1u64 << self.bits) - 1;
         let mut slot = hash & mask;
@@ -510,6 +547,72 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
 
     fn name(&self, slot: u64) -> Option<T> {
         self.by_slot.get(&slot).cloned()
+    }
+
+    /// The slot of `name`, counted as one more lookup the kernel holds
+    /// under `entry`; and, when the kernel holds too many, the entries it
+    /// is to drop.
+    fn looked_up(&mut self, name: &T, hash: u64, entry: Entry) -> (u64, Vec<Entry>) {
+        let slot = self.slot(name, hash);
+        self.clock += 1;
+        let last = self.clock;
+        let held = self.held.entry(slot).or_insert(Held {
+            lookups: 0,
+            last,
+            entry: (0, String::new()),
+        });
+        held.lookups += 1;
+        held.last = last;
+        held.entry = entry;
+        self.since_drop += 1;
+        (slot, self.crowded())
+    }
+
+    /// Past [`HELD_MAX`], and once per quarter of it looked up since the
+    /// last time: the entries looked up longest ago, down to three
+    /// quarters. They count as looked up now, so one the kernel keeps (a
+    /// file open, a working directory) is not asked for again first.
+    fn crowded(&mut self) -> Vec<Entry> {
+        if self.held.len() <= HELD_MAX || self.since_drop < HELD_MAX / 4 {
+            return Vec::new();
+        }
+        self.since_drop = 0;
+        let mut by_age: Vec<(u64, u64)> = self.held.iter().map(|(s, h)| (h.last, *s)).collect();
+        by_age.sort_unstable();
+        let excess = self.held.len() - HELD_MAX * 3 / 4;
+        let mut entries = Vec::with_capacity(excess);
+        for (_, slot) in by_age.into_iter().take(excess) {
+            self.clock += 1;
+            if let Some(held) = self.held.get_mut(&slot) {
+                held.last = self.clock;
+                entries.push(held.entry.clone());
+            }
+        }
+        entries
+    }
+
+    /// The kernel let go of `n` lookups of `slot`: at none, the slot is free.
+    fn forget(&mut self, slot: u64, n: u64) {
+        if let Some(held) = self.held.get_mut(&slot) {
+            if held.lookups > n {
+                held.lookups -= n;
+                return;
+            }
+        }
+        self.held.remove(&slot);
+        if let Some(name) = self.by_slot.remove(&slot) {
+            self.by_name.remove(&name);
+        }
+    }
+
+    fn drop_unheld(&mut self) {
+        let held = &self.held;
+        self.by_slot.retain(|slot, _| held.contains_key(slot));
+        self.by_name.retain(|_, slot| held.contains_key(slot));
+    }
+
+    fn len(&self) -> usize {
+        self.by_slot.len()
     }
 }
 
@@ -554,6 +657,19 @@ fn named_hash(node: &Node) -> u64 {
     }
 }
 
+/// Whether `node` is numbered in the named space.
+fn is_named(node: &Node) -> bool {
+    matches!(
+        node,
+        Node::World(_)
+            | Node::Slot(..)
+            | Node::HostedFile(_)
+            | Node::Facet(..)
+            | Node::ViewLink(..)
+            | Node::Scratch(..)
+    )
+}
+
 /// Inode numbers derived from what a node is (its session key and file, a
 /// page number, a slot's name), so the same file has the same number in
 /// every daemon that serves it, across restarts.
@@ -592,6 +708,37 @@ impl InodeTable {
                 PAGE_SPACE | slot << PAGE_BITS | (*n).min((1 << PAGE_BITS) - 1)
             }
         }
+    }
+
+    /// The number of `node` as a lookup (or `mkdir`, `create`...) hands it
+    /// to the kernel, which holds it until it forgets it (see [`forget`]).
+    /// Sessions' and pages' numbers are held while their session is known;
+    /// the named ones (any well-formed world GUID is one) only while the
+    /// kernel holds them.
+    ///
+    /// [`forget`]: InodeTable::forget
+    /// `entry` is the directory and name it was looked up by; when the
+    /// kernel holds too many, the entries it is to drop come back too.
+    pub fn looked_up(&self, node: &Node, entry: Entry) -> (u64, Vec<Entry>) {
+        if is_named(node) {
+            let (slot, crowded) = self.table().named.looked_up(node, named_hash(node), entry);
+            (NAMED_SPACE | slot, crowded)
+        } else {
+            (self.ino(node), Vec::new())
+        }
+    }
+
+    /// The kernel dropped `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        if ino & (3 << 62) == NAMED_SPACE {
+            self.table().named.forget(ino & !NAMED_SPACE, n);
+        }
+    }
+
+    /// How many numbers the table holds.
+    pub fn count(&self) -> usize {
+        let t = self.table();
+        t.sessions.len() + t.pages.len() + t.named.len()
     }
 
     /// Makes the numbers of `keys` known, so that a number a client kept
@@ -717,6 +864,87 @@ mod tests {
         assert_eq!(
             third.node(numbers[42]),
             Some(Node::Session(keys[42].clone(), SessionFile::Meta))
+        );
+    }
+
+    fn world(i: usize) -> Node {
+        Node::World(format!("{i:08x}-0000-4000-8000-000000000000"))
+    }
+
+    /// A lookup of `node` in `slots/` (where the name matters not here).
+    fn look_up(t: &InodeTable, node: &Node) -> (u64, Vec<Entry>) {
+        t.looked_up(node, (SLOTS_DIR, node.label()))
+    }
+
+    #[test]
+    fn numbers_the_kernel_forgot_are_let_go_and_come_back_the_same() {
+        let t = InodeTable::default();
+        let worlds: Vec<Node> = (0..10_000).map(world).collect();
+        let numbers: Vec<u64> = worlds.iter().map(|w| look_up(&t, w).0).collect();
+        assert_eq!(t.count(), worlds.len());
+        // Held twice, forgotten once: still there.
+        assert_eq!(look_up(&t, &worlds[7]).0, numbers[7]);
+        for ino in &numbers {
+            t.forget(*ino, 1);
+        }
+        assert_eq!(t.count(), 1);
+        assert_eq!(t.node(numbers[7]), Some(worlds[7].clone()));
+        t.forget(numbers[7], 1);
+        assert_eq!(t.count(), 0);
+        assert_eq!(t.node(numbers[7]), None);
+        // Named again, a node gets the number it had.
+        assert_eq!(look_up(&t, &worlds[7]).0, numbers[7]);
+        assert_eq!(t.ino(&worlds[9]), numbers[9]);
+        // Sessions keep theirs: a forget of one of their files changes nothing.
+        let key = SessionKey::parse("shell:a").unwrap();
+        let meta = Node::Session(key, SessionFile::Meta);
+        let ino = look_up(&t, &meta).0;
+        t.forget(ino, 1);
+        assert_eq!(t.node(ino), Some(meta));
+    }
+
+    #[test]
+    fn numbers_the_kernel_never_held_are_capped() {
+        let t = InodeTable::default();
+        let held = Node::World("held".into());
+        let ino = look_up(&t, &held).0;
+        // A listing hands out numbers without lookups.
+        for n in 1..=3 * UNHELD_MAX as u32 {
+            t.ino(&Node::Slot("w".into(), n));
+        }
+        assert!(t.count() <= UNHELD_MAX + 1, "{} numbers", t.count());
+        assert_eq!(t.node(ino), Some(held));
+    }
+
+    #[test]
+    fn past_the_cap_the_kernel_is_asked_to_drop_the_oldest_entries() {
+        let t = InodeTable::default();
+        let mut asked = Vec::new();
+        for i in 0..=HELD_MAX {
+            let (_, crowded) = look_up(&t, &world(i));
+            asked.extend(crowded);
+        }
+        // One past the cap: down to three quarters, oldest first, by the
+        // names they were looked up by.
+        assert_eq!(asked.len(), HELD_MAX / 4 + 1);
+        assert_eq!(asked[0], (SLOTS_DIR, world(0).label()));
+        assert_eq!(
+            asked[HELD_MAX / 4],
+            (SLOTS_DIR, world(HELD_MAX / 4).label())
+        );
+        for (i, _) in asked.iter().enumerate() {
+            t.forget(t.ino(&world(i)), 1);
+        }
+        assert_eq!(t.count(), HELD_MAX * 3 / 4);
+        // Not again until another quarter is looked up; then the oldest
+        // still held, first.
+        let mut again = Vec::new();
+        for i in HELD_MAX + 1..HELD_MAX + 1 + HELD_MAX / 4 + 1 {
+            again.extend(look_up(&t, &world(i)).1);
+        }
+        assert_eq!(
+            again.first(),
+            Some(&(SLOTS_DIR, world(HELD_MAX / 4 + 1).label()))
         );
     }
 

@@ -5,6 +5,7 @@
 use super::files::Files;
 use super::handles::Handle;
 use super::node::{Kind, Node};
+use super::record_buffers::{Document, JsonDocument, Lines};
 use crate::error::{Error, Result};
 use crate::slots::{
     parse_session_id, parse_slot, parse_world, MAX_ENTRY_BYTES, MAX_SLOT_RECORD_BYTES,
@@ -18,7 +19,7 @@ pub(super) enum RecordWrite {
     Slot {
         world: String,
         slot: u32,
-        buf: Vec<u8>,
+        doc: JsonDocument,
         committed: bool,
         /// A cap refusal: every later write and the close fail with it.
         stuck: Option<Error>,
@@ -26,7 +27,7 @@ pub(super) enum RecordWrite {
     /// `agent-transcripts/ID.jsonl` or `run`: complete lines are entries.
     Append {
         session: Option<String>,
-        pending: Vec<u8>,
+        lines: Lines,
         stuck: Option<Error>,
     },
 }
@@ -118,7 +119,7 @@ impl Files {
             Node::Slot(world, slot) if writes => Ok(Handle::Record(RecordWrite::Slot {
                 world: world.clone(),
                 slot: *slot,
-                buf: Vec::new(),
+                doc: JsonDocument::default(),
                 committed: false,
                 stuck: None,
             })),
@@ -132,13 +133,13 @@ impl Files {
             }
             Node::HostedFile(id) if writes => Ok(Handle::Record(RecordWrite::Append {
                 session: Some(id.clone()),
-                pending: Vec::new(),
+                lines: Lines::default(),
                 stuck: None,
             })),
             Node::HostedFile(id) => Ok(Handle::Hosted(id.clone())),
             Node::RunFile => Ok(Handle::Record(RecordWrite::Append {
                 session: None,
-                pending: Vec::new(),
+                lines: Lines::default(),
                 stuck: None,
             })),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
@@ -155,7 +156,7 @@ impl Files {
                     Handle::Record(RecordWrite::Slot {
                         world: world.clone(),
                         slot,
-                        buf: Vec::new(),
+                        doc: JsonDocument::default(),
                         committed: false,
                         stuck: None,
                     }),
@@ -167,7 +168,7 @@ impl Files {
                     Node::HostedFile(id.clone()),
                     Handle::Record(RecordWrite::Append {
                         session: Some(id),
-                        pending: Vec::new(),
+                        lines: Lines::default(),
                         stuck: None,
                     }),
                 ))
@@ -214,9 +215,10 @@ impl RecordWrite {
         if let Some(e) = self.stuck() {
             return Err(e.clone());
         }
-        let (RecordWrite::Slot { buf: held, .. } | RecordWrite::Append { pending: held, .. }) =
-            &*self;
-        let partial = !held.is_empty();
+        let partial = match &*self {
+            RecordWrite::Slot { doc, .. } => doc.len() > 0,
+            RecordWrite::Append { lines, .. } => !lines.pending().is_empty(),
+        };
         if let Err(e) = self.check_caps(offset, data) {
             // One write() past a cap arrives as several requests; the kernel
             // turns a refusal after the first into a short count. The writer
@@ -231,45 +233,32 @@ impl RecordWrite {
             RecordWrite::Slot {
                 world,
                 slot,
-                buf,
+                doc,
                 committed,
                 ..
             } => {
                 if *committed && data.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());
                 }
-                buf.extend_from_slice(data);
-                match serde_json::from_slice::<serde_json::Value>(buf) {
-                    Ok(_) => {
-                        let put = core.slots().put(world, *slot, buf);
-                        buf.clear();
+                match doc.push(data) {
+                    Document::Complete => {
+                        let put = core.slots().put(world, *slot, doc.bytes());
+                        doc.clear();
                         *committed = put.is_ok();
                         put.map(drop)
                     }
-                    Err(e) if e.is_eof() => Ok(()),
-                    Err(e) => {
-                        buf.clear();
+                    Document::Incomplete => Ok(()),
+                    Document::Invalid(e) => {
                         Err(Error::invalid(format!("slot record is not JSON: {e}")))
                     }
                 }
             }
-            RecordWrite::Append {
-                session, pending, ..
-            } => {
-                pending.extend_from_slice(data);
-                while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=nl).collect();
-                    let line = &line[..line.len() - 1];
-                    if line.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    if let Err(e) = core.slots().append_entry(session.as_deref(), line) {
-                        pending.clear();
-                        return Err(e);
-                    }
+            RecordWrite::Append { session, lines, .. } => lines.push(data, |line| {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(());
                 }
-                Ok(())
-            }
+                core.slots().append_entry(session.as_deref(), line)
+            }),
         }
     }
 
@@ -296,42 +285,40 @@ impl RecordWrite {
     /// offsets mean nothing. (The caller logs the refusal.)
     fn check_caps(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = offset.saturating_add(data.len() as u64);
-        let refused = match self {
+        match self {
             RecordWrite::Slot {
-                world, slot, buf, ..
+                world, slot, doc, ..
             } => {
                 let what = format!("slot record {world}/{slot}");
-                let held = (buf.len() as u64).saturating_add(data.len() as u64);
+                let held = (doc.len() as u64).saturating_add(data.len() as u64);
                 let end = end.max(held);
-                (end > MAX_SLOT_RECORD_BYTES)
-                    .then(|| (Error::too_big(&what, end, MAX_SLOT_RECORD_BYTES), buf))
-            }
-            RecordWrite::Append {
-                session, pending, ..
-            } => {
-                let name = session.as_deref().unwrap_or("run");
-                let line = match data.iter().rposition(|b| *b == b'\n') {
-                    Some(nl) => data.len() - nl - 1,
-                    None => pending.len() + data.len(),
-                } as u64;
-                if session.is_some() && end > MAX_TRANSCRIPT_BYTES {
-                    let what = format!("transcript {name}.jsonl");
-                    Some((Error::too_big(&what, end, MAX_TRANSCRIPT_BYTES), pending))
-                } else if line > MAX_ENTRY_BYTES {
-                    let what = format!("an unfinished entry line to {name}");
-                    Some((Error::too_big(&what, line, MAX_ENTRY_BYTES), pending))
-                } else {
-                    None
+                if end > MAX_SLOT_RECORD_BYTES {
+                    doc.clear();
+                    return Err(Error::too_big(&what, end, MAX_SLOT_RECORD_BYTES));
                 }
             }
-        };
-        match refused {
-            Some((err, held)) => {
-                *held = Vec::new();
-                Err(err)
+            RecordWrite::Append { session, lines, .. } => {
+                let name = session.as_deref().unwrap_or("run");
+                let line = match memchr::memrchr(b'\n', data) {
+                    Some(nl) => data.len() - nl - 1,
+                    None => lines.pending().len() + data.len(),
+                } as u64;
+                let refused = if session.is_some() && end > MAX_TRANSCRIPT_BYTES {
+                    let what = format!("transcript {name}.jsonl");
+                    Some(Error::too_big(&what, end, MAX_TRANSCRIPT_BYTES))
+                } else if line > MAX_ENTRY_BYTES {
+                    let what = format!("an unfinished entry line to {name}");
+                    Some(Error::too_big(&what, line, MAX_ENTRY_BYTES))
+                } else {
+                    None
+                };
+                if let Some(err) = refused {
+                    lines.clear();
+                    return Err(err);
+                }
             }
-            None => Ok(()),
         }
+        Ok(())
     }
 
     /// At close: what is still buffered must stand on its own.
@@ -340,21 +327,22 @@ impl RecordWrite {
             return Err(e.clone());
         }
         match self {
-            RecordWrite::Slot { buf, committed, .. } => {
-                if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
+            RecordWrite::Slot { doc, committed, .. } => {
+                if doc.is_blank() {
                     return Ok(());
                 }
-                let partial = std::mem::take(buf);
+                // Sent in pieces, text that is not JSON may not have been
+                // parsed yet: the reason says which it is.
+                let why = match serde_json::from_slice::<serde_json::Value>(doc.bytes()) {
+                    Err(e) if !e.is_eof() => format!("slot record is not JSON: {e}"),
+                    _ => format!("slot record is incomplete JSON ({} bytes)", doc.len()),
+                };
+                doc.clear();
                 *committed = false;
-                Err(Error::invalid(format!(
-                    "slot record is incomplete JSON ({} bytes)",
-                    partial.len()
-                )))
+                Err(Error::invalid(why))
             }
-            RecordWrite::Append {
-                session, pending, ..
-            } => {
-                let line = std::mem::take(pending);
+            RecordWrite::Append { session, lines, .. } => {
+                let line = lines.take();
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());
                 }

@@ -93,8 +93,8 @@ impl Core {
         Ok(text.into_bytes())
     }
 
-    /// The root `status`.
-    pub fn root_status(&self) -> Vec<u8> {
+    /// The root `status`; `inodes` is how many inode numbers the mount holds.
+    pub fn root_status(&self, inodes: usize) -> Vec<u8> {
         let live: Vec<String> = lock(&self.sessions)
             .iter()
             .filter(|(_, rt)| rt.live_client().is_some())
@@ -119,6 +119,7 @@ impl Core {
             "slow_ops": self.work.stats(),
             "error": self.root_error(),
             "waits": self.waits.len(),
+            "inodes": inodes,
         }))
     }
 

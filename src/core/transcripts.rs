@@ -2,7 +2,6 @@
 //! refreshed against their files, and the pages rendered from them.
 
 use super::{lock, Core, HOSTED};
-use crate::catalog;
 use crate::error::{Error, Result};
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
@@ -69,8 +68,15 @@ impl Core {
         let Some(file) = self.store_file(key) else {
             return Ok(None);
         };
-        let path = catalog::readable(&file, &self.config.runtime_dir.join("decoded"))
-            .map_err(|e| Error::io(&format!("cannot read {}", file.path.display()), &e))?;
+        // A refusal is the session's to hear of once; after that it is only
+        // the errno, until the rollout changes.
+        let path = self.decoded.readable(&file).map_err(|refusal| {
+            if refusal.first {
+                self.record_refusal(key, refusal.error)
+            } else {
+                refusal.error
+            }
+        })?;
         let cache = lock(&self.transcripts)
             .entry(key.clone())
             .or_insert_with(|| {

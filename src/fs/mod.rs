@@ -5,9 +5,11 @@
 //! reply. Every error goes back through [`fail`], which logs it.
 
 mod attrs;
+pub mod crowded;
 mod follow;
 mod guard;
 mod moved;
+mod notify;
 
 use crate::core::{Access, Attr, Concern, Core, Files, SetAttr};
 use crate::error::Error;
@@ -144,6 +146,11 @@ impl SessionFs {
         })
     }
 
+    /// The mounted tree, for what the daemon sets up once the mount exists.
+    pub fn files(&self) -> &Arc<Files> {
+        &self.files
+    }
+
     fn attr(&self, a: &Attr) -> FileAttr {
         self.attrs.attr(a)
     }
@@ -232,6 +239,12 @@ impl Filesystem for SessionFs {
             self.files.lookup(parent.0, name, req.pid()),
             reply,
         );
+    }
+
+    // Every entry replied is one lookup the kernel holds; once it holds
+    // none, the number is let go (`batch_forget` comes here one by one).
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.files.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {

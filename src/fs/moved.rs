@@ -17,6 +17,7 @@
 //! by one thread of their own, and the caller waits for it only up to a
 //! deadline.
 
+use super::notify::{inval_entry, Inval};
 use crate::core::node::{ViewDir, ROOT};
 use crate::key::SessionKey;
 use std::fs::File;
@@ -26,10 +27,6 @@ use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender as Sender, TrySendError};
 use std::time::Duration;
 
-/// `FUSE_NOTIFY_INVAL_ENTRY`.
-const NOTIFY_INVAL_ENTRY: i32 = 3;
-/// `FUSE_EXPIRE_ONLY`: mark the entry stale, keep it hashed.
-const EXPIRE_ONLY: u32 = 1;
 /// How long a moving call waits for the kernel to have been told.
 const TOLD_WITHIN: Duration = Duration::from_millis(200);
 /// Moves waiting to be told; more are dropped (their entries expire on
@@ -84,7 +81,7 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
     let archived = mountpoint.join(ViewDir::Archived.name());
     for job in jobs {
         for parent in [ROOT, ViewDir::Archived.ino()] {
-            let message = expire_entry(parent, job.name.as_bytes());
+            let message = inval_entry(parent, job.name.as_bytes(), Inval::ExpireOnly);
             // One write is one message; ENOENT means the kernel held no
             // such entry, which is fine.
             match device.write(&message) {
@@ -104,40 +101,5 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
             }
         }
         let _ = job.done.try_send(());
-    }
-}
-
-/// The notification: `fuse_out_header` (length, the notify code in place
-/// of an error, unique 0), then `fuse_notify_inval_entry_out` (parent,
-/// name length, flags), then the name and a NUL.
-fn expire_entry(parent: u64, name: &[u8]) -> Vec<u8> {
-    let len = 16 + 16 + name.len() + 1;
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&NOTIFY_INVAL_ENTRY.to_ne_bytes());
-    m.extend_from_slice(&0u64.to_ne_bytes());
-    m.extend_from_slice(&parent.to_ne_bytes());
-    m.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-    m.extend_from_slice(&EXPIRE_ONLY.to_ne_bytes());
-    m.extend_from_slice(name);
-    m.push(0);
-    m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_message_is_laid_out_as_the_kernel_reads_it() {
-        let m = expire_entry(0x42, b"abc");
-        assert_eq!(m.len(), 36);
-        assert_eq!(&m[0..4], &36u32.to_ne_bytes());
-        assert_eq!(&m[4..8], &3i32.to_ne_bytes());
-        assert_eq!(&m[8..16], &[0; 8]);
-        assert_eq!(&m[16..24], &0x42u64.to_ne_bytes());
-        assert_eq!(&m[24..28], &3u32.to_ne_bytes());
-        assert_eq!(&m[28..32], &1u32.to_ne_bytes());
-        assert_eq!(&m[32..], b"abc\0");
     }
 }

@@ -18,7 +18,9 @@ use serde_json::Value;
 use super::claude;
 use super::codex;
 use super::model::{Message, ParseOptions};
-use super::scan::{is_blank, last_timestamp, line_text, parse_line, title_from_text};
+use super::scan::{
+    is_blank, last_timestamp, line_text, parse_line, title_from_text, MAX_LINE_BYTES,
+};
 use super::store::{self, StoreKind};
 
 const CHUNK: usize = 1 << 20;
@@ -111,6 +113,8 @@ pub struct TurnIndex {
     /// or `turn_duration`, Codex's `task_complete`): how many turns the
     /// store had then, and the row's time.
     last_end: Option<(usize, u64)>,
+    /// Longer lines are skipped unread (`scan::MAX_LINE_BYTES`).
+    max_line: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +150,21 @@ impl TurnIndex {
             tail: Vec::new(),
             seen: None,
             last_end: None,
+            max_line: MAX_LINE_BYTES,
         }
+    }
+
+    /// The same index with lines over `max` bytes skipped (tests).
+    pub fn with_max_line(self, max: usize) -> Self {
+        TurnIndex {
+            max_line: max,
+            ..self
+        }
+    }
+
+    /// Lines over this many bytes are skipped, here and in pages.
+    pub(crate) fn max_line(&self) -> usize {
+        self.max_line
     }
 
     /// Scans a store file once.
@@ -229,7 +247,7 @@ impl TurnIndex {
     }
 
     fn reset(&mut self) {
-        *self = Self::new(self.kind);
+        *self = Self::new(self.kind).with_max_line(self.max_line);
     }
 
     /// Brings the index up to date with the file: scans what was appended,
@@ -363,7 +381,7 @@ impl TurnIndex {
                 cwd: self.info.cwd.clone(),
                 ..SessionInfo::default()
             },
-            ..TurnIndex::new(self.kind)
+            ..TurnIndex::new(self.kind).with_max_line(self.max_line)
         };
         let path = ctx.path;
         let (mine, theirs) = std::thread::scope(|s| {
@@ -395,11 +413,7 @@ impl TurnIndex {
         }
         let before = self.lines_scanned;
         for (line, e) in warnings {
-            log::warn!(
-                "{}:{}: unreadable line skipped: {e}",
-                path.display(),
-                before + line
-            );
+            log::warn!("{}:{}: {e}", path.display(), before + line);
         }
         if let Some((turns, ms)) = part.last_end {
             self.last_end = Some((self.starts.len() + turns, ms));
@@ -449,7 +463,11 @@ impl TurnIndex {
                 self.lines_scanned += 1;
                 if !skipping {
                     let ls = (line_start - buf_off) as usize;
-                    self.line(&buf[ls..nl], line_start, ctx);
+                    if nl - ls > self.max_line {
+                        self.too_long(self.lines_scanned, ctx);
+                    } else {
+                        self.line(&buf[ls..nl], line_start, ctx);
+                    }
                 }
                 line_start = buf_off + nl as u64 + 1;
                 search_from = nl + 1;
@@ -464,6 +482,12 @@ impl TurnIndex {
                 if !prefix_checked && filled >= PREFIX {
                     prefix_checked = true;
                     skipping = self.reject_prefix(&buf[..filled], ctx);
+                }
+                // One that matters but is too long to hold: skipped, as
+                // the page that holds it says.
+                if !skipping && filled > self.max_line {
+                    skipping = true;
+                    self.too_long(self.lines_scanned + 1, ctx);
                 }
             }
             if skipping {
@@ -602,11 +626,20 @@ impl TurnIndex {
         parse_line(line).map_err(|e| self.unreadable(&e, ctx)).ok()
     }
 
+    /// Warns of line `line`, longer than the cap.
+    fn too_long(&self, line: u64, ctx: &mut Ctx<'_>) {
+        let why = format!("line skipped: longer than {} bytes", self.max_line);
+        match &mut ctx.deferred {
+            Some(w) => w.push((line, why)),
+            None => log::warn!("{}:{line}: {why}", ctx.path.display()),
+        }
+    }
+
     /// Warns of a line that is not JSON (held back with its line number
     /// when scanning a part on another thread).
     fn unreadable(&self, e: &serde_json::Error, ctx: &mut Ctx<'_>) {
         match &mut ctx.deferred {
-            Some(w) => w.push((self.lines_scanned, e.to_string())),
+            Some(w) => w.push((self.lines_scanned, format!("unreadable line skipped: {e}"))),
             None => log::warn!(
                 "{}:{}: unreadable line skipped: {e}",
                 ctx.path.display(),

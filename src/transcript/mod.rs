@@ -48,6 +48,8 @@ pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
 pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};
 pub use page::{render_page, Limits, PageError};
 pub use render::call_summary;
+pub use scan::MAX_LINE_BYTES;
+pub(crate) use scan::{read_line_capped, NextLine};
 pub use skim::{from_next_line, Skim};
 pub use store::{is_compressed, open_store, StoreKind};
 #[cfg(test)]

@@ -113,6 +113,7 @@ pub fn render_page(
             index.sidechain_mode(),
             page_parse_options(),
             path,
+            index.max_line(),
         );
         let each = |seg| render_segment(&seg, &mut sink);
         if store::is_compressed(path) {

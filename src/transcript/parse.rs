@@ -1,12 +1,12 @@
 //! Reading store lines into turns, for either agent.
 
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufReader};
 use std::path::Path;
 
 use super::claude;
 use super::codex;
 use super::model::{Builder, Divider, ParseOptions, Segment};
-use super::scan::{is_blank, line_text, parse_line};
+use super::scan::{is_blank, line_text, parse_line, read_line_capped, NextLine};
 use super::store::StoreKind;
 
 /// Feeds lines of one store, in order, into a [`Builder`].
@@ -17,6 +17,8 @@ pub(crate) struct RowReader<'a> {
     sidechain_mode: Option<bool>,
     opts: ParseOptions,
     path: &'a Path,
+    /// Longer lines are skipped, with a notice where they were.
+    max_line: usize,
 }
 
 impl<'a> RowReader<'a> {
@@ -25,12 +27,14 @@ impl<'a> RowReader<'a> {
         sidechain_mode: Option<bool>,
         opts: ParseOptions,
         path: &'a Path,
+        max_line: usize,
     ) -> Self {
         RowReader {
             kind,
             sidechain_mode,
             opts,
             path,
+            max_line,
         }
     }
 
@@ -91,7 +95,8 @@ impl<'a> RowReader<'a> {
 
 /// Reads lines from `r` until it ends, calling `each` with every finished
 /// turn (and the preamble). A last line without a newline is still being
-/// written and is ignored.
+/// written and is ignored; one over the cap is not read into memory, and
+/// the turn it is in says it was skipped.
 pub(crate) fn read_segments(
     r: impl io::Read,
     mut rows: RowReader<'_>,
@@ -103,13 +108,17 @@ pub(crate) fn read_segments(
     let mut line = Vec::new();
     let mut line_no = first_line;
     loop {
-        line.clear();
-        if r.read_until(b'\n', &mut line)? == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
-        line.pop();
-        if let Some(seg) = rows.feed(&line, line_no, &mut b) {
-            each(seg);
+        match read_line_capped(&mut r, &mut line, rows.max_line)? {
+            NextLine::End => break,
+            NextLine::TooLong(len) => b.add_notice(format!(
+                "line {line_no} of the store skipped: {len} bytes, over the {} a line may have",
+                rows.max_line
+            )),
+            NextLine::Line => {
+                if let Some(seg) = rows.feed(&line, line_no, &mut b) {
+                    each(seg);
+                }
+            }
         }
         line_no += 1;
     }
@@ -129,8 +138,7 @@ pub fn parse_store(
 ) -> io::Result<super::model::Conversation> {
     let r = super::store::open_store(path, 0)?;
     let mut conv = super::model::Conversation::default();
-    read_segments(r, RowReader::new(kind, None, opts, path), 1, |s| {
-        conv.push(s)
-    })?;
+    let rows = RowReader::new(kind, None, opts, path, super::scan::MAX_LINE_BYTES);
+    read_segments(r, rows, 1, |s| conv.push(s))?;
     Ok(conv)
 }

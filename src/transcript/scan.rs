@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::{self, BufRead};
 
 use memchr::{memchr, memchr2, memmem};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -502,5 +503,62 @@ mod tests {
             Some("hello world")
         );
         assert_eq!(cut_chars("héllo", 2), "hé…");
+    }
+}
+
+/// Longest store line read whole; a longer one is skipped, and the page
+/// that holds it says so. (A real line is at most tens of MiB: a tool's
+/// whole output, a pasted image.)
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// What [`read_line_capped`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NextLine {
+    /// A line, in the buffer without its newline.
+    Line,
+    /// A line of this many bytes (without its newline), longer than the
+    /// cap: read past, not kept.
+    TooLong(u64),
+    /// The end, or a last line without its newline yet (still being written).
+    End,
+}
+
+/// Reads the next line into `line`, keeping at most `max` bytes of it: a
+/// longer one is read to its end without being kept.
+pub(crate) fn read_line_capped(
+    r: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<NextLine> {
+    line.clear();
+    let mut len = 0u64;
+    loop {
+        let buf = match r.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(NextLine::End);
+        }
+        let (part, used) = match memchr(b'\n', buf) {
+            Some(nl) => (&buf[..nl], Some(nl + 1)),
+            None => (buf, None),
+        };
+        len += part.len() as u64;
+        if len <= max as u64 {
+            line.extend_from_slice(part);
+        } else if !line.is_empty() {
+            *line = Vec::new();
+        }
+        let consumed = used.unwrap_or(buf.len());
+        r.consume(consumed);
+        if used.is_some() {
+            return Ok(if len > max as u64 {
+                NextLine::TooLong(len)
+            } else {
+                NextLine::Line
+            });
+        }
     }
 }

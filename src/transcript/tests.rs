@@ -537,6 +537,80 @@ fn a_line_of_40_mib() {
 }
 
 #[test]
+fn lines_over_the_cap_are_read_past_not_kept() {
+    use std::io::BufReader;
+    let data = b"a\nxxxxxxxxxx\nb\nyyyyyy\npartial";
+    // A reader smaller than the long line, so it spans reads.
+    let mut r = BufReader::with_capacity(4, &data[..]);
+    let mut line = Vec::new();
+    let mut got = Vec::new();
+    loop {
+        let next = scan::read_line_capped(&mut r, &mut line, 5).unwrap();
+        got.push((next, String::from_utf8(line.clone()).unwrap()));
+        if next == NextLine::End {
+            break;
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            (NextLine::Line, "a".to_string()),
+            (NextLine::TooLong(10), String::new()),
+            (NextLine::Line, "b".to_string()),
+            (NextLine::TooLong(6), String::new()),
+            (NextLine::End, String::new()),
+        ]
+    );
+}
+
+#[test]
+fn a_line_over_the_cap_is_skipped_and_its_page_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in KINDS {
+        // A tool's output over the cap, in turn 1.
+        let mut shape = Shape::new(4, 4);
+        shape.huge_line = Some(200_000);
+        let p = write(dir.path(), "s.jsonl", &gen(kind, &shape));
+        let mut idx = TurnIndex::new(kind).with_max_line(100_000);
+        idx.refresh(&p).unwrap();
+        assert_eq!(idx.turn_count(), 4);
+        let text = page(&p, &idx, 0, &limits(50));
+        assert_eq!(prompts(&text), vec![0, 1, 2, 3]);
+        assert!(!text.contains("huge"), "{kind:?}");
+        assert!(
+            text.contains("skipped") && text.contains("over the 100000 a line may have"),
+            "{kind:?}: {text}"
+        );
+        // A prompt over the cap: neither a turn nor read into memory, but
+        // said where it was.
+        let mut data = gen(kind, &Shape::new(3, 5));
+        let (head, tail): (&[u8], &[u8]) = match kind {
+            StoreKind::Claude => (
+                b"{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"prompt #",
+                b"\"}}\n",
+            ),
+            StoreKind::Codex => (
+                b"{\"timestamp\":\"2026\",\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"prompt #",
+                b"\"}]}}\n",
+            ),
+        };
+        data.extend_from_slice(head);
+        data.extend_from_slice(b"7 ");
+        data.extend(std::iter::repeat_n(b'x', 200_000));
+        data.extend_from_slice(tail);
+        let p = write(dir.path(), "s.jsonl", &data);
+        assert_eq!(TurnIndex::build(kind, &p).unwrap().turn_count(), 4);
+        let mut idx = TurnIndex::new(kind).with_max_line(100_000);
+        idx.refresh(&p).unwrap();
+        assert_eq!(idx.turn_count(), 3, "{kind:?}");
+        assert_eq!(idx.scanned_to(), data.len() as u64);
+        let text = page(&p, &idx, 0, &limits(50));
+        assert_eq!(prompts(&text), vec![0, 1, 2]);
+        assert!(text.contains("skipped"), "{kind:?}: {text}");
+    }
+}
+
+#[test]
 fn compressed_stores_are_refused_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(dir.path(), "rollout.jsonl.zst", b"\x28\xb5\x2f\xfd");
