@@ -334,7 +334,6 @@ impl Core {
 mod tests {
     use super::super::{Flight, SessionRuntime};
     use super::*;
-    use crate::config::Config;
     use crate::runtime::record::now_ms;
     use std::path::Path;
     use std::sync::atomic::Ordering;
@@ -347,19 +346,7 @@ mod tests {
     }
 
     fn host() -> Host {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let env: HashMap<String, String> = [
-            ("HOME", home),
-            ("XDG_STATE_HOME", dir.path().join("state")),
-            ("XDG_RUNTIME_DIR", dir.path().join("run")),
-            ("CODEX_HOME", dir.path().join("codex")),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.display().to_string()))
-        .collect();
-        let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
+        let (core, dir) = Core::for_tests(&[]);
         Host { core, dir }
     }
 

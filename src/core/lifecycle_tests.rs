@@ -4,8 +4,6 @@
 
 use super::node::{Kind, ROOT};
 use super::{Access, Core, Files, SetAttr};
-use crate::config::Config;
-use std::collections::HashMap;
 use std::ffi::OsStr;
 
 struct Mount {
@@ -19,19 +17,7 @@ fn mount() -> Mount {
 
 /// [`mount`] with more settings.
 fn mount_with(settings: &[(&str, &str)]) -> Mount {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut env: HashMap<String, String> = [
-        ("HOME", home),
-        ("XDG_STATE_HOME", dir.path().join("state")),
-        ("XDG_RUNTIME_DIR", dir.path().join("run")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.display().to_string()))
-    .collect();
-    env.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
+    let (core, dir) = Core::for_tests(settings);
     Mount {
         files: Files::new(core),
         _dir: dir,

@@ -167,25 +167,12 @@ mod tests {
     use super::super::node::ROOT;
     use super::super::Files;
     use super::*;
-    use crate::config::Config;
     use crate::key::SessionKey;
     use crate::sidecar::SessionMeta;
     use std::ffi::OsStr;
 
     fn core() -> (Arc<Core>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let env: HashMap<String, String> = [
-            ("HOME", home),
-            ("XDG_STATE_HOME", dir.path().join("state")),
-            ("XDG_RUNTIME_DIR", dir.path().join("run")),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.display().to_string()))
-        .collect();
-        let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
-        (core, dir)
+        Core::for_tests(&[])
     }
 
     /// `n` shell sessions; the even ones in project `web`.

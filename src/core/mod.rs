@@ -178,6 +178,27 @@ impl Core {
         Self::build(config, Path::new(""), PathBuf::from("dtach"), false)
     }
 
+    /// A core on a home, state and runtime directory of its own, for tests
+    /// without a mount; `settings` add to its environment.
+    #[cfg(test)]
+    pub(crate) fn for_tests(settings: &[(&str, &str)]) -> (Arc<Core>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut env: std::collections::HashMap<String, String> = [
+            ("HOME", home),
+            ("XDG_STATE_HOME", dir.path().join("state")),
+            ("XDG_RUNTIME_DIR", dir.path().join("run")),
+            ("CODEX_HOME", dir.path().join("codex")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.display().to_string()))
+        .collect();
+        env.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let core = Core::for_listing(Config::from_map(&env, None).unwrap()).unwrap();
+        (core, dir)
+    }
+
     /// `watch`: keep the catalog current with inotify (a daemon); else it
     /// is walked when consulted (a one-shot command).
     fn build(config: Config, mountpoint: &Path, dtach: PathBuf, watch: bool) -> Result<Arc<Core>> {
