@@ -251,28 +251,6 @@ fn slot_and_transcript_writes_waiting_for_held_locks_stop_nothing_else() {
     assert!(entries.contains("\"start\"") && entries.contains("\"more\""));
 }
 
-/// A stand-in Codex that, started afresh, writes a rollout under an id of
-/// its own (as the real one does after its first turn), then waits.
-fn codex_stand_in(host: &Host, new_id: &str) -> PathBuf {
-    let path = host.path("fake-codex");
-    std::fs::write(
-        &path,
-        format!(
-            r#"#!/bin/sh
-dir="$CODEX_HOME/sessions/2026/02/03"
-mkdir -p "$dir"
-f="$dir/rollout-2026-02-03T04-05-06-{new_id}.jsonl"
-printf '{{"timestamp":"2026-02-03T04:05:06.000Z","type":"session_meta","payload":{{"id":"{new_id}","cwd":"%s"}}}}\n' "$(pwd)" > "$f"
-printf '{{"timestamp":"2026-02-03T04:05:07.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"prompt from the stand-in"}}]}}}}\n' >> "$f"
-exec cat
-"#
-        ),
-    )
-    .unwrap();
-    sh_ok(&format!("chmod +x '{}'", path.display()));
-    path
-}
-
 #[test]
 fn a_held_metadata_lock_never_stalls_a_listing_that_binds_a_conversation() {
     let host = Host::new();

@@ -329,3 +329,30 @@ pub fn stand_in_args(host: &Host) -> String {
         .trim()
         .to_string()
 }
+
+/// A stand-in Codex: on a new start it writes a rollout named by an id of
+/// its own in its working directory, as the real one does after a turn; on
+/// `resume ID` it records the argv.
+pub fn codex_stand_in(host: &Host, new_id: &str) -> PathBuf {
+    let path = host.path("fake-codex");
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/bin/sh
+echo "$@" >> '{argv}'
+if [ "$1" != resume ]; then
+  dir="$CODEX_HOME/sessions/2026/02/03"
+  mkdir -p "$dir"
+  f="$dir/rollout-2026-02-03T04-05-06-{new_id}.jsonl"
+  printf '{{"timestamp":"2026-02-03T04:05:06.000Z","type":"session_meta","payload":{{"id":"{new_id}","cwd":"%s"}}}}\n' "$(pwd)" > "$f"
+  printf '{{"timestamp":"2026-02-03T04:05:07.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"prompt from the stand-in"}}]}}}}\n' >> "$f"
+fi
+exec cat
+"#,
+            argv = host.path("codex-argv").display()
+        ),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    path
+}
