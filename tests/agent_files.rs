@@ -143,7 +143,7 @@ print("readable after %.2f s" % (time.monotonic() - t))
 #[test]
 fn ls_filters_by_state_and_prints_keys() {
     let host = Host::new();
-    let m = host.mount("mnt");
+    let mut m = host.mount("mnt");
     for key in ["shell:busy1", "shell:idle1", "shell:never"] {
         sh_ok(&format!("mkdir {}", m.q(key)));
     }
@@ -162,6 +162,12 @@ fn ls_filters_by_state_and_prints_keys() {
     };
     wait_for(10, "ls --state busy", || ls("busy") == "shell:busy1\n");
     wait_for(10, "ls --state idle", || ls("idle") == "shell:idle1\n");
+    assert_eq!(ls("stopped"), "shell:never\n");
+    // With no daemon mounted, the live sessions are as their events last
+    // said, not stopped.
+    assert_eq!(m.terminate(), Some(0));
+    assert_eq!(ls("busy"), "shell:busy1\n");
+    assert_eq!(ls("idle"), "shell:idle1\n");
     assert_eq!(ls("stopped"), "shell:never\n");
     let bad = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
         .args(["ls", "--state", "sleepy"])

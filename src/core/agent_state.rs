@@ -383,6 +383,14 @@ pub(super) fn foreground_job(pid: u32) -> Option<bool> {
     Some(tpgid > 0 && tpgid != pgrp)
 }
 
+/// The state a live master goes on in, by the last event logged for it:
+/// an end logged before is over, since the master is there.
+fn carried_on(last: Option<&Event>) -> State {
+    last.map(|e| e.state)
+        .filter(|s| !matches!(s, State::Stopped | State::Exited))
+        .unwrap_or(State::Starting)
+}
+
 /// A `prompt` being written: the text so far.
 #[derive(Debug)]
 pub(super) struct PromptWrite {
@@ -483,6 +491,14 @@ impl Core {
         }
     }
 
+    /// The state of a session whose live master this daemon has not joined
+    /// (another daemon's, or `sessionfs ls` with no daemon): as its events
+    /// last said.
+    pub(super) fn unjoined_state(&self, key: &SessionKey) -> State {
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        carried_on(EventLog::last(&files.events).as_ref())
+    }
+
     /// A connection was made: starts (LAUNCH) or goes on with (ATTACH) the
     /// session's tracker.
     pub(super) fn agent_opened(
@@ -518,11 +534,7 @@ impl Core {
                 t
             } else {
                 // Joined a running master: its state goes on from the log.
-                let state = last
-                    .as_ref()
-                    .map(|e| e.state)
-                    .filter(|s| !matches!(s, State::Stopped | State::Exited))
-                    .unwrap_or(State::Starting);
+                let state = carried_on(last.as_ref());
                 if last.as_ref().map(|e| e.state) != Some(state) {
                     changes.push(Change {
                         state,

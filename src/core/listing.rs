@@ -238,13 +238,15 @@ impl Core {
                 .as_ref()
                 .and(state.record.as_ref().map(|r| r.agent_pid));
         }
-        let agent_state = parts
-            .runtime
-            .map_or("stopped", |rt| rt.agent.state().as_str());
         let socket = parts.socket;
         let state = state_of(meta.archived, parts.runtime, || {
             socket && crate::runtime::dtach::answers(&self.paths.socket(&key))
         });
+        let agent_state = match parts.runtime {
+            Some(rt) => rt.agent.state().as_str(),
+            None if state == "live" => self.unjoined_state(&key).as_str(),
+            None => "stopped",
+        };
         Row {
             key,
             meta,
