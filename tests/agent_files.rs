@@ -648,3 +648,48 @@ fn hook_events_move_the_state_others_are_ignored_and_a_restart_goes_on() {
     hook(&host, &key, "UserPromptSubmit", ID);
     assert_eq!(m.read(&format!("{key}/state")), "stopped\n");
 }
+
+/// A program that ends while no daemon is joined to it reads `exited` to
+/// the next daemon, with one `events` line for it; a stopped one stays
+/// `stopped`.
+#[test]
+fn a_program_that_ends_while_no_daemon_runs_is_exited_to_the_next() {
+    let host = Host::new();
+    let mut m = host.mount("mnt");
+    for key in ["shell:gone", "shell:halted"] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+        sh_ok(&format!("echo true > {}", m.q(&format!("{key}/prompt"))));
+        wait_for(10, "idle", || m.read(&format!("{key}/state")) == "idle\n");
+    }
+    sh_ok(&format!("echo stop > {}", m.q("shell:halted/ctl")));
+    wait_for(10, "stopped", || {
+        m.read("shell:halted/state") == "stopped\n"
+    });
+    let status = m.json("shell:gone/status");
+    let (agent, master) = (
+        status["agent_pid"].as_u64().unwrap() as i32,
+        status["master_pid"].as_u64().unwrap() as u32,
+    );
+    assert_eq!(m.terminate(), Some(0));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    wait_for(10, "the master to end", || !alive(master));
+
+    for round in 0..2 {
+        let mut m = host.mount("mnt");
+        assert_eq!(m.read("shell:gone/state"), "exited\n", "round {round}");
+        assert_eq!(m.read("shell:halted/state"), "stopped\n", "round {round}");
+        let events = m.read("shell:gone/events");
+        let ended: Vec<&str> = events
+            .lines()
+            .filter(|l| l.contains("no daemon was joined"))
+            .collect();
+        assert_eq!(ended.len(), 1, "round {round}: {events}");
+        assert!(ended[0].contains("\"exited\""), "{events}");
+        assert!(events.trim_end().ends_with(ended[0]), "{events}");
+        assert_eq!(m.terminate(), Some(0));
+    }
+}

@@ -499,6 +499,50 @@ impl Core {
         carried_on(EventLog::last(&files.events).as_ref())
     }
 
+    /// A session whose master is gone though its run record is left, found
+    /// by a daemon starting: the program ended while no daemon was joined to
+    /// it, or under the daemon before. It reads `exited`, final until the next
+    /// open, as it did there; its `events` get that line if the daemon
+    /// before did not write it (at `ended_ms`, the run record's last
+    /// activity). A session whose last event is `stopped`, or that has no
+    /// events, is left as it is.
+    pub(super) fn ended_unjoined(&self, key: &SessionKey, ended_ms: u64) {
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        let Some(last) = EventLog::last(&files.events) else {
+            return;
+        };
+        if last.state == State::Stopped {
+            return;
+        }
+        let Ok(engine) = self.engine(key).cloned() else {
+            return;
+        };
+        let kind = AgentKind::of(&engine);
+        let rt = self.runtime(key);
+        let mut inner = lock(&rt.agent.inner);
+        if inner.kind.is_some() {
+            // Opened meanwhile: that open tells the state.
+            return;
+        }
+        inner.kind = Some(kind);
+        inner.tracker = kind.tracker(State::Exited, now_ms());
+        drop(inner);
+        rt.agent.version.fetch_add(1, Ordering::AcqRel);
+        if last.state == State::Exited {
+            return;
+        }
+        let event = Event {
+            ts_ms: ended_ms.max(last.ts_ms),
+            state: State::Exited,
+            source: crate::agent::state::Source::Process,
+            detail: "ended while no daemon was joined to it".into(),
+        };
+        match EventLog::open(&files.events, EVENTS_CAP).and_then(|mut log| log.append(&event)) {
+            Ok(()) => log::info!("{key}: exited (process: {})", event.detail),
+            Err(e) => log::warn!("{key}: events: {e}"),
+        }
+    }
+
     /// A connection was made: starts (LAUNCH) or goes on with (ATTACH) the
     /// session's tracker.
     pub(super) fn agent_opened(

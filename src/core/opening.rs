@@ -335,5 +335,37 @@ impl Core {
                 Err(e) => log::info!("{key}: not attached at start: {}", e.message),
             }
         }
+        self.note_ended_masters();
+    }
+
+    /// The run records whose master is gone: those programs ended while no
+    /// daemon was joined to them (or under the daemon before this one).
+    fn note_ended_masters(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.config.runtime_dir) else {
+            return;
+        };
+        for entry in dir.filter_map(|e| e.ok()) {
+            let path = entry.path();
+            if !path.to_string_lossy().ends_with(".run.json") {
+                continue;
+            }
+            let Some(record) = RunRecord::read(&path) else {
+                continue;
+            };
+            let Ok(key) = SessionKey::parse(&record.key) else {
+                continue;
+            };
+            if lock(&self.sessions)
+                .get(&key)
+                .is_some_and(|rt| lock(&rt.state).client.is_some())
+                || crate::procinfo::is_dtach_master(record.master_pid, &self.paths.socket(&key))
+                || !self.exists(&key)
+            {
+                continue;
+            }
+            let ended_ms = crate::runtime::record::stamped_activity_ms(&path)
+                .unwrap_or_else(crate::runtime::record::now_ms);
+            self.ended_unjoined(&key, ended_ms);
+        }
     }
 }
