@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
 
 #[test]
 fn input_reaches_the_shell_and_output_shows_in_scrollback_and_screen() {
@@ -360,10 +361,15 @@ fn input_to_a_session_whose_lock_is_held_elsewhere_is_ebusy() {
     sh_ok(&format!("mkdir {}", m.q("shell:held")));
     let lock = host.path("run/sessionfs/locks/shell:held.lock");
     // Someone else holds the lock and serves no socket.
+    // In a group of its own, so that its `sleep` child goes with it; no
+    // output pipe of the test's is left open behind it.
     let mut holder = std::process::Command::new("flock")
         .arg("-o")
         .arg(&lock)
         .args(["sleep", "300"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
         .spawn()
         .unwrap();
     wait_for(20, "the lock to be taken", || {
@@ -382,7 +388,11 @@ fn input_to_a_session_whose_lock_is_held_elsewhere_is_ebusy() {
     assert_eq!(status["outcome"], "BUSY");
     assert!(status["error"].as_str().unwrap().contains("locked"));
     assert!(host.masters().is_empty());
-    holder.kill().unwrap();
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(holder.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     holder.wait().unwrap();
     m.type_line("shell:held", "echo free");
     m.wait_output("shell:held", "free");
