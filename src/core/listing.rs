@@ -231,8 +231,6 @@ impl Core {
         if let Some(rt) = parts.runtime {
             last = last.max(rt.last_activity_ms());
             let state = lock(&rt.state);
-            // What a daemon before this one saw (the run record's stamp).
-            last = last.max(state.stamped_activity_ms);
             pid = state
                 .client
                 .as_ref()

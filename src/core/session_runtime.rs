@@ -32,9 +32,6 @@ pub(super) struct RuntimeState {
     pub(super) cols: u16,
     pub(super) rows: u16,
     pub(super) last_input_ms: u64,
-    /// The last activity a daemon before this one stamped on the run
-    /// record, read when the runtime was made.
-    pub(super) stamped_activity_ms: u64,
     /// When this daemon last launched the session, and whether as a resume:
     /// the engine may name the conversation after that.
     pub(super) launched: Option<(u64, bool)>,
@@ -109,7 +106,6 @@ impl SessionRuntime {
             state: Mutex::new(RuntimeState {
                 cols: DEFAULT_COLS,
                 rows: DEFAULT_ROWS,
-                stamped_activity_ms: stamped,
                 ..Default::default()
             }),
             agent: Default::default(),
@@ -127,9 +123,12 @@ impl SessionRuntime {
         self.activity.note(now, false);
     }
 
-    /// The session's last input or output in this daemon, in ms.
+    /// The session's last input or output, in this daemon or stamped by
+    /// one before it, in ms.
     pub(super) fn last_activity_ms(&self) -> u64 {
-        let input = lock(&self.state).last_input_ms;
+        // What a daemon before this one saw is on the run record.
+        let stamped = self.activity.stamped_ms.load(Ordering::Relaxed);
+        let input = lock(&self.state).last_input_ms.max(stamped);
         if self.scrollback.total() == 0 {
             return input;
         }

@@ -57,14 +57,12 @@ struct Later<R> {
     reply: R,
     op: &'static str,
     core: Arc<Core>,
-    concern: Option<Concern>,
+    concern: Concern,
 }
 
 impl<R> Later<R> {
     fn abandoned(&self, err: &Error) {
-        if let Some(concern) = &self.concern {
-            self.core.refuse_in(concern, err.clone());
-        }
+        self.core.refuse_in(&self.concern, err.clone());
     }
 }
 
@@ -166,6 +164,33 @@ impl SessionFs {
         }
     }
 
+    /// Answers `op` from the pool, off the request threads: `job`'s result
+    /// goes to `reply`; when the pool is full or the deadline passes, the
+    /// reason goes where `concern` says.
+    fn answer_from_pool<T, R>(
+        &self,
+        op: &'static str,
+        what: String,
+        concern: Concern,
+        reply: R,
+        job: impl FnOnce(&Files) -> Result<T, Error> + Send + 'static,
+    ) where
+        T: Send + 'static,
+        Later<R>: work::Answer<T>,
+    {
+        let files = self.files.clone();
+        let answer = Later {
+            reply,
+            op,
+            core: files.core().clone(),
+            concern,
+        };
+        self.files
+            .core()
+            .work()
+            .submit(what, work::DEADLINE, answer, move || job(&files));
+    }
+
     /// `flush`/`fsync` by thread `tid`: a commit waits for a writers'
     /// lock, and a metadata commit may archive, which ends the session's
     /// processes first, so it is answered from the pool.
@@ -180,7 +205,7 @@ impl SessionFs {
                     reply,
                     op,
                     core: core.clone(),
-                    concern: Some(Concern::Session(key.clone())),
+                    concern: Concern::Session(key.clone()),
                 };
                 core.prompt_at_close(key, text, tid, answer);
                 return;
@@ -198,18 +223,12 @@ impl SessionFs {
         let Some(concern) = self.files.finish_commits(fh) else {
             return Self::reply_empty(op, self.files.finish(fh), reply);
         };
-        let files = self.files.clone();
-        let answer = Later {
-            reply,
+        self.answer_from_pool(
             op,
-            core: self.files.core().clone(),
-            concern: Some(concern),
-        };
-        self.files.core().work().submit(
             format!("the commit at {op}"),
-            work::DEADLINE,
-            answer,
-            move || files.finish(fh),
+            concern,
+            reply,
+            move |files| files.finish(fh),
         );
     }
 }
@@ -293,20 +312,12 @@ impl Filesystem for SessionFs {
     ) {
         // Making a session records it in the sidecar, under the writers'
         // lock other daemons share: answered from the pool.
-        let files = self.files.clone();
         let (name, pid) = (name.to_owned(), req.pid());
-        let answer = Later {
-            reply: EntryReply(reply, self.attrs),
-            op: "mkdir",
-            core: self.files.core().clone(),
-            concern: Some(Concern::Root),
-        };
-        self.files.core().work().submit(
-            format!("mkdir {}", name.to_string_lossy()),
-            work::DEADLINE,
-            answer,
-            move || files.mkdir(parent.0, &name, pid),
-        );
+        let reply = EntryReply(reply, self.attrs);
+        let what = format!("mkdir {}", name.to_string_lossy());
+        self.answer_from_pool("mkdir", what, Concern::Root, reply, move |files| {
+            files.mkdir(parent.0, &name, pid)
+        });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -319,20 +330,11 @@ impl Filesystem for SessionFs {
             return Self::reply_empty("unlink", result, reply);
         }
         // Forgetting a slot record takes the records' writers' lock.
-        let files = self.files.clone();
         let (name, pid) = (name.to_owned(), req.pid());
-        let answer = Later {
-            reply,
-            op: "unlink",
-            core: self.files.core().clone(),
-            concern: Some(Concern::Root),
-        };
-        self.files.core().work().submit(
-            format!("rm {}", name.to_string_lossy()),
-            work::DEADLINE,
-            answer,
-            move || files.unlink_by(parent.0, &name, pid),
-        );
+        let what = format!("rm {}", name.to_string_lossy());
+        self.answer_from_pool("unlink", what, Concern::Root, reply, move |files| {
+            files.unlink_by(parent.0, &name, pid)
+        });
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -470,7 +472,7 @@ impl Filesystem for SessionFs {
                     reply,
                     op: "write",
                     core: core.clone(),
-                    concern: Some(slow.concern()),
+                    concern: slow.concern(),
                 };
                 let pool = self.files.core().work();
                 let job = move || slow.run(&core);
@@ -484,20 +486,11 @@ impl Filesystem for SessionFs {
             // A slot record or transcript entries commit under a writers'
             // lock other processes share: answered from the pool.
             None if self.files.write_commits(fh.0) => {
-                let files = self.files.clone();
                 let data = data.to_vec();
-                let answer = Later {
-                    reply,
-                    op: "write",
-                    core: self.files.core().clone(),
-                    concern: Some(Concern::Root),
-                };
-                self.files.core().work().submit(
-                    "a write to a slot record or transcript".to_string(),
-                    work::DEADLINE,
-                    answer,
-                    move || files.write(fh.0, offset, &data),
-                );
+                let what = "a write to a slot record or transcript".to_string();
+                self.answer_from_pool("write", what, Concern::Root, reply, move |files| {
+                    files.write(fh.0, offset, &data)
+                });
             }
             None => match self.files.write(fh.0, offset, data) {
                 Ok(n) => reply.written(n as u32),
@@ -576,21 +569,13 @@ impl Filesystem for SessionFs {
     ) {
         // A rename may commit metadata or archive, which ends the session's
         // processes first: it is answered from the pool.
-        let files = self.files.clone();
         let (name, newname) = (name.to_owned(), newname.to_owned());
         let what = format!("rename {name:?} -> {newname:?}");
-        let answer = Later {
-            reply,
-            op: "rename",
-            core: self.files.core().clone(),
-            concern: None,
-        };
-        self.files
-            .core()
-            .work()
-            .submit(what, work::DEADLINE, answer, move || {
-                files.rename(parent.0, &name, newparent.0, &newname)
-            });
+        // A refusal names its session itself; the pool's (full, too late)
+        // goes to the root's status.
+        self.answer_from_pool("rename", what, Concern::Root, reply, move |files| {
+            files.rename(parent.0, &name, newparent.0, &newname)
+        });
     }
 
     fn release(
