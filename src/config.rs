@@ -10,6 +10,13 @@ use std::time::Duration;
 /// Floor of the scrollback ring.
 pub const MIN_SCROLLBACK_BYTES: u64 = 256 * 1024;
 
+/// What open files may hold in the daemon's memory together, unless
+/// `AGENT_SESSIONS_OPEN_BYTES` says otherwise.
+pub const DEFAULT_OPEN_BYTES: u64 = 512 << 20;
+
+/// Its floor: a prompt, a slot record and a page or two at once.
+pub const MIN_OPEN_BYTES: u64 = 4 << 20;
+
 /// Everything a daemon (or `sessionfs ls`) needs to know before it starts.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -20,6 +27,8 @@ pub struct Config {
     pub history_page_turns: u64,
     /// How long a `prompt` waits for its session and its turn.
     pub prompt_timeout: Duration,
+    /// What open files may hold in memory together (see `core::held`).
+    pub open_bytes: u64,
     /// Sidecar, slots, hosted transcripts, archived copies.
     pub state_dir: PathBuf,
     /// dtach sockets and run records.
@@ -135,6 +144,12 @@ impl Config {
                 env,
                 "AGENT_SESSIONS_PROMPT_TIMEOUT",
                 Duration::from_secs(60),
+            )?,
+            open_bytes: number(
+                env,
+                "AGENT_SESSIONS_OPEN_BYTES",
+                DEFAULT_OPEN_BYTES,
+                MIN_OPEN_BYTES,
             )?,
             state_dir,
             runtime_dir,

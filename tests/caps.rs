@@ -323,3 +323,55 @@ fn a_panic_in_a_session_reader_is_reported_and_the_session_recovers() {
     m.wait_output("shell:rd", "back-again");
     assert_eq!(m.json("shell:rd/status")["outcome"], "ATTACH");
 }
+
+/// Many open files together: past `AGENT_SESSIONS_OPEN_BYTES` a write that
+/// would buffer more is ENOSPC and an open or a listing ENOMEM, the reason
+/// is in `status`, which still opens, and closing frees it all.
+#[test]
+fn what_open_files_hold_together_is_capped() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let host = Host::new().with_env("AGENT_SESSIONS_OPEN_BYTES", "4194304");
+    let m = host.mount("mnt");
+    std::fs::create_dir(m.path("shell:held")).unwrap();
+    let chunk = vec![b' '; 60 << 10];
+    let mut held = Vec::new();
+    let full = loop {
+        assert!(held.len() < 100, "never refused");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(m.path("shell:held/meta.json"))
+            .unwrap();
+        match f.write(&chunk) {
+            Ok(n) => {
+                assert_eq!(n, chunk.len());
+                held.push(f);
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "{full}");
+    let refused = loop {
+        assert!(held.len() < 10_000, "never refused");
+        match std::fs::File::open(m.path("shell:held/meta.json")) {
+            Ok(f) => held.push(f),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refused.raw_os_error(), Some(libc::ENOMEM), "{refused}");
+    let ls = sh(&format!("ls {}", m.q("")));
+    assert!(!ls.status.success(), "a listing is refused too");
+    // The reason is where the user looks, and it can be read.
+    let error = m.json("shell:held/status")["error"].to_string();
+    assert!(error.contains("AGENT_SESSIONS_OPEN_BYTES"), "{error}");
+    let open_files = m.json("status")["open_files"].clone();
+    assert_eq!(open_files["limit"], 4 << 20, "{open_files}");
+    drop(held);
+    wait_for(10, "closed files to be freed", || {
+        m.json("status")["open_files"]["bytes"].as_u64().unwrap() < 4096
+    });
+    let listed = sh_ok(&format!("ls {}", m.q("")));
+    assert!(listed.contains("shell:held"), "{listed}");
+    assert_alive(&m);
+}

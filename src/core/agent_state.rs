@@ -411,6 +411,11 @@ impl PromptWrite {
         }
     }
 
+    /// The memory the text so far takes.
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.buf.capacity() as u64
+    }
+
     /// One `write`: appended whatever its offset (a stream), capped.
     pub(super) fn write(&mut self, data: &[u8]) -> Result<()> {
         if self.too_long || self.buf.len() + data.len() > PROMPT_MAX {

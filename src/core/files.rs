@@ -240,6 +240,10 @@ pub struct Files {
     crowded: std::sync::OnceLock<CrowdedHook>,
 }
 
+/// The most a buffering handle holds: a prompt, a slot record or a
+/// transcript entry (1 MiB; metadata 64 KiB).
+const BUFFERED_MAX: u64 = 1 << 20;
+
 /// What [`Files::on_crowded`] calls with the entries (parent's number,
 /// name) the kernel is to drop. It must not wait: it is called on a
 /// request thread, and the kernel locks the parent directory to drop one.
@@ -265,10 +269,11 @@ impl Files {
 
     /// With scratch files capped otherwise (tests).
     pub fn with_scratch(core: Arc<Core>, scratch: ScratchFiles) -> Self {
+        let open_bytes = core.config.open_bytes;
         Files {
             core,
             inodes: InodeTable::default(),
-            handles: HandleTable::default(),
+            handles: HandleTable::with_limit(open_bytes),
             scratch,
             stamps: Stamps::default(),
             program_time: program_time().unwrap_or_else(SystemTime::now),
@@ -423,6 +428,16 @@ impl Files {
         self.inodes.count()
     }
 
+    /// What the kernel and open files hold of the daemon (root `status`).
+    fn held(&self) -> super::status::Held {
+        let (open_bytes, open_bytes_limit) = self.handles.held_bytes();
+        super::status::Held {
+            inodes: self.inodes_held(),
+            open_bytes,
+            open_bytes_limit,
+        }
+    }
+
     /// The node behind `ino` as far as this daemon knows it, without
     /// asking whether its session still exists (for reports).
     pub fn known_node(&self, ino: u64) -> Option<Node> {
@@ -552,7 +567,7 @@ impl Files {
                 self.program_time,
             ),
             Node::RootFile(RootFile::Status) => {
-                self.dated_text(ino, &self.core.root_status(self.inodes_held()), || started)
+                self.dated_text(ino, &self.core.root_status(self.held()), || started)
             }
             Node::HostedFile(id) => {
                 let path = self.core.slots().transcript_path(id);
@@ -793,7 +808,14 @@ impl Files {
             },
             _ => Handle::Snapshot(self.generate(&node)?),
         };
-        Ok(self.handles.add(handle))
+        // The reason for a refusal is in a `status`: it can always be read.
+        let status = matches!(
+            node,
+            Node::RootFile(RootFile::Status) | Node::Session(_, SessionFile::Status)
+        );
+        self.handles
+            .add_reading(handle, status)
+            .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))
     }
 
     /// The text of a generated file, as an `open` fixes it for its handle.
@@ -810,7 +832,7 @@ impl Files {
         match node {
             Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
             Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
-            Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.inodes_held())),
+            Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.held())),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
             Node::Session(key, SessionFile::Status) => self.core.status(key),
             Node::Session(key, SessionFile::State) => self.core.state_line(key),
@@ -892,10 +914,10 @@ impl Files {
                 let newer = self.core.transcript_page(&key, page as usize).ok();
                 if let Some(newer) = newer.filter(|n| n.len() > text.len() && n.starts_with(&text))
                 {
-                    text = newer;
-                    if let Some(Handle::Page { text: held, .. }) = self.handles.files().get_mut(&fh)
-                    {
-                        *held = text.clone();
+                    // Past the cap on what open files hold, the reader
+                    // keeps the text it had until it opens again.
+                    if self.handles.grow_page(fh, &newer) {
+                        text = newer;
                     }
                 }
             }
@@ -988,17 +1010,23 @@ impl Files {
     /// `write` to a handle that buffers (metadata, records, scratch files).
     /// Each write is checked as it arrives, so a refusal reaches the writer.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
-        let buffered = self
-            .handles
-            .with(fh, |h| match h {
+        let buffered = if self.buffers(fh) {
+            // A write grows a buffer to where it ends (a stream: by its
+            // length); each handle's own cap, at most 1 MiB, bounds that.
+            let len = data.len() as u64;
+            let bound = offset.saturating_add(len).min(BUFFERED_MAX + len);
+            let written = self.handles.write_buffered(fh, bound, |h| match h {
                 // Recorded (status, log) below, with what it writes.
                 Handle::Record(r) => Some(r.write(&self.core, offset, data)),
                 // A metadata refusal is logged with its session where it is made.
                 Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
                 Handle::Prompt(p) => Some(p.write(data)),
                 _ => None,
-            })
-            .flatten();
+            });
+            written.map_err(|e| self.refuse_buffering(fh, e))?.flatten()
+        } else {
+            None
+        };
         if let Some(result) = buffered {
             return result.map(|()| data.len()).map_err(|e| {
                 if let Some(what) = self.record_label(fh) {
@@ -1020,6 +1048,28 @@ impl Files {
         }
         // `input` and `ctl` writes never get here: they go to the pool.
         Err(Error::new(libc::EBADF, "not open for writing"))
+    }
+
+    /// Records a refusal of a write to buffering handle `fh` where its
+    /// writer can read it: its session's `status`, else the root's.
+    fn refuse_buffering(&self, fh: u64, e: Error) -> Error {
+        let key = match self.handles.files().get(&fh) {
+            Some(Handle::Meta(m)) => Some(m.key().clone()),
+            Some(Handle::Prompt(p)) => Some(p.key.clone()),
+            _ => None,
+        };
+        match key {
+            Some(key) => self.core.record_refusal(&key, e),
+            None => self.core.refuse_root(e),
+        }
+    }
+
+    /// Whether `fh` collects what is written to it until it commits.
+    fn buffers(&self, fh: u64) -> bool {
+        matches!(
+            self.handles.files().get(&fh),
+            Some(Handle::Meta(_) | Handle::Record(_) | Handle::Prompt(_))
+        )
     }
 
     /// Whether `flush`/`fsync` on `fh` does anything: only buffered writes
@@ -1286,7 +1336,7 @@ impl Files {
                 let node = Node::Session(key.clone(), file);
                 let handle = Handle::Meta(MetaWrite::new(&self.core, key, file)?);
                 let attr = self.attr_of(&node, None, 0)?;
-                let fh = self.handles.add(handle);
+                let fh = self.handles.add(handle)?;
                 let attr = Attr { size: 0, ..attr };
                 return Ok((self.entry_attr(&node, attr, dir, os_name), fh));
             }
@@ -1302,11 +1352,14 @@ impl Files {
             let attr = self.attr(&node, 0, SystemTime::now());
             let fh = self
                 .handles
-                .add(Handle::Scratch(key.clone(), name.to_string()));
+                .add(Handle::Scratch(key.clone(), name.to_string()))
+                .inspect_err(|_| {
+                    self.scratch_remove(key, name);
+                })?;
             return Ok((self.entry_attr(&node, attr, dir, os_name), fh));
         }
         let (node, handle) = self.records_create(&parent, name)?;
-        let fh = self.handles.add(handle);
+        let fh = self.handles.add(handle)?;
         // Not written yet: an empty file until its first record arrives.
         let size = self.records_size(&node).unwrap_or(0);
         let attr = self.attr(&node, size, SystemTime::now());
@@ -1459,7 +1512,7 @@ impl Files {
     /// through it.
     pub fn opendir(&self, ino: u64) -> Result<u64> {
         let entries = self.entries(ino)?;
-        Ok(self.handles.add_dir(entries))
+        self.handles.add_dir(entries)
     }
 
     /// `readdir`: the snapshot `opendir` took.

@@ -1,9 +1,11 @@
 //! The table of open handles: what each open file reads or writes, and
 //! each open directory's entries as `opendir` saw them.
 
+use super::held::{HeldBytes, Pinned};
 use super::node::Kind;
 use super::records::RecordWrite;
 use super::save::MetaWrite;
+use crate::error::Result;
 use crate::key::SessionKey;
 use crate::scrollback::{Scrollback, View};
 use std::collections::HashMap;
@@ -50,6 +52,37 @@ pub(super) enum Handle {
     Prompt(super::agent_state::PromptWrite),
 }
 
+impl Handle {
+    /// Bytes this handle's own buffers take (what is written to it and not
+    /// yet committed).
+    fn own_bytes(&self) -> u64 {
+        match self {
+            Handle::Record(r) => r.held_bytes(),
+            Handle::Meta(m) => m.held_bytes(),
+            Handle::Prompt(p) => p.held_bytes(),
+            _ => 0,
+        }
+    }
+
+    /// The text this handle reads, which other handles may share.
+    fn text(&self) -> Option<Pinned> {
+        match self {
+            Handle::Snapshot(text) | Handle::Page { text, .. } => Some(pinned(text)),
+            _ => None,
+        }
+    }
+}
+
+fn pinned(text: &Arc<Vec<u8>>) -> Pinned {
+    (Arc::as_ptr(text) as usize, text.capacity() as u64)
+}
+
+/// What a directory snapshot takes: its entries and their names.
+fn dir_bytes(entries: &Vec<DirEntry>) -> u64 {
+    let names: usize = entries.iter().map(|e| e.name.capacity()).sum();
+    (entries.capacity() * std::mem::size_of::<DirEntry>() + names) as u64
+}
+
 /// One directory entry: inode, kind, name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -74,6 +107,8 @@ pub(super) struct HandleTable {
     /// them, so a `stat` of one session's finds them without looking at
     /// every handle (`tail -F` of each of N sessions stats them all).
     scrollbacks: Mutex<HashMap<SessionKey, Vec<(u64, u32)>>>,
+    /// What all of them hold together, against its cap.
+    held: HeldBytes,
     /// Handles a `stat` of `scrollback` looked at.
     #[cfg(test)]
     pub(super) scrollbacks_visited: AtomicU64,
@@ -81,18 +116,24 @@ pub(super) struct HandleTable {
 
 impl Default for HandleTable {
     fn default() -> Self {
+        Self::with_limit(crate::config::DEFAULT_OPEN_BYTES)
+    }
+}
+
+impl HandleTable {
+    /// A table whose handles may hold at most `max` bytes together.
+    pub(super) fn with_limit(max: u64) -> Self {
         HandleTable {
             next: AtomicU64::new(1),
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             scrollbacks: Mutex::new(HashMap::new()),
+            held: HeldBytes::new(max),
             #[cfg(test)]
             scrollbacks_visited: AtomicU64::new(0),
         }
     }
-}
 
-impl HandleTable {
     /// The open files, locked: never held across I/O.
     pub(super) fn files(&self) -> MutexGuard<'_, HashMap<u64, Handle>> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
@@ -110,8 +151,18 @@ impl HandleTable {
         self.scrollbacks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn add(&self, handle: Handle) -> u64 {
+    /// Adds an open handle: ENOMEM when the handles would hold more than
+    /// their cap together.
+    pub(super) fn add(&self, handle: Handle) -> Result<u64> {
+        self.add_reading(handle, false)
+    }
+
+    /// [`HandleTable::add`], for a handle that reads a `status` when
+    /// `status` says so: it may use the cap's reserve.
+    pub(super) fn add_reading(&self, handle: Handle, status: bool) -> Result<u64> {
         let fh = self.next();
+        self.held
+            .open(fh, handle.own_bytes(), handle.text(), status)?;
         let scrollback = match &handle {
             Handle::Scrollback { key, tgid, .. } => Some((key.clone(), *tgid)),
             _ => None,
@@ -120,11 +171,14 @@ impl HandleTable {
         if let Some((key, tgid)) = scrollback {
             self.scrollbacks().entry(key).or_default().push((fh, tgid));
         }
-        fh
+        Ok(fh)
     }
 
     pub(super) fn remove(&self, fh: u64) -> Option<Handle> {
         let handle = self.files().remove(&fh);
+        if let Some(handle) = &handle {
+            self.held.close(fh, handle.text().map(|(addr, _)| addr));
+        }
         if let Some(Handle::Scrollback { key, .. }) = &handle {
             let mut scrollbacks = self.scrollbacks();
             if let Some(open) = scrollbacks.get_mut(key) {
@@ -180,10 +234,47 @@ impl HandleTable {
         Some(result)
     }
 
-    pub(super) fn add_dir(&self, entries: Vec<DirEntry>) -> u64 {
+    /// A write to a handle that buffers: `work` runs once `bound` more
+    /// bytes are charged (ENOSPC past the cap, and it does not run), then
+    /// the handle is charged what its buffers hold after it.
+    pub(super) fn write_buffered<T>(
+        &self,
+        fh: u64,
+        bound: u64,
+        work: impl FnOnce(&mut Handle) -> T,
+    ) -> Result<Option<T>> {
+        self.held.reserve(fh, bound)?;
+        let result = self.with(fh, |h| (work(h), h.own_bytes()));
+        let own = result.as_ref().map_or(0, |(_, own)| *own);
+        self.held.settle(fh, own);
+        Ok(result.map(|(r, _)| r))
+    }
+
+    /// A transcript page handle takes the longer text its page now has,
+    /// unless that would go past the cap (it then keeps the one it had).
+    pub(super) fn grow_page(&self, fh: u64, newer: &Arc<Vec<u8>>) -> bool {
+        let mut files = self.files();
+        let Some(Handle::Page { text, .. }) = files.get_mut(&fh) else {
+            return false;
+        };
+        if !self.held.repin(pinned(text).0, pinned(newer)) {
+            return false;
+        }
+        *text = newer.clone();
+        true
+    }
+
+    /// What open handles hold together, and their cap.
+    pub(super) fn held_bytes(&self) -> (u64, u64) {
+        (self.held.total(), self.held.max())
+    }
+
+    /// Adds an open directory's snapshot: ENOMEM past the cap.
+    pub(super) fn add_dir(&self, entries: Vec<DirEntry>) -> Result<u64> {
         let fh = self.next();
+        self.held.open(fh, dir_bytes(&entries), None, false)?;
         self.dirs().insert(fh, Arc::new(entries));
-        fh
+        Ok(fh)
     }
 
     pub(super) fn dir(&self, fh: u64) -> Option<DirSnapshot> {
@@ -191,7 +282,9 @@ impl HandleTable {
     }
 
     pub(super) fn remove_dir(&self, fh: u64) {
-        self.dirs().remove(&fh);
+        if self.dirs().remove(&fh).is_some() {
+            self.held.close(fh, None);
+        }
     }
 }
 
@@ -217,10 +310,10 @@ mod tests {
             SessionKey::parse("shell:b").unwrap(),
         );
         let ring = Arc::new(Scrollback::new(1024));
-        let a1 = table.add(scrollback(&a, &ring, 7));
-        let a2 = table.add(scrollback(&a, &ring, 7));
-        let b1 = table.add(scrollback(&b, &ring, 8));
-        let other = table.add(Handle::Input(a.clone()));
+        let a1 = table.add(scrollback(&a, &ring, 7)).unwrap();
+        let a2 = table.add(scrollback(&a, &ring, 7)).unwrap();
+        let b1 = table.add(scrollback(&b, &ring, 8)).unwrap();
+        let other = table.add(Handle::Input(a.clone())).unwrap();
         assert_eq!(table.scrollbacks()[&a], [(a1, 7), (a2, 7)]);
         assert!(table.newest_scrollback_of(&a, 7).is_some());
         assert!(table.newest_scrollback_of(&a, 8).is_none());

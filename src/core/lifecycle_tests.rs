@@ -573,3 +573,90 @@ fn a_record_and_transcript_lines_written_a_byte_at_a_time_arrive_whole() {
         .collect();
     assert_eq!(types, ["\"a\"", "\"b\"", "\"c\""]);
 }
+
+/// The root `status`'s `open_files`, read through a handle of its own.
+fn open_files(m: &Mount) -> serde_json::Value {
+    let status: serde_json::Value = serde_json::from_slice(&m.read_all(ROOT, "status")).unwrap();
+    status["open_files"].clone()
+}
+
+#[test]
+fn what_open_files_hold_together_is_capped_and_closing_frees_it() {
+    let m = mount_with(&[("AGENT_SESSIONS_OPEN_BYTES", "4194304")]);
+    let dir = m.session("shell:a");
+    let (meta, status) = (m.ino(dir, "meta.json"), m.ino(dir, "status"));
+    // Writers that never close: each holds 60 KiB, within its own cap.
+    let chunk = vec![b' '; 60 << 10];
+    let mut writers = Vec::new();
+    let full = loop {
+        assert!(writers.len() < 100, "never refused");
+        let fh = m.files.open(meta, Access::WRITE, PID).unwrap();
+        match m.files.write(fh, 0, &chunk) {
+            Ok(_) => writers.push(fh),
+            Err(e) => {
+                m.files.release(fh);
+                break e;
+            }
+        }
+    };
+    assert_eq!(full.errno, libc::ENOSPC, "{}", full.message);
+    assert!(
+        full.message.contains("AGENT_SESSIONS_OPEN_BYTES"),
+        "{}",
+        full.message
+    );
+    // 4 MiB, less the 1 MiB only `status` files may use.
+    assert!(
+        (45..55).contains(&writers.len()),
+        "{} writers",
+        writers.len()
+    );
+    // Readers are then refused at open: each `meta.json` is a text of its own.
+    let mut readers = Vec::new();
+    let refused = loop {
+        assert!(readers.len() < 10_000, "never refused");
+        match m.files.open(meta, Access::READ, PID) {
+            Ok(fh) => readers.push(fh),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refused.errno, libc::ENOMEM, "{}", refused.message);
+    // The reason can still be read.
+    let fh = m.files.open(status, Access::READ, PID).unwrap();
+    let text = String::from_utf8(m.files.read(fh, 0, 1 << 16).unwrap()).unwrap();
+    assert!(text.contains("AGENT_SESSIONS_OPEN_BYTES"), "{text}");
+    readers.push(fh);
+    for fh in writers.drain(..).chain(readers.drain(..)) {
+        m.files.release(fh);
+    }
+    // Everything freed: only the handle reading `status` is held.
+    let held = open_files(&m);
+    assert_eq!(held["limit"], 4 << 20);
+    assert!(held["bytes"].as_u64().unwrap() < 4096, "{held}");
+    let fh = m.files.open(meta, Access::WRITE, PID).unwrap();
+    assert_eq!(m.files.write(fh, 0, &chunk).unwrap(), chunk.len());
+    m.files.release(fh);
+}
+
+#[test]
+fn handles_sharing_one_text_charge_it_once() {
+    let m = mount_with(&[("AGENT_SESSIONS_OPEN_BYTES", "4194304")]);
+    for n in 0..50 {
+        m.session(&format!("shell:s{n}"));
+    }
+    let listing = m.ino(ROOT, "sessions.json");
+    let first = m.files.open(listing, Access::READ, PID).unwrap();
+    let one = open_files(&m)["bytes"].as_u64().unwrap();
+    let more: Vec<u64> = (0..100)
+        .map(|_| m.files.open(listing, Access::READ, PID).unwrap())
+        .collect();
+    let after = open_files(&m)["bytes"].as_u64().unwrap();
+    assert_eq!(
+        after - one,
+        100 * super::held::HANDLE_OVERHEAD,
+        "{one} → {after}"
+    );
+    for fh in more.into_iter().chain([first]) {
+        m.files.release(fh);
+    }
+}

@@ -22,6 +22,7 @@ mod control;
 mod conversations;
 mod files;
 mod handles;
+mod held;
 #[cfg(test)]
 mod lifecycle_tests;
 mod listing;

@@ -87,6 +87,11 @@ impl JsonDocument {
         self.buf.len()
     }
 
+    /// The memory the document takes.
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.buf.capacity() as u64
+    }
+
     /// Nothing but whitespace is held.
     pub(super) fn is_blank(&self) -> bool {
         !self.started
@@ -147,6 +152,11 @@ impl Lines {
     /// The unfinished last line.
     pub(super) fn pending(&self) -> &[u8] {
         &self.pending
+    }
+
+    /// The memory the unfinished line takes.
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.pending.capacity() as u64
     }
 
     /// Takes the unfinished last line.

@@ -32,6 +32,16 @@ pub(super) enum RecordWrite {
     },
 }
 
+impl RecordWrite {
+    /// The memory what is collected takes.
+    pub(super) fn held_bytes(&self) -> u64 {
+        match self {
+            RecordWrite::Slot { doc, .. } => doc.held_bytes(),
+            RecordWrite::Append { lines, .. } => lines.held_bytes(),
+        }
+    }
+}
+
 fn transcript_name(name: &str) -> Result<String> {
     let id = name.strip_suffix(".jsonl").ok_or_else(|| {
         Error::invalid(format!("{name:?}: transcripts are named SESSION_ID.jsonl"))

@@ -215,6 +215,12 @@ impl MetaWrite {
         }
     }
 
+    /// The memory what is written takes.
+    pub(super) fn held_bytes(&self) -> u64 {
+        let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
+        buf.capacity() as u64
+    }
+
     pub(super) fn truncate(&mut self, size: u64) {
         let (MetaWrite::Field { buf, stuck, .. } | MetaWrite::Document { buf, stuck, .. }) = self;
         buf.truncate(size as usize);

@@ -31,6 +31,16 @@ Sessions outlive the daemon: each runs under its own dtach master, so
 `dtach -a` on the socket named in its status works beside this mount.
 ";
 
+/// What the kernel and open files hold of the daemon.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    /// Inode numbers the kernel holds.
+    pub inodes: usize,
+    /// What open handles hold in memory, and its cap.
+    pub open_bytes: u64,
+    pub open_bytes_limit: u64,
+}
+
 impl Core {
     pub(super) fn state_name(&self, key: &SessionKey) -> &'static str {
         let rt = lock(&self.sessions).get(key).cloned();
@@ -94,7 +104,7 @@ impl Core {
     }
 
     /// The root `status`; `inodes` is how many inode numbers the mount holds.
-    pub fn root_status(&self, inodes: usize) -> Vec<u8> {
+    pub(super) fn root_status(&self, held: Held) -> Vec<u8> {
         let live: Vec<String> = lock(&self.sessions)
             .iter()
             .filter(|(_, rt)| rt.live_client().is_some())
@@ -119,7 +129,8 @@ impl Core {
             "slow_ops": self.work.stats(),
             "error": self.root_error(),
             "waits": self.waits.len(),
-            "inodes": inodes,
+            "inodes": held.inodes,
+            "open_files": {"bytes": held.open_bytes, "limit": held.open_bytes_limit},
         }))
     }
 
