@@ -189,6 +189,13 @@ fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store(
             "0\n"
         );
     }
+    // Reading every session's scrollback (`grep -r` does) keeps none of
+    // the runtimes it makes, once the reader closed.
+    let grep = common::sh(&format!(
+        "cd {} && grep -r --include=scrollback -l . claude:* | wc -l",
+        m.q("")
+    ));
+    assert!(grep.status.success(), "{grep:?}");
     let status = m.json("status");
     assert_eq!(status["live"], serde_json::json!([]));
     assert_eq!(status["sessions"], N);

@@ -329,6 +329,16 @@ impl Agent {
     fn kind(&self) -> Option<AgentKind> {
         lock(&self.inner).kind
     }
+
+    /// Nothing has happened to it: never opened, never changed.
+    pub(super) fn untouched(&self) -> bool {
+        let inner = lock(&self.inner);
+        self.version() == 0
+            && inner.opens == 0
+            && inner.follower.is_none()
+            && inner.files.is_none()
+            && inner.held.is_empty()
+    }
 }
 
 /// The follower's place and the agent session ids, saved beside the events.

@@ -1154,7 +1154,12 @@ impl Files {
     /// `release`: the handle is gone; nothing is committed here (its
     /// errors would reach nobody).
     pub fn release(&self, fh: u64) {
-        self.handles.remove(fh);
+        if let Some(Handle::Scrollback { key, ring, .. }) = self.handles.remove(fh) {
+            drop(ring);
+            if !self.handles.scrollback_open(&key) {
+                self.core.forget_unused_runtime(&key);
+            }
+        }
     }
 
     /// `setattr`: size, mode and owner (times are taken and ignored).

@@ -116,6 +116,27 @@ impl SessionRuntime {
         }
     }
 
+    /// Whether it holds nothing worth keeping: never joined, launched,
+    /// stopped, resized or refused anything, and no output. Reading the
+    /// `scrollback` of a session that never ran makes such a runtime.
+    pub(super) fn unused(&self) -> bool {
+        let state = lock(&self.state);
+        state.client.is_none()
+            && state.generation == 0
+            && state.outcome.is_none()
+            && state.record.is_none()
+            && state.error.is_none()
+            && (state.cols, state.rows) == (DEFAULT_COLS, DEFAULT_ROWS)
+            && state.last_input_ms == 0
+            && state.launched.is_none()
+            && state.conversation.is_none()
+            && state.opening.is_none()
+            && state.stopping.is_none()
+            && state.stops == 0
+            && self.scrollback.total() == 0
+            && self.agent.untouched()
+    }
+
     /// Input went to the session now.
     pub(super) fn note_input(&self) {
         let now = now_ms();
@@ -261,6 +282,21 @@ impl Core {
         let runtimes: Vec<Arc<SessionRuntime>> = lock(&self.sessions).values().cloned().collect();
         for rt in runtimes {
             rt.stamp_activity_now();
+        }
+    }
+
+    /// Forgets `key`'s runtime when nothing uses it and it holds nothing
+    /// (see [`SessionRuntime::unused`]): `grep -r` over the mount reads
+    /// every session's `scrollback`, and must not leave a runtime for each.
+    pub(super) fn forget_unused_runtime(&self, key: &SessionKey) {
+        let mut sessions = lock(&self.sessions);
+        // No one else holds it or its ring: an open that took the runtime
+        // took the ring before letting the runtime go.
+        let alone = |rt: &Arc<SessionRuntime>| {
+            Arc::strong_count(rt) == 1 && Arc::strong_count(&rt.scrollback) == 1
+        };
+        if sessions.get(key).is_some_and(|rt| alone(rt) && rt.unused()) {
+            sessions.remove(key);
         }
     }
 
