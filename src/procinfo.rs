@@ -59,16 +59,23 @@ pub fn is_dtach_master(pid: u32, socket: &Path) -> bool {
     args.first().is_some_and(|a| a.ends_with("dtach")) && args.iter().any(|a| *a == socket)
 }
 
+/// The first value of field `name` of `/proc/PID/status`.
+///
+/// `status`, not `stat`: a read of `/proc/PID/stat` waits for as long as
+/// that process is stuck in some kernel paths (a thread of it in a request
+/// to a hung FUSE mount, say), and any process on the host may be such a
+/// one; `status` answers at once.
+fn status_field(pid: u32, name: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        let value = l.strip_prefix(name)?.strip_prefix(':')?;
+        value.split_whitespace().next().map(str::to_string)
+    })
+}
+
 /// Whether `pid` exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    status_field(pid, "State").is_some_and(|state| state != "Z" && state != "X")
 }
 
 /// The processes whose session id is `sid` (an agent's group and stragglers).
@@ -76,17 +83,10 @@ pub fn session_members(sid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return vec![];
     };
+    let sid = sid.to_string();
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let (_, rest) = stat.rsplit_once(')')?;
-                    // Fields after the name: state ppid pgrp session ...
-                    rest.split_whitespace().nth(3)?.parse::<u32>().ok()
-                })
-                == Some(sid)
-        })
+        // The session id in the PID namespace of the mount of /proc, ours.
+        .filter(|pid| status_field(*pid, "NSsid").as_ref() == Some(&sid))
         .collect()
 }
 
@@ -99,6 +99,9 @@ mod tests {
         let me = std::process::id();
         assert_eq!(tgid_of(me), me);
         assert!(alive(me));
+        let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
+        assert!(session_members(sid).contains(&me));
+        assert!(!alive(u32::MAX - 1));
         assert!(cmdline(me).is_some());
         assert!(!is_dtach_master(me, Path::new("/nowhere.sock")));
     }
