@@ -520,3 +520,32 @@ fn less_plus_f_on_latest_shows_an_appended_turn() {
     m.type_line(pager, "\x03q");
     assert!(took < Duration::from_millis(2500), "less took {took:?}");
 }
+
+/// `state` is dated by the last change of state, seen or not: a job that
+/// ran while nobody looked moves it to the `events` line of its end.
+#[test]
+fn state_is_dated_by_its_last_change_even_unseen() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let key = "shell:dated";
+    std::fs::create_dir(m.path(key)).unwrap();
+    m.type_line(key, "echo rea''dy");
+    m.wait_output_line(key, "ready");
+    wait_for(20, "the shell to be idle", || m.read(&format!("{key}/state")) == "idle\n");
+    let mtime = |rel: &str| -> i64 {
+        sh_ok(&format!("stat -c %Y {}", m.q(rel))).trim().parse().unwrap()
+    };
+    let before = mtime(&format!("{key}/state"));
+    let_pass(Duration::from_millis(1100));
+    // A job, and its end, with no look at `state` meanwhile.
+    m.type_line(key, "sleep 0.5; echo do''ne");
+    m.wait_output_line(key, "done");
+    let events = |m: &Mount| m.read(&format!("{key}/events"));
+    wait_for(20, "the job's end in events", || {
+        events(&m).lines().last().is_some_and(|l| l.contains("\"idle\""))
+            && events(&m).contains("\"busy\"")
+    });
+    let after = mtime(&format!("{key}/state"));
+    assert!(after > before, "state still dated {before}, after a busy/idle cycle");
+    assert_eq!(after, mtime(&format!("{key}/events")));
+}

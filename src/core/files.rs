@@ -605,10 +605,14 @@ impl Files {
                 ),
                 // Write-only streams: their attributes never change.
                 SessionFile::Input | SessionFile::Ctl => (0, self.core.created_at(key)),
-                // Dated by the last change of what it shows, as `status`.
-                SessionFile::State => self.dated_text(ino, &self.core.state_line(key)?, || {
-                    self.core.created_at(key)
-                }),
+                // Every change of state is a line of `events`: its mtime
+                // dates the last one, whether or not anyone looked.
+                SessionFile::State => {
+                    let changed = std::fs::metadata(self.core.events_path(key)?)
+                        .and_then(|m| m.modified())
+                        .unwrap_or_else(|_| self.core.created_at(key));
+                    (self.core.state_line(key)?.len() as u64, changed)
+                }
                 // Streams: what a read returns is not known before it.
                 SessionFile::Wait | SessionFile::Prompt => (0, self.core.created_at(key)),
                 SessionFile::Events => {
@@ -618,11 +622,11 @@ impl Files {
                         meta.and_then(|m| m.modified().ok()).unwrap_or(self.started),
                     )
                 }
-                SessionFile::TranscriptLast => {
-                    self.dated_text(ino, &self.core.transcript_last(key)?, || {
-                        self.core.created_at(key)
-                    })
-                }
+                // What the last turn shows changes only with the store.
+                SessionFile::TranscriptLast => (
+                    self.core.transcript_last(key)?.len() as u64,
+                    self.core.transcript_modified(key)?,
+                ),
             },
         };
         Ok(self.attr(node, size, mtime))
