@@ -531,9 +531,14 @@ fn state_is_dated_by_its_last_change_even_unseen() {
     std::fs::create_dir(m.path(key)).unwrap();
     m.type_line(key, "echo rea''dy");
     m.wait_output_line(key, "ready");
-    wait_for(20, "the shell to be idle", || m.read(&format!("{key}/state")) == "idle\n");
+    wait_for(20, "the shell to be idle", || {
+        m.read(&format!("{key}/state")) == "idle\n"
+    });
     let mtime = |rel: &str| -> i64 {
-        sh_ok(&format!("stat -c %Y {}", m.q(rel))).trim().parse().unwrap()
+        sh_ok(&format!("stat -c %Y {}", m.q(rel)))
+            .trim()
+            .parse()
+            .unwrap()
     };
     let before = mtime(&format!("{key}/state"));
     let_pass(Duration::from_millis(1100));
@@ -542,10 +547,16 @@ fn state_is_dated_by_its_last_change_even_unseen() {
     m.wait_output_line(key, "done");
     let events = |m: &Mount| m.read(&format!("{key}/events"));
     wait_for(20, "the job's end in events", || {
-        events(&m).lines().last().is_some_and(|l| l.contains("\"idle\""))
+        events(&m)
+            .lines()
+            .last()
+            .is_some_and(|l| l.contains("\"idle\""))
             && events(&m).contains("\"busy\"")
     });
     let after = mtime(&format!("{key}/state"));
-    assert!(after > before, "state still dated {before}, after a busy/idle cycle");
+    assert!(
+        after > before,
+        "state still dated {before}, after a busy/idle cycle"
+    );
     assert_eq!(after, mtime(&format!("{key}/events")));
 }
