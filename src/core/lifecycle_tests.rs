@@ -631,8 +631,8 @@ fn what_open_files_hold_together_is_capped_and_closing_frees_it() {
     }
     // Everything freed: only the handle reading `status` is held.
     let held = open_files(&m);
-    assert_eq!(held["limit"], 4 << 20);
-    assert!(held["bytes"].as_u64().unwrap() < 4096, "{held}");
+    assert_eq!(held["limit_mib"], 4);
+    assert_eq!(held["mib"], 0, "{held}");
     let fh = m.files.open(meta, Access::WRITE, PID).unwrap();
     assert_eq!(m.files.write(fh, 0, &chunk).unwrap(), chunk.len());
     m.files.release(fh);
@@ -646,11 +646,11 @@ fn handles_sharing_one_text_charge_it_once() {
     }
     let listing = m.ino(ROOT, "sessions.json");
     let first = m.files.open(listing, Access::READ, PID).unwrap();
-    let one = open_files(&m)["bytes"].as_u64().unwrap();
+    let one = m.files.handles.held_bytes().0;
     let more: Vec<u64> = (0..100)
         .map(|_| m.files.open(listing, Access::READ, PID).unwrap())
         .collect();
-    let after = open_files(&m)["bytes"].as_u64().unwrap();
+    let after = m.files.handles.held_bytes().0;
     assert_eq!(
         after - one,
         100 * super::held::HANDLE_OVERHEAD,

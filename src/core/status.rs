@@ -130,7 +130,9 @@ impl Core {
             "error": self.root_error(),
             "waits": self.waits.len(),
             "inodes": held.inodes,
-            "open_files": {"bytes": held.open_bytes, "limit": held.open_bytes_limit},
+            // In whole MiB: a count of bytes would change with every open,
+            // this file's own included, and `rsync`/`tar` would see it move.
+            "open_files": {"mib": held.open_bytes >> 20, "limit_mib": held.open_bytes_limit >> 20},
         }))
     }
 
