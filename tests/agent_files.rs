@@ -693,3 +693,110 @@ fn a_program_that_ends_while_no_daemon_runs_is_exited_to_the_next() {
         assert_eq!(m.terminate(), Some(0));
     }
 }
+
+/// The shell of a session: its pid, from `status`.
+fn shell_pid(m: &Mount, key: &str) -> u32 {
+    m.json(&format!("{key}/status"))["agent_pid"]
+        .as_u64()
+        .expect("a live shell's pid") as u32
+}
+
+#[test]
+fn wait_right_after_a_shell_prompt_blocks_while_its_command_runs() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:s")));
+    let prompt = m.q("shell:s/prompt");
+    let wait = m.q("shell:s/wait");
+    // The recipe: `prompt` returns once the shell took the line, so a
+    // `wait` right after sees the command running, every time.
+    for round in 0..10 {
+        let t0 = Instant::now();
+        sh_ok(&format!("/usr/bin/printf 'sleep 1\\n' > {prompt}"));
+        let closed = t0.elapsed();
+        let t1 = Instant::now();
+        assert_eq!(sh_ok(&format!("cat {wait}")), "idle\n", "round {round}");
+        let waited = t1.elapsed();
+        eprintln!("round {round}: prompt closed after {closed:?}, wait after {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(800),
+            "round {round}: wait returned after {waited:?}, before the command ended"
+        );
+    }
+}
+
+#[test]
+fn a_builtin_prompt_closes_once_the_shell_ran_it() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:b")));
+    let prompt = m.q("shell:b/prompt");
+    // The first prompt launches the shell.
+    sh_ok(&format!("/usr/bin/printf 'true\\n' > {prompt}"));
+    let pid = shell_pid(&m, "shell:b");
+    let cwd = || std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    let mut slowest = Duration::ZERO;
+    for (round, dir) in ["/tmp", "/", "/tmp", "/", "/tmp"].iter().enumerate() {
+        let t0 = Instant::now();
+        sh_ok(&format!("/usr/bin/printf 'cd {dir}\\n' > {prompt}"));
+        let closed = t0.elapsed();
+        slowest = slowest.max(closed);
+        // The line was run when close returned.
+        assert_eq!(cwd(), std::path::Path::new(dir), "round {round}");
+        let t1 = Instant::now();
+        assert_eq!(sh_ok(&format!("cat {}", m.q("shell:b/wait"))), "idle\n");
+        assert!(
+            t1.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t1.elapsed()
+        );
+        eprintln!("`cd {dir}`: prompt closed after {closed:?}");
+    }
+    // A builtin never makes the close wait long (it is well under this
+    // even on a loaded machine).
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+}
+
+#[test]
+fn a_shell_prompt_written_while_a_command_runs_is_typed_after_it_in_order() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:q")));
+    let prompt = m.q("shell:q/prompt");
+    let out = host.path("order");
+    let out_q = format!("'{}'", out.display());
+    sh_ok(&format!("/usr/bin/printf 'true\\n' > {prompt}"));
+    // The first command is running when its close returns...
+    sh_ok(&format!(
+        "/usr/bin/printf 'sleep 1; echo one >> {out_q}\\n' > {prompt}"
+    ));
+    let t0 = Instant::now();
+    assert_eq!(m.read("shell:q/state"), "busy\n");
+    // ...the next two wait for it, in the order they were closed.
+    let second = bash(&format!(
+        "/usr/bin/printf 'echo two >> {out_q}\\n' > {prompt}"
+    ));
+    let blocked = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('D'))
+        })
+    };
+    let second_pid = second.id();
+    wait_for(5, "the second writer to block in close()", || {
+        blocked(second_pid) || !alive(second_pid)
+    });
+    let third = bash(&format!(
+        "/usr/bin/printf 'echo three >> {out_q}\\n' > {prompt}"
+    ));
+    let (status, _) = finish(second, 10);
+    assert!(status.success(), "{status:?}");
+    let took = t0.elapsed();
+    let (status, _) = finish(third, 10);
+    assert!(status.success(), "{status:?}");
+    eprintln!("the prompt after the running command closed after {took:?}");
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    // Both were run when their closes returned.
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "one\ntwo\nthree\n");
+    assert_eq!(sh_ok(&format!("cat {}", m.q("shell:q/wait"))), "idle\n");
+}

@@ -326,6 +326,12 @@ impl Agent {
         self.version.load(Ordering::Acquire)
     }
 
+    /// The state and the program's pid, as the `agents` thread last saw it.
+    pub(super) fn state_and_pid(&self) -> (State, Option<u32>) {
+        let inner = lock(&self.inner);
+        (inner.tracker.state(), inner.agent_pid)
+    }
+
     fn kind(&self) -> Option<AgentKind> {
         lock(&self.inner).kind
     }
@@ -385,12 +391,31 @@ fn end_of(path: &std::path::Path) -> FollowPos {
 /// (`pgrp`, `tpgid`): the daemon is a dtach client, not the terminal's owner.
 pub(super) fn foreground_job(pid: u32) -> Option<bool> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    foreground_job_of(&stat).map(|(job, _)| job)
+}
+
+/// From the text of `/proc/PID/stat`: whether a job is the terminal's
+/// foreground group, and the process's state letter (`S` asleep).
+pub(super) fn foreground_job_of(stat: &str) -> Option<(bool, char)> {
     let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After the name: state, ppid, pgrp, session, tty_nr, tpgid.
+    let state = fields.first()?.chars().next()?;
     let pgrp: i64 = fields.get(2)?.parse().ok()?;
     let tpgid: i64 = fields.get(5)?.parse().ok()?;
-    Some(tpgid > 0 && tpgid != pgrp)
+    Some((tpgid > 0 && tpgid != pgrp, state))
+}
+
+/// A shell's change, told by the terminal's foreground group: the
+/// process's, not a drawing's.
+fn shell_change(mut c: Change) -> Change {
+    c.source = crate::agent::state::Source::Process;
+    c.detail = match c.state {
+        State::Busy => "a job is in the foreground",
+        _ => "the program has the terminal",
+    }
+    .into();
+    c
 }
 
 /// The state a live master goes on in, by the last event logged for it:
@@ -706,10 +731,7 @@ impl Core {
                 }
             }),
         };
-        // A launch may come back before the wrapper wrote its record.
-        let pid = pid
-            .or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid))
-            .or_else(|| crate::runtime::launch::live_record(&self.paths, key).map(|r| r.agent_pid));
+        let pid = self.program_pid(key, rt, pid);
         // A Codex session started afresh learns its thread from its rollout.
         let unbound = kind == AgentKind::Codex && {
             let inner = lock(&rt.agent.inner);
@@ -744,17 +766,11 @@ impl Core {
                 inner.seen_output = total;
                 inner.verdict = verdict;
             }
-            if let Outcome::Changed(mut c) = inner.tracker.apply(&Signal::Screen(verdict), now) {
-                if kind == AgentKind::Shell {
-                    // Not a drawing: the terminal's foreground group.
-                    c.source = crate::agent::state::Source::Process;
-                    c.detail = match c.state {
-                        State::Busy => "a job is in the foreground",
-                        _ => "the program has the terminal",
-                    }
-                    .into();
-                }
-                changes.push(c);
+            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(verdict), now) {
+                changes.push(match kind {
+                    AgentKind::Shell => shell_change(c),
+                    _ => c,
+                });
             }
             if let Some(pos) = inner.follower.as_ref().map(Follower::pos) {
                 if pos != inner.saved {
@@ -771,6 +787,33 @@ impl Core {
             write_saved(&files, &saved);
         }
         self.agent_changed(rt, changes, now);
+    }
+
+    /// The program's pid: `known`, else from the run record (a launch may
+    /// come back before the wrapper wrote it).
+    pub(super) fn program_pid(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        known: Option<u32>,
+    ) -> Option<u32> {
+        known
+            .or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid))
+            .or_else(|| crate::runtime::launch::live_record(&self.paths, key).map(|r| r.agent_pid))
+    }
+
+    /// A shell's prompt saw a job in the foreground: `busy` now, before the
+    /// `agents` thread's next look, so a `wait` right after blocks.
+    pub(super) fn shell_job_seen(&self, rt: &SessionRuntime) {
+        let now = now_ms();
+        let change = match lock(&rt.agent.inner)
+            .tracker
+            .apply(&Signal::Screen(Verdict::Working), now)
+        {
+            Outcome::Changed(c) => Some(shell_change(c)),
+            _ => None,
+        };
+        self.agent_changed(rt, change.into_iter().collect(), now);
     }
 
     /// How many turns the session's store holds and its last turn-end row.
@@ -842,7 +885,7 @@ impl Core {
 
     /// Waits on the session's tracker until `done` holds (given the state
     /// and the screen's latest verdict) or `deadline` passes.
-    fn agent_wait(
+    pub(super) fn agent_wait(
         &self,
         rt: &SessionRuntime,
         deadline: Instant,
@@ -955,10 +998,12 @@ impl Core {
         }
         rt.note_input();
         let Some(tui) = rt.agent.kind().and_then(AgentKind::tui) else {
-            // A shell: the line, then Enter.
+            // A shell: the line, then Enter; done once the shell took it.
             let mut line = text.as_bytes().to_vec();
             line.push(b'\r');
-            return send(&line);
+            let before = rt.scrollback.total();
+            send(&line)?;
+            return self.shell_line_taken(key, &rt, text, before, deadline);
         };
         let bracketed = rt.with_screen(|s| s.bracketed_paste());
         let mut paste = Vec::with_capacity(text.len() + 12);
