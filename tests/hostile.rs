@@ -341,6 +341,8 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("meta.json: open as a directory", Op::Open(s("meta.json"), O_RDONLY | O_DIRECTORY), ENOTDIR, Kernel, ""),
         // The one-line files.
         row("title: two lines", put(&s("title"), "a\nb\n"), EINVAL, Session, "one line"),
+        row("title: truncate to 5", Op::Truncate(s("title"), 5), EINVAL, Session, "written whole"),
+        row("meta.json: ftruncate to 5", Op::Ftruncate(s("meta.json"), 5), EINVAL, Session, "written whole"),
         row("title: ESC and BEL", put(&s("title"), "\x1b]0;pwn\x07\n"), EINVAL, Session, "control characters"),
         row("title: not UTF-8", put(&s("title"), b"\xff\xfe\n"), EINVAL, Session, "UTF-8"),
         row("title: 2000 bytes", put(&s("title"), big(2000)), EINVAL, Session, "at most 1024"),

@@ -421,6 +421,8 @@ fn ctl_new_creates_a_session_with_a_fresh_id() {
     let meta = m.json(&format!("{key}/meta.json"));
     assert_eq!(meta["title"], "two   spaced  words");
     assert_eq!(meta["workspace"], odd.to_str().unwrap());
+    // The root status names the key the last `new` made.
+    assert_eq!(m.json("status")["new"], key, "a script finds its session");
 }
 
 #[test]

@@ -1183,10 +1183,31 @@ impl Files {
         self.attr_of(node, fh, pid)
     }
 
+    /// A metadata file is written whole: it may be cut (to 0, or within
+    /// what this handle wrote), never extended with NUL bytes.
+    fn check_meta_size(&self, node: &Node, size: u64, fh: Option<u64>) -> Result<()> {
+        let written = fh
+            .and_then(|fh| match self.handles.files().get(&fh) {
+                Some(Handle::Meta(m)) => Some(m.len()),
+                _ => None,
+            })
+            .unwrap_or(0);
+        if size <= written {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "{} is written whole: it can be cut to 0 or within what was written ({written} bytes), not extended to {size}",
+            node.label()
+        )))
+    }
+
     /// What `setattr` changes, without the attributes it answers with.
     fn apply_setattr(&self, node: &Node, set: SetAttr, fh: Option<u64>) -> Result<()> {
         if let Some(size) = set.size {
             self.check_size(node, size)?;
+            if node.row().content == Content::Metadata {
+                self.check_meta_size(node, size, fh)?;
+            }
         }
         let row = node.row();
         // A hosted transcript is append-only: no size is set, not even its own.

@@ -109,6 +109,8 @@ pub struct Core {
     pending_binds: conversations::PendingBinds,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
+    /// The key the root `ctl`'s last `new` made (root `status`'s `new`).
+    last_new: Mutex<Option<String>>,
     warnings: warnings::Warnings,
     /// Blocked reads of `wait`.
     waits: waits::Waits,
@@ -233,6 +235,7 @@ impl Core {
             members: members::Members::default(),
             pending_binds: Default::default(),
             root_error: Mutex::new(None),
+            last_new: Mutex::new(None),
             warnings: Default::default(),
             waits: waits::Waits::default(),
             output_readers: Default::default(),

@@ -1,6 +1,6 @@
 //! Commands written to the root `ctl`: `new`, `archive-older`.
 
-use super::{organize, Core};
+use super::{lock, organize, Core};
 use crate::error::{Error, Result};
 use crate::metaedit::preview;
 use crate::runtime::record::now_ms;
@@ -72,6 +72,8 @@ impl Core {
                     }
                     Ok(())
                 })?;
+                log::info!("ctl: new made {key}");
+                *lock(&self.last_new) = Some(key.to_string());
                 Ok(())
             }
             Some("archive-older") => {

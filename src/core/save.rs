@@ -215,6 +215,12 @@ impl MetaWrite {
         }
     }
 
+    /// Bytes written so far.
+    pub(super) fn len(&self) -> u64 {
+        let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
+        buf.len() as u64
+    }
+
     /// The memory what is written takes.
     pub(super) fn held_bytes(&self) -> u64 {
         let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;

@@ -128,6 +128,7 @@ impl Core {
             "agent": {"run": self.slots.agent_run()},
             "slow_ops": self.work.stats(),
             "error": self.root_error(),
+            "new": lock(&self.last_new).clone(),
             "waits": self.waits.len(),
             "inodes": held.inodes,
             // In whole MiB: a count of bytes would change with every open,
