@@ -273,13 +273,18 @@ impl Core {
             // Writers still waiting on this master fail now, not at their deadline.
             reader_client.close();
             let mut state = lock(&reader_rt.state);
-            let ended_by_itself = state.generation == generation && matches!(ended, Ended::Closed);
+            let stopped_here = state.generation != generation;
+            let ended_by_itself = !stopped_here && matches!(ended, Ended::Closed);
             if state.generation == generation {
                 state.client = None;
                 connections.changed();
             }
             match ended {
                 Ended::Closed => log::info!("{}: master closed", reader_rt.key),
+                // A master this daemon ended may reset the connection.
+                Ended::Failed(e) if stopped_here => {
+                    log::info!("{}: master closed ({e})", reader_rt.key)
+                }
                 Ended::Failed(e) => {
                     log::warn!("{}: reading the master failed: {e}", reader_rt.key)
                 }
