@@ -9,6 +9,7 @@ use crate::catalog::Indexed;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::listing::{self, Listed, Listing, Query};
+use crate::runtime::record::stamped_activity_ms;
 use crate::runtime::Outcome;
 use crate::sidecar::SessionMeta;
 use serde::Serialize;
@@ -106,6 +107,8 @@ type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
 pub(super) struct ListingCache {
     rows: Slot<Arc<Vec<Row>>>,
     sessions_json: Slot<Arc<Vec<u8>>>,
+    /// The run records' stamps as last read.
+    pub(super) records: super::stamps::RecordStamps,
     /// Every session's row gathered, so many times.
     #[cfg(test)]
     gathered: std::sync::atomic::AtomicU64,
@@ -174,6 +177,9 @@ struct Parts<'a> {
     socket: bool,
     /// The mtime of a hosted run's transcript, or of a kept archived copy.
     other_mtime_ms: Option<u64>,
+    /// The last activity stamped on its run record, for a session with no
+    /// runtime here (a runtime knows it).
+    record_ms: Option<u64>,
 }
 
 fn mtime_ms(path: &std::path::Path) -> Option<u64> {
@@ -227,6 +233,9 @@ impl Core {
                 meta.created_ms = ms;
             }
         }
+        if parts.runtime.is_none() {
+            last = last.max(parts.record_ms.unwrap_or(0));
+        }
         let mut pid = None;
         if let Some(rt) = parts.runtime {
             last = last.max(rt.last_activity_ms());
@@ -254,17 +263,6 @@ impl Core {
             agent_state,
             pid,
         }
-    }
-
-    /// The sockets in the runtime directory, by file name.
-    fn socket_names(&self) -> HashSet<OsString> {
-        let Ok(dir) = std::fs::read_dir(&self.config.runtime_dir) else {
-            return HashSet::new();
-        };
-        dir.flatten()
-            .map(|e| e.file_name())
-            .filter(|n| n.as_encoded_bytes().ends_with(b".sock"))
-            .collect()
     }
 
     /// The conversation key a session's store is found under.
@@ -355,7 +353,7 @@ impl Core {
         let mut sidecar = self.sidecar.all();
         let files = self.catalog.files();
         let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
-        let sockets = self.socket_names();
+        let super::stamps::RuntimeDir { sockets, stamps } = self.read_runtime_dir(&runtimes);
         let hosted: HashMap<String, Option<u64>> = self
             .slots
             .transcripts()
@@ -412,6 +410,13 @@ impl Core {
                 runtimes.get(key)
             }
         };
+        let record_ms = |key: &SessionKey| {
+            if stamps.is_empty() {
+                None
+            } else {
+                stamps.get(key).copied()
+            }
+        };
         let mut rows: Vec<Row> = Vec::with_capacity(metas.len() + files.len() + hosted.len());
 
         // Each session once: conversations no record or live session is
@@ -426,6 +431,7 @@ impl Core {
                 runtime: runtime(key),
                 socket: socket(key),
                 other_mtime_ms: None,
+                record_ms: record_ms(key),
             };
             rows.push(self.make_row(key.clone(), parts));
         }
@@ -443,6 +449,7 @@ impl Core {
                 runtime: runtime(&key),
                 socket: socket(&key),
                 other_mtime_ms: *at,
+                record_ms: record_ms(&key),
             };
             rows.push(self.make_row(key, parts));
         }
@@ -480,6 +487,7 @@ impl Core {
                 runtime: runtime(&key),
                 socket: socket(&key),
                 other_mtime_ms,
+                record_ms: record_ms(&key),
             };
             rows.push(self.make_row(key, parts));
         }
@@ -511,12 +519,17 @@ impl Core {
             None
         };
         let runtime = lock(&self.sessions).get(key).cloned();
+        let record_ms = match runtime {
+            None => stamped_activity_ms(&self.paths.record(key)),
+            Some(_) => None,
+        };
         let parts = Parts {
             meta,
             store,
             runtime: runtime.as_ref(),
             socket: self.paths.socket(key).exists(),
             other_mtime_ms,
+            record_ms,
         };
         self.make_row(key.clone(), parts)
     }

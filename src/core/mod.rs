@@ -37,6 +37,7 @@ mod root_ctl;
 mod save;
 pub mod scratch;
 mod session_runtime;
+mod stamps;
 mod status;
 mod times;
 mod transcripts;
