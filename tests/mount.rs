@@ -83,6 +83,54 @@ fn the_session_survives_a_daemon_restart_and_reattaches() {
     assert_eq!(host.masters(), vec![master as u32]);
 }
 
+/// A daemon that joins a master it did not launch asks the program to draw
+/// its screen again, as `dtach -a` would, so `screen` shows it at once
+/// after a restart, clean or not; the repaint is not the session's activity.
+#[test]
+fn after_a_restart_screen_shows_the_program_without_a_redraw() {
+    let host = Host::new();
+    // vim's empty buffer: a column of `~` (a repaint clears the file name
+    // from the last line).
+    let vim_shown = |screen: &str| screen.lines().filter(|l| l.starts_with('~')).count() >= 3;
+    for crash in [true, false] {
+        let key = if crash {
+            "shell:vim-crash"
+        } else {
+            "shell:vim-clean"
+        };
+        let screen = format!("{key}/screen");
+        let mut m = host.mount("mnt");
+        m.live_shell(key);
+        m.type_line(key, "vim -u NONE f.txt");
+        wait_for(20, "vim's screen", || {
+            let shown = m.read(&screen);
+            vim_shown(&shown) && shown.contains("f.txt")
+        });
+        let before = utc_ms(&m.json(&format!("{key}/meta.json"))["last_activity"]);
+        if crash {
+            m.kill9();
+        } else {
+            assert_eq!(m.terminate(), Some(0));
+        }
+        drop(m);
+        let m = host.mount("mnt");
+        assert_eq!(m.json(&format!("{key}/status"))["outcome"], "ATTACH");
+        wait_for(10, "vim's screen after the restart", || {
+            vim_shown(&m.read(&screen))
+        });
+        let after = utc_ms(&m.json(&format!("{key}/meta.json"))["last_activity"]);
+        if crash {
+            assert!(
+                after <= before,
+                "{key}: the repaint moved {before} to {after}"
+            );
+        } else {
+            assert_eq!(after, before, "{key}: the repaint is not activity");
+        }
+        m.type_line(key, ":q!");
+    }
+}
+
 #[test]
 fn a_killed_master_leaves_a_stale_socket_and_the_next_open_launches_cleanly() {
     let host = Host::new();
