@@ -402,6 +402,53 @@ fn bad_input_gets_a_clear_errno_and_a_reason_and_changes_nothing() {
     assert!(host.masters().is_empty());
 }
 
+/// Claude takes only a UUID as a new conversation's `--session-id`: a
+/// `claude:` session made by `mkdir` must be named by one, or it could never
+/// start.
+#[test]
+fn mkdir_of_a_claude_session_takes_only_a_uuid() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for bad in [
+        "claude:new1",
+        "claude:0b7c-11.x_y",
+        "claude:aaaaaaaabbbb4cccc8dddeeeeeeeeeeee",
+        "claude:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeeg",
+        "claude:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee0",
+    ] {
+        let out = sh(&format!("mkdir {}", m.q(bad)));
+        assert!(!out.status.success(), "mkdir {bad:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Invalid argument"), "mkdir {bad:?}: {err}");
+        assert!(!m.path(bad).exists(), "{bad}");
+        let reason = m.json("status")["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(reason.contains("UUID"), "mkdir {bad:?}: {reason}");
+    }
+    for good in [
+        "claude:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee",
+        "claude:AAAAAAAA-BBBB-1CCC-8DDD-EEEEEEEEEEEE",
+        "codex:new1",
+        "shell:new1",
+    ] {
+        sh_ok(&format!("mkdir {}", m.q(good)));
+        assert!(m.path(good).is_dir(), "{good}");
+    }
+    // The root `ctl` makes one.
+    sh_ok(&format!("echo new claude > {}", m.q("ctl")));
+    let listing = m.json("sessions.json");
+    let made: Vec<&str> = listing["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["key"].as_str())
+        .filter(|k| k.starts_with("claude:") && k.len() == "claude:".len() + 36)
+        .collect();
+    assert_eq!(made.len(), 3, "{listing}");
+}
+
 #[test]
 fn input_to_a_session_whose_lock_is_held_elsewhere_is_ebusy() {
     let host = Host::new();
@@ -676,7 +723,7 @@ fn a_program_that_cannot_start_fails_input_with_its_reason_at_once() {
     let missing = missing.with_env("SESSIONFS_ENGINE_CLAUDE", &program);
     let m = missing.mount("mnt");
     for round in 0..3 {
-        let key = format!("claude:gone{round}");
+        let key = format!("claude:00000000-0000-4000-8000-00000000000{round}");
         sh_ok(&format!("mkdir {}", m.q(&key)));
         let input = m.path(&format!("{key}/input"));
         let started = std::time::Instant::now();
@@ -706,7 +753,7 @@ fn a_program_that_cannot_start_fails_input_with_its_reason_at_once() {
     let ends = Host::new().with_env("SESSIONFS_ENGINE_CLAUDE", "/bin/true");
     let m = ends.mount("mnt");
     for round in 0..3 {
-        let key = format!("claude:brief{round}");
+        let key = format!("claude:00000000-0000-4000-8000-0000000000b{round}");
         sh_ok(&format!("mkdir {}", m.q(&key)));
         let started = std::time::Instant::now();
         let _ = std::fs::OpenOptions::new()

@@ -340,6 +340,7 @@ impl Core {
                 key.id()
             )));
         }
+        engine.check_new_id(key.id())?;
         // `mkdir` keeps the root locked in the kernel while this waits.
         self.sidecar.update_within(DIR_LOCK_WAIT, |all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {
