@@ -4,6 +4,7 @@
 //! `sessionfs ls` and `meta.json` all read rows, so they agree; listing N
 //! sessions costs O(N log N) and creates nothing per session.
 
+use super::hosted_times::HostedTimes;
 use super::{lock, Core, SessionRuntime, HOSTED};
 use crate::catalog::Indexed;
 use crate::error::Result;
@@ -109,6 +110,8 @@ pub(super) struct ListingCache {
     sessions_json: Slot<Arc<Vec<u8>>>,
     /// The run records' stamps as last read.
     pub(super) records: super::stamps::RecordStamps,
+    /// When each hosted transcript began.
+    pub(super) hosted_created: super::hosted_times::HostedCreated,
     /// Every session's row gathered, so many times.
     #[cfg(test)]
     gathered: std::sync::atomic::AtomicU64,
@@ -177,6 +180,8 @@ struct Parts<'a> {
     socket: bool,
     /// The mtime of a hosted run's transcript, or of a kept archived copy.
     other_mtime_ms: Option<u64>,
+    /// When a hosted run's transcript began (see [`Core::hosted_times`]).
+    hosted_created_ms: Option<u64>,
     /// The last activity stamped on its run record, for a session with no
     /// runtime here (a runtime knows it).
     record_ms: Option<u64>,
@@ -231,6 +236,13 @@ impl Core {
             last = last.max(ms);
             if !known && meta.created_ms == 0 {
                 meta.created_ms = ms;
+            }
+        }
+        if let Some(created) = parts.hosted_created_ms {
+            // As a store's conversation: when its transcript began, whoever
+            // recorded it later.
+            if meta.created_ms == 0 || created < meta.created_ms {
+                meta.created_ms = created;
             }
         }
         if parts.runtime.is_none() {
@@ -354,15 +366,16 @@ impl Core {
         let files = self.catalog.files();
         let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
         let super::stamps::RuntimeDir { sockets, stamps } = self.read_runtime_dir(&runtimes);
-        let hosted: HashMap<String, Option<u64>> = self
+        let hosted: HashMap<String, HostedTimes> = self
             .slots
             .transcripts()
             .into_iter()
             .map(|id| {
-                let at = mtime_ms(&self.slots.transcript_path(&id));
-                (id, at)
+                let times = self.hosted_times(&id);
+                (id, times)
             })
             .collect();
+        self.keep_hosted_times(&hosted.keys().map(String::as_str).collect());
 
         let mut metas: HashMap<SessionKey, SessionMeta> = HashMap::with_capacity(sidecar.len());
         let mut claimed: HashSet<SessionKey> = HashSet::new();
@@ -431,12 +444,13 @@ impl Core {
                 runtime: runtime(key),
                 socket: socket(key),
                 other_mtime_ms: None,
+                hosted_created_ms: None,
                 record_ms: record_ms(key),
             };
             rows.push(self.make_row(key.clone(), parts));
         }
         // ...hosted runs without a record...
-        for (id, at) in &hosted {
+        for (id, times) in &hosted {
             let Ok(key) = SessionKey::new(HOSTED, id) else {
                 continue;
             };
@@ -448,7 +462,8 @@ impl Core {
                 store: None,
                 runtime: runtime(&key),
                 socket: socket(&key),
-                other_mtime_ms: *at,
+                other_mtime_ms: times.mtime_ms,
+                hosted_created_ms: times.created_ms,
                 record_ms: record_ms(&key),
             };
             rows.push(self.make_row(key, parts));
@@ -474,8 +489,13 @@ impl Core {
             } else {
                 None
             };
+            let times = if key.engine() == HOSTED {
+                hosted.get(key.id()).copied().unwrap_or_default()
+            } else {
+                HostedTimes::default()
+            };
             let other_mtime_ms = if key.engine() == HOSTED {
-                hosted.get(key.id()).copied().flatten()
+                times.mtime_ms
             } else if store.is_none() && has_store {
                 self.archived_copy_mtime(&key, meta.as_ref())
             } else {
@@ -487,6 +507,7 @@ impl Core {
                 runtime: runtime(&key),
                 socket: socket(&key),
                 other_mtime_ms,
+                hosted_created_ms: times.created_ms,
                 record_ms: record_ms(&key),
             };
             rows.push(self.make_row(key, parts));
@@ -511,8 +532,13 @@ impl Core {
         } else {
             None
         };
+        let times = if key.engine() == HOSTED {
+            self.hosted_times(key.id())
+        } else {
+            HostedTimes::default()
+        };
         let other_mtime_ms = if key.engine() == HOSTED {
-            mtime_ms(&self.slots.transcript_path(key.id()))
+            times.mtime_ms
         } else if store.is_none() && self.catalog.kind_of(key.engine()).is_some() {
             self.archived_copy_mtime(key, meta.as_ref())
         } else {
@@ -529,6 +555,7 @@ impl Core {
             runtime: runtime.as_ref(),
             socket: self.paths.socket(key).exists(),
             other_mtime_ms,
+            hosted_created_ms: times.created_ms,
             record_ms,
         };
         self.make_row(key.clone(), parts)

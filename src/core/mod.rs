@@ -23,6 +23,7 @@ mod conversations;
 mod files;
 mod handles;
 mod held;
+mod hosted_times;
 #[cfg(test)]
 mod lifecycle_tests;
 mod listing;
