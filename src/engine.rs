@@ -34,6 +34,22 @@ impl Engine {
         self.store != Store::Hosted
     }
 
+    /// Whether `id` may name a new session of this engine (made by `mkdir`;
+    /// conversations found in a store come with the engine's own ids).
+    /// Claude starts one with `--session-id ID` and refuses any ID that is
+    /// not a UUID in its 8-4-4-4-12 form.
+    pub fn check_new_id(&self, id: &str) -> Result<()> {
+        let uuid = id.len() == 36 && uuid::Uuid::try_parse(id).is_ok();
+        if matches!(self.store, Store::Claude(_)) && !uuid {
+            return Err(Error::invalid(format!(
+                "{}:{id}: Claude's session ids are UUIDs (8-4-4-4-12 hex digits, as \
+                 `uuidgen` prints); `echo new {} > ctl` in the root makes one",
+                self.name, self.name
+            )));
+        }
+        Ok(())
+    }
+
     /// The argv that starts (or, with `resume`, resumes) conversation `id`.
     pub fn argv(&self, id: &str, resume: bool) -> Vec<String> {
         let args = if resume {
@@ -233,6 +249,26 @@ mod tests {
             vec!["codex", "resume", "t"]
         );
         assert!(!t.get("hosted").unwrap().launchable());
+    }
+
+    #[test]
+    fn a_new_claude_session_is_named_by_a_uuid() {
+        let t = table(&[], None).unwrap();
+        let claude = t.get("claude").unwrap();
+        assert!(claude
+            .check_new_id("aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
+            .is_ok());
+        for bad in [
+            "new1",
+            "aaaaaaaabbbb4ccc8dddeeeeeeeeeeee",
+            "{aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee}",
+        ] {
+            let err = claude.check_new_id(bad).unwrap_err();
+            assert_eq!(err.errno, libc::EINVAL);
+            assert!(err.message.contains("UUID"), "{}", err.message);
+        }
+        assert!(t.get("codex").unwrap().check_new_id("new1").is_ok());
+        assert!(t.get("shell").unwrap().check_new_id("new1").is_ok());
     }
 
     #[test]

@@ -408,6 +408,7 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
         row("root: mkdir without an engine", Op::Mkdir("nocolon".into()), EINVAL, Root, "mkdir \"nocolon\""),
         row("root: mkdir unknown engine", Op::Mkdir("nope:x".into()), EINVAL, Root, "unknown engine"),
         row("root: mkdir hosted:ID", Op::Mkdir("hosted:abc".into()), EPERM, Root, "hosted sessions are made"),
+        row("root: mkdir claude: not a UUID", Op::Mkdir("claude:new1".into()), EINVAL, Root, "Claude's session ids are UUIDs"),
         row("root: mkdir path trick", Op::Mkdir(s("../nope:y")), EINVAL, Root, "unknown engine"),
         row("root: mkdir an existing session", Op::Mkdir(KEY.into()), EEXIST, Kernel, ""),
         row("root: rmdir archived/", Op::Rmdir("archived".into()), EPERM, Root, "own directories"),

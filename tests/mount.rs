@@ -83,6 +83,54 @@ fn the_session_survives_a_daemon_restart_and_reattaches() {
     assert_eq!(host.masters(), vec![master as u32]);
 }
 
+/// A daemon that joins a master it did not launch asks the program to draw
+/// its screen again, as `dtach -a` would, so `screen` shows it at once
+/// after a restart, clean or not; the repaint is not the session's activity.
+#[test]
+fn after_a_restart_screen_shows_the_program_without_a_redraw() {
+    let host = Host::new();
+    // vim's empty buffer: a column of `~` (a repaint clears the file name
+    // from the last line).
+    let vim_shown = |screen: &str| screen.lines().filter(|l| l.starts_with('~')).count() >= 3;
+    for crash in [true, false] {
+        let key = if crash {
+            "shell:vim-crash"
+        } else {
+            "shell:vim-clean"
+        };
+        let screen = format!("{key}/screen");
+        let mut m = host.mount("mnt");
+        m.live_shell(key);
+        m.type_line(key, "vim -u NONE f.txt");
+        wait_for(20, "vim's screen", || {
+            let shown = m.read(&screen);
+            vim_shown(&shown) && shown.contains("f.txt")
+        });
+        let before = utc_ms(&m.json(&format!("{key}/meta.json"))["last_activity"]);
+        if crash {
+            m.kill9();
+        } else {
+            assert_eq!(m.terminate(), Some(0));
+        }
+        drop(m);
+        let m = host.mount("mnt");
+        assert_eq!(m.json(&format!("{key}/status"))["outcome"], "ATTACH");
+        wait_for(10, "vim's screen after the restart", || {
+            vim_shown(&m.read(&screen))
+        });
+        let after = utc_ms(&m.json(&format!("{key}/meta.json"))["last_activity"]);
+        if crash {
+            assert!(
+                after <= before,
+                "{key}: the repaint moved {before} to {after}"
+            );
+        } else {
+            assert_eq!(after, before, "{key}: the repaint is not activity");
+        }
+        m.type_line(key, ":q!");
+    }
+}
+
 #[test]
 fn a_killed_master_leaves_a_stale_socket_and_the_next_open_launches_cleanly() {
     let host = Host::new();
@@ -352,6 +400,53 @@ fn bad_input_gets_a_clear_errno_and_a_reason_and_changes_nothing() {
     assert!(!out.status.success());
     assert!(m.path("shell:ok/status").exists());
     assert!(host.masters().is_empty());
+}
+
+/// Claude takes only a UUID as a new conversation's `--session-id`: a
+/// `claude:` session made by `mkdir` must be named by one, or it could never
+/// start.
+#[test]
+fn mkdir_of_a_claude_session_takes_only_a_uuid() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for bad in [
+        "claude:new1",
+        "claude:0b7c-11.x_y",
+        "claude:aaaaaaaabbbb4cccc8dddeeeeeeeeeeee",
+        "claude:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeeg",
+        "claude:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee0",
+    ] {
+        let out = sh(&format!("mkdir {}", m.q(bad)));
+        assert!(!out.status.success(), "mkdir {bad:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Invalid argument"), "mkdir {bad:?}: {err}");
+        assert!(!m.path(bad).exists(), "{bad}");
+        let reason = m.json("status")["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(reason.contains("UUID"), "mkdir {bad:?}: {reason}");
+    }
+    for good in [
+        "claude:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee",
+        "claude:AAAAAAAA-BBBB-1CCC-8DDD-EEEEEEEEEEEE",
+        "codex:new1",
+        "shell:new1",
+    ] {
+        sh_ok(&format!("mkdir {}", m.q(good)));
+        assert!(m.path(good).is_dir(), "{good}");
+    }
+    // The root `ctl` makes one.
+    sh_ok(&format!("echo new claude > {}", m.q("ctl")));
+    let listing = m.json("sessions.json");
+    let made: Vec<&str> = listing["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["key"].as_str())
+        .filter(|k| k.starts_with("claude:") && k.len() == "claude:".len() + 36)
+        .collect();
+    assert_eq!(made.len(), 3, "{listing}");
 }
 
 #[test]
@@ -628,7 +723,7 @@ fn a_program_that_cannot_start_fails_input_with_its_reason_at_once() {
     let missing = missing.with_env("SESSIONFS_ENGINE_CLAUDE", &program);
     let m = missing.mount("mnt");
     for round in 0..3 {
-        let key = format!("claude:gone{round}");
+        let key = format!("claude:00000000-0000-4000-8000-00000000000{round}");
         sh_ok(&format!("mkdir {}", m.q(&key)));
         let input = m.path(&format!("{key}/input"));
         let started = std::time::Instant::now();
@@ -658,7 +753,7 @@ fn a_program_that_cannot_start_fails_input_with_its_reason_at_once() {
     let ends = Host::new().with_env("SESSIONFS_ENGINE_CLAUDE", "/bin/true");
     let m = ends.mount("mnt");
     for round in 0..3 {
-        let key = format!("claude:brief{round}");
+        let key = format!("claude:00000000-0000-4000-8000-0000000000b{round}");
         sh_ok(&format!("mkdir {}", m.q(&key)));
         let started = std::time::Instant::now();
         let _ = std::fs::OpenOptions::new()

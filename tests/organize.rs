@@ -538,6 +538,58 @@ fn last_activity_survives_a_daemon_restart() {
     }
 }
 
+/// `key`'s `last_activity` in a listing's `sessions`, in ms.
+fn listed_activity(listing: &Value, key: &str) -> i64 {
+    let sessions = listing["sessions"].as_array().expect("sessions");
+    let meta = sessions
+        .iter()
+        .find(|s| s["key"] == key)
+        .unwrap_or_else(|| panic!("{key} listed in {listing}"));
+    time_ms(meta, "last_activity")
+}
+
+/// A stopped session is dated by its last activity after a restart, clean
+/// or not, in the listing and its `meta.json` alike; with no daemon
+/// mounted, `sessionfs ls` dates a live session as its daemon did.
+#[test]
+fn a_stopped_sessions_last_activity_survives_a_daemon_restart() {
+    let host = Host::new();
+    let mut m = host.mount("mnt");
+    for key in ["shell:t1", "shell:t2"] {
+        m.live_shell(key);
+        m.type_line(key, "echo typed-later");
+        m.wait_output_line(key, "typed-later");
+    }
+    sh_ok(&format!("echo stop > {}", m.q("shell:t1/ctl")));
+    wait_for(10, "shell:t1 stopped", || {
+        m.json("shell:t1/meta.json")["state"] == "stopped"
+    });
+    let created = time_ms(&m.json("shell:t1/meta.json"), "created");
+    let stopped = listed_activity(&m.json("sessions.json"), "shell:t1");
+    let live = listed_activity(&m.json("sessions.json"), "shell:t2");
+    assert!(stopped > created, "{stopped} after {created}");
+    assert_eq!(m.terminate(), Some(0));
+    drop(m);
+
+    let offline: Value = serde_json::from_str(&host.ls(&["--json"])).unwrap();
+    assert_eq!(listed_activity(&offline, "shell:t1"), stopped, "{offline}");
+    assert_eq!(listed_activity(&offline, "shell:t2"), live, "{offline}");
+
+    for crash in [false, true] {
+        let mut m = host.mount("mnt");
+        let listing = m.json("sessions.json");
+        assert_eq!(listed_activity(&listing, "shell:t1"), stopped, "{listing}");
+        assert_eq!(listed_activity(&listing, "shell:t2"), live, "{listing}");
+        let meta = m.json("shell:t1/meta.json");
+        assert_eq!(time_ms(&meta, "last_activity"), stopped, "{meta}");
+        if crash {
+            m.kill9();
+        } else {
+            assert_eq!(m.terminate(), Some(0));
+        }
+    }
+}
+
 #[test]
 fn a_project_view_follows_a_project_change_at_once() {
     let host = Host::new();

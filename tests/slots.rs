@@ -380,3 +380,70 @@ fn a_full_world_refuses_a_record_with_a_reason_and_keeps_what_it_holds() {
     ));
     assert_eq!(m.json(&format!("slots/{WORLD}/1"))["sessionId"], "small");
 }
+
+fn utc_ms(v: &serde_json::Value) -> i64 {
+    v.as_str()
+        .unwrap_or_else(|| panic!("{v} is not a time"))
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_millisecond()
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// A hosted session's `created` stays put while its transcript grows, and
+/// across a restart: its first entry's `ts_ms`, or, for a transcript
+/// written straight to disk whose entries carry none, when its file was made.
+#[test]
+fn a_hosted_sessions_created_time_stays_as_its_transcript_grows() {
+    let host = Host::new();
+    let mut m = host.mount("mnt");
+    let append = |m: &Mount, text: &str| {
+        sh_ok(&format!(
+            "echo '{{\"type\":\"text\",\"text\":\"{text}\"}}' >> {}",
+            m.q("agent-transcripts/h2.jsonl")
+        ));
+    };
+    let created = |m: &Mount, key: &str| {
+        let meta = utc_ms(&m.json(&format!("{key}/meta.json"))["created"]);
+        let listing = m.json("sessions.json");
+        let row = listing["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .unwrap_or_else(|| panic!("{key} in {listing}"))
+            .clone();
+        assert_eq!(utc_ms(&row["created"]), meta, "{key}: {row}");
+        meta
+    };
+    append(&m, "one");
+    let first: serde_json::Value =
+        serde_json::from_str(m.read("agent-transcripts/h2.jsonl").lines().next().unwrap()).unwrap();
+    let at = first["ts_ms"].as_i64().unwrap();
+    assert_eq!(created(&m, "hosted:h2"), at);
+
+    // Written on disk by another tool, with no `ts_ms`.
+    let raw = host.path("state/sessionfs/agent-transcripts/raw.jsonl");
+    std::fs::write(&raw, "{\"type\":\"text\",\"text\":\"one\"}\n").unwrap();
+    let raw_created = created(&m, "hosted:raw");
+
+    // A second later, more entries: nothing moves.
+    wait_for(5, "a second to pass", || {
+        now_ms() > at.max(raw_created) + 1_100
+    });
+    append(&m, "two");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&raw).unwrap();
+    std::io::Write::write_all(&mut f, b"{\"type\":\"text\",\"text\":\"two\"}\n").unwrap();
+    drop(f);
+    assert_eq!(m.read("agent-transcripts/h2.jsonl").lines().count(), 2);
+    assert_eq!(created(&m, "hosted:h2"), at);
+    assert_eq!(created(&m, "hosted:raw"), raw_created);
+    assert_eq!(m.terminate(), Some(0));
+    drop(m);
+    let m = host.mount("mnt");
+    assert_eq!(created(&m, "hosted:h2"), at);
+    assert_eq!(created(&m, "hosted:raw"), raw_created);
+}

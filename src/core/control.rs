@@ -205,7 +205,12 @@ impl Core {
             self.members.connections.changed();
             client.detach();
         }
+        // Its exact last activity goes on the record, which stays, before
+        // the socket goes: a listing that sees the socket gone reads it.
+        rt.stamp_activity_now();
         terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());
+        // Output read before the detach took effect.
+        rt.stamp_activity_now();
         self.agent_process(&rt, crate::agent::state::Signal::MasterGone);
         {
             let mut state = lock(&rt.state);

@@ -4,11 +4,13 @@
 //! `sessionfs ls` and `meta.json` all read rows, so they agree; listing N
 //! sessions costs O(N log N) and creates nothing per session.
 
+use super::hosted_times::HostedTimes;
 use super::{lock, Core, SessionRuntime, HOSTED};
 use crate::catalog::Indexed;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::listing::{self, Listed, Listing, Query};
+use crate::runtime::record::stamped_activity_ms;
 use crate::runtime::Outcome;
 use crate::sidecar::SessionMeta;
 use serde::Serialize;
@@ -106,6 +108,10 @@ type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
 pub(super) struct ListingCache {
     rows: Slot<Arc<Vec<Row>>>,
     sessions_json: Slot<Arc<Vec<u8>>>,
+    /// The run records' stamps as last read.
+    pub(super) records: super::stamps::RecordStamps,
+    /// When each hosted transcript began.
+    pub(super) hosted_created: super::hosted_times::HostedCreated,
     /// Every session's row gathered, so many times.
     #[cfg(test)]
     gathered: std::sync::atomic::AtomicU64,
@@ -174,6 +180,11 @@ struct Parts<'a> {
     socket: bool,
     /// The mtime of a hosted run's transcript, or of a kept archived copy.
     other_mtime_ms: Option<u64>,
+    /// When a hosted run's transcript began (see [`Core::hosted_times`]).
+    hosted_created_ms: Option<u64>,
+    /// The last activity stamped on its run record, for a session with no
+    /// runtime here (a runtime knows it).
+    record_ms: Option<u64>,
 }
 
 fn mtime_ms(path: &std::path::Path) -> Option<u64> {
@@ -227,6 +238,16 @@ impl Core {
                 meta.created_ms = ms;
             }
         }
+        if let Some(created) = parts.hosted_created_ms {
+            // As a store's conversation: when its transcript began, whoever
+            // recorded it later.
+            if meta.created_ms == 0 || created < meta.created_ms {
+                meta.created_ms = created;
+            }
+        }
+        if parts.runtime.is_none() {
+            last = last.max(parts.record_ms.unwrap_or(0));
+        }
         let mut pid = None;
         if let Some(rt) = parts.runtime {
             last = last.max(rt.last_activity_ms());
@@ -254,17 +275,6 @@ impl Core {
             agent_state,
             pid,
         }
-    }
-
-    /// The sockets in the runtime directory, by file name.
-    fn socket_names(&self) -> HashSet<OsString> {
-        let Ok(dir) = std::fs::read_dir(&self.config.runtime_dir) else {
-            return HashSet::new();
-        };
-        dir.flatten()
-            .map(|e| e.file_name())
-            .filter(|n| n.as_encoded_bytes().ends_with(b".sock"))
-            .collect()
     }
 
     /// The conversation key a session's store is found under.
@@ -355,16 +365,17 @@ impl Core {
         let mut sidecar = self.sidecar.all();
         let files = self.catalog.files();
         let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
-        let sockets = self.socket_names();
-        let hosted: HashMap<String, Option<u64>> = self
+        let super::stamps::RuntimeDir { sockets, stamps } = self.read_runtime_dir(&runtimes);
+        let hosted: HashMap<String, HostedTimes> = self
             .slots
             .transcripts()
             .into_iter()
             .map(|id| {
-                let at = mtime_ms(&self.slots.transcript_path(&id));
-                (id, at)
+                let times = self.hosted_times(&id);
+                (id, times)
             })
             .collect();
+        self.keep_hosted_times(&hosted.keys().map(String::as_str).collect());
 
         let mut metas: HashMap<SessionKey, SessionMeta> = HashMap::with_capacity(sidecar.len());
         let mut claimed: HashSet<SessionKey> = HashSet::new();
@@ -412,6 +423,13 @@ impl Core {
                 runtimes.get(key)
             }
         };
+        let record_ms = |key: &SessionKey| {
+            if stamps.is_empty() {
+                None
+            } else {
+                stamps.get(key).copied()
+            }
+        };
         let mut rows: Vec<Row> = Vec::with_capacity(metas.len() + files.len() + hosted.len());
 
         // Each session once: conversations no record or live session is
@@ -426,11 +444,13 @@ impl Core {
                 runtime: runtime(key),
                 socket: socket(key),
                 other_mtime_ms: None,
+                hosted_created_ms: None,
+                record_ms: record_ms(key),
             };
             rows.push(self.make_row(key.clone(), parts));
         }
         // ...hosted runs without a record...
-        for (id, at) in &hosted {
+        for (id, times) in &hosted {
             let Ok(key) = SessionKey::new(HOSTED, id) else {
                 continue;
             };
@@ -442,7 +462,9 @@ impl Core {
                 store: None,
                 runtime: runtime(&key),
                 socket: socket(&key),
-                other_mtime_ms: *at,
+                other_mtime_ms: times.mtime_ms,
+                hosted_created_ms: times.created_ms,
+                record_ms: record_ms(&key),
             };
             rows.push(self.make_row(key, parts));
         }
@@ -467,8 +489,13 @@ impl Core {
             } else {
                 None
             };
+            let times = if key.engine() == HOSTED {
+                hosted.get(key.id()).copied().unwrap_or_default()
+            } else {
+                HostedTimes::default()
+            };
             let other_mtime_ms = if key.engine() == HOSTED {
-                hosted.get(key.id()).copied().flatten()
+                times.mtime_ms
             } else if store.is_none() && has_store {
                 self.archived_copy_mtime(&key, meta.as_ref())
             } else {
@@ -480,6 +507,8 @@ impl Core {
                 runtime: runtime(&key),
                 socket: socket(&key),
                 other_mtime_ms,
+                hosted_created_ms: times.created_ms,
+                record_ms: record_ms(&key),
             };
             rows.push(self.make_row(key, parts));
         }
@@ -503,20 +532,31 @@ impl Core {
         } else {
             None
         };
+        let times = if key.engine() == HOSTED {
+            self.hosted_times(key.id())
+        } else {
+            HostedTimes::default()
+        };
         let other_mtime_ms = if key.engine() == HOSTED {
-            mtime_ms(&self.slots.transcript_path(key.id()))
+            times.mtime_ms
         } else if store.is_none() && self.catalog.kind_of(key.engine()).is_some() {
             self.archived_copy_mtime(key, meta.as_ref())
         } else {
             None
         };
         let runtime = lock(&self.sessions).get(key).cloned();
+        let record_ms = match runtime {
+            None => stamped_activity_ms(&self.paths.record(key)),
+            Some(_) => None,
+        };
         let parts = Parts {
             meta,
             store,
             runtime: runtime.as_ref(),
             socket: self.paths.socket(key).exists(),
             other_mtime_ms,
+            hosted_created_ms: times.created_ms,
+            record_ms,
         };
         self.make_row(key.clone(), parts)
     }

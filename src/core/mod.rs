@@ -23,6 +23,7 @@ mod conversations;
 mod files;
 mod handles;
 mod held;
+mod hosted_times;
 #[cfg(test)]
 mod lifecycle_tests;
 mod listing;
@@ -38,6 +39,7 @@ mod save;
 pub mod scratch;
 mod session_runtime;
 mod shell_line;
+mod stamps;
 mod status;
 mod times;
 mod transcripts;
@@ -343,6 +345,7 @@ impl Core {
                 key.id()
             )));
         }
+        engine.check_new_id(key.id())?;
         // `mkdir` keeps the root locked in the kernel while this waits.
         self.sidecar.update_within(DIR_LOCK_WAIT, |all| {
             all.entry(key.to_string()).or_insert_with(|| SessionMeta {

@@ -55,6 +55,17 @@ impl Flight {
     }
 }
 
+/// Hears how a join's redraw went: nobody waits for it.
+struct Repainted;
+
+impl crate::work::Answer<()> for Repainted {
+    fn done(self, result: Result<()>) {
+        if let Err(e) = result {
+            log::info!("{}", e.message);
+        }
+    }
+}
+
 /// Whether an open may start a master, or only join one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum OpenMode {
@@ -313,7 +324,36 @@ impl Core {
                 Box::new(on_end),
             )
             .map_err(|e| Error::io("cannot read the session's output", &e))?;
+        if opened.outcome == Outcome::Attach {
+            self.repaint_joined(key, rt, &client);
+        }
         Ok(client)
+    }
+
+    /// A master this daemon did not launch drew its screen before we came
+    /// (dtach keeps no history): asks the program to draw it again, as the
+    /// `redraw` command does and as `dtach -a` does when it attaches. Waits
+    /// for nothing: on the fresh connection the packet goes at once;
+    /// otherwise it is sent from the pool, bounded by
+    /// [`dtach::CONTROL_PATIENCE`] for a master that takes nothing.
+    fn repaint_joined(&self, key: &SessionKey, rt: &SessionRuntime, client: &Arc<Client>) {
+        let (cols, rows) = {
+            let s = lock(&rt.state);
+            (s.cols, s.rows)
+        };
+        rt.expect_repaint();
+        if client.try_redraw_now(cols, rows) {
+            return;
+        }
+        let client = client.clone();
+        let what = format!("the redraw of {key} after joining it");
+        let key = key.clone();
+        self.work
+            .submit(what, crate::work::DEADLINE, Repainted, move || {
+                client
+                    .redraw(cols, rows, Instant::now() + dtach::CONTROL_PATIENCE)
+                    .map_err(|e| super::control::send_error(&key, "redraw", &e.error))
+            });
     }
 
     /// Joins every master that answers on a socket in the runtime directory.

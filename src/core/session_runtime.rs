@@ -59,7 +59,16 @@ pub struct SessionRuntime {
     /// What the program is doing (`state`, `events`).
     pub(super) agent: super::agent_state::Agent,
     activity: ActivityStamp,
+    /// The last output that was activity, in ms (0: none).
+    output_ms: AtomicU64,
+    /// Until when output is the program repainting for this daemon (see
+    /// [`SessionRuntime::expect_repaint`]), in ms.
+    repaint_until_ms: AtomicU64,
 }
+
+/// How long after a join's redraw the program's output is taken as its
+/// repaint, not as activity.
+const REPAINT_MS: u64 = 1_000;
 
 /// Keeps the session's last activity on its run record (see
 /// [`crate::runtime::record::stamp_activity`]).
@@ -113,6 +122,8 @@ impl SessionRuntime {
                 record,
                 stamped_ms: AtomicU64::new(stamped),
             },
+            output_ms: AtomicU64::new(0),
+            repaint_until_ms: AtomicU64::new(0),
         }
     }
 
@@ -150,15 +161,15 @@ impl SessionRuntime {
         // What a daemon before this one saw is on the run record.
         let stamped = self.activity.stamped_ms.load(Ordering::Relaxed);
         let input = lock(&self.state).last_input_ms.max(stamped);
-        if self.scrollback.total() == 0 {
-            return input;
-        }
-        let output = self
-            .scrollback
-            .last_append()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        input.max(output)
+        input.max(self.output_ms.load(Ordering::Relaxed))
+    }
+
+    /// This daemon joined a master it did not launch and asks the program
+    /// to draw its screen again: what it draws in the next moment is that
+    /// repaint, not the session's activity.
+    pub(super) fn expect_repaint(&self) {
+        self.repaint_until_ms
+            .store(now_ms() + REPAINT_MS, Ordering::Relaxed);
     }
 
     /// Writes the exact last activity to the run record: the daemon stops.
@@ -178,7 +189,11 @@ impl SessionRuntime {
     pub(super) fn take_output(&self, bytes: &[u8]) {
         crate::faults::maybe_panic("output", bytes);
         self.scrollback.append(bytes);
-        self.activity.note(now_ms(), false);
+        let now = now_ms();
+        if now >= self.repaint_until_ms.load(Ordering::Relaxed) {
+            self.output_ms.fetch_max(now, Ordering::Relaxed);
+            self.activity.note(now, false);
+        }
         super::agent_state::poke();
     }
 

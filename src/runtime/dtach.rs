@@ -383,6 +383,45 @@ impl Client {
         )
     }
 
+    /// [`Client::redraw`] if it goes at once, on the caller's thread,
+    /// waiting for nothing: `false` when earlier writes are queued, the
+    /// master is stalled, or the packet did not go whole.
+    pub fn try_redraw_now(&self, cols: u16, rows: u16) -> bool {
+        use nix::sys::socket::{send, MsgFlags};
+        let ticket = {
+            let mut line = lock(&self.line);
+            if !line.waiting.is_empty() || self.is_closed() || self.stalled().is_some() {
+                return false;
+            }
+            let ticket = line.next;
+            line.next += 1;
+            line.waiting.push_back(ticket);
+            ticket
+        };
+        let packet = packet(MSG_REDRAW, REDRAW_WINCH, winsize(cols, rows));
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        let sent = loop {
+            match send(self.stream.as_raw_fd(), &packet, flags) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        let whole = match sent {
+            Ok(n) if n == packet.len() => true,
+            Ok(n) => {
+                self.cut(0, n, libc::EAGAIN);
+                false
+            }
+            Err(_) => false,
+        };
+        {
+            let mut line = lock(&self.line);
+            line.waiting.retain(|t| *t != ticket);
+        }
+        self.turn.notify_all();
+        whole
+    }
+
     /// Says goodbye if the master takes it at once, then closes.
     pub fn detach(&self) {
         if lock(&self.line).waiting.is_empty() {
@@ -446,6 +485,24 @@ mod tests {
         }
         assert!(went > 0);
         assert!(!client.is_closed(), "no packet went out in part");
+    }
+
+    #[test]
+    fn a_redraw_goes_at_once_or_not_at_all() {
+        let (_dir, listener, client, _reader) = deaf_master();
+        let (mut master, _) = listener.accept().unwrap();
+        assert!(client.try_redraw_now(80, 24));
+        let mut got = [0u8; 10];
+        master.read_exact(&mut got).unwrap();
+        assert_eq!(got, packet(MSG_REDRAW, REDRAW_WINCH, winsize(80, 24)));
+        // Behind a queued write, or to a socket that takes nothing: not sent.
+        lock(&client.line).waiting.push_back(99);
+        assert!(!client.try_redraw_now(80, 24));
+        lock(&client.line).waiting.clear();
+        while client.try_push_now(&[b'x'; 4096]).is_some() {}
+        while client.try_push_now(b"x").is_some() {}
+        assert!(!client.try_redraw_now(80, 24));
+        assert!(!client.is_closed());
     }
 
     #[test]

@@ -302,7 +302,9 @@ pub fn terminate_known(
 }
 
 /// Unlinks a socket no master answers on, holding the lock so that no
-/// launch is under way meanwhile.
+/// launch is under way meanwhile. The run record stays, as when the master
+/// unlinks its socket itself: its mtime is the session's last activity
+/// (the next launch replaces it).
 pub fn remove_stale_socket(paths: &RuntimePaths, key: &SessionKey) {
     let socket = paths.socket(key);
     if !socket.exists() || dtach::answers(&socket) {
@@ -311,7 +313,6 @@ pub fn remove_stale_socket(paths: &RuntimePaths, key: &SessionKey) {
     if let Ok(Some(_lock)) = try_lock(&paths.lock(key)) {
         if !dtach::answers(&socket) {
             let _ = std::fs::remove_file(&socket);
-            let _ = std::fs::remove_file(paths.record(key));
         }
     }
 }

@@ -120,6 +120,20 @@ impl Host {
         mount
     }
 
+    /// `sessionfs ls ARGS` on this host's state; its stdout (it must succeed).
+    pub fn ls(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+            .arg("ls")
+            .args(args)
+            .env("HOME", self.path("home"))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_RUNTIME_DIR", self.path("run"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sessionfs ls {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// Every dtach master serving a socket of this host.
     pub fn masters(&self) -> Vec<u32> {
         let run = self.runtime_dir();
