@@ -107,11 +107,7 @@ fn after_a_restart_screen_shows_the_program_without_a_redraw() {
             vim_shown(&shown) && shown.contains("f.txt")
         });
         let before = utc_ms(&m.json(&format!("{key}/meta.json"))["last_activity"]);
-        if crash {
-            m.kill9();
-        } else {
-            assert_eq!(m.terminate(), Some(0));
-        }
+        m.end(crash);
         drop(m);
         let m = host.mount("mnt");
         assert_eq!(m.json(&format!("{key}/status"))["outcome"], "ATTACH");

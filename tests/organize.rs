@@ -510,11 +510,7 @@ fn last_activity_survives_a_daemon_restart() {
         m.wait_output_line(key, "typed-later");
         let before = time_ms(&m.json(&format!("{key}/meta.json")), "last_activity");
         assert!(before > created, "{key}: {before} after {created}");
-        if crash {
-            m.kill9();
-        } else {
-            assert_eq!(m.terminate(), Some(0));
-        }
+        m.end(crash);
         drop(m);
         let m = host.mount("mnt");
         let after = time_ms(&m.json(&format!("{key}/meta.json")), "last_activity");
@@ -582,11 +578,7 @@ fn a_stopped_sessions_last_activity_survives_a_daemon_restart() {
         assert_eq!(listed_activity(&listing, "shell:t2"), live, "{listing}");
         let meta = m.json("shell:t1/meta.json");
         assert_eq!(time_ms(&meta, "last_activity"), stopped, "{meta}");
-        if crash {
-            m.kill9();
-        } else {
-            assert_eq!(m.terminate(), Some(0));
-        }
+        m.end(crash);
     }
 }
 

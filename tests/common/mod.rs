@@ -286,6 +286,16 @@ impl Mount {
             .status();
     }
 
+    /// Ends the daemon as a crash (`crash`: SIGKILL) or a clean stop
+    /// (SIGTERM, which must exit 0) would.
+    pub fn end(&mut self, crash: bool) {
+        if crash {
+            self.kill9();
+        } else {
+            assert_eq!(self.terminate(), Some(0));
+        }
+    }
+
     /// SIGTERM, then waits for the daemon to exit; returns its exit code.
     pub fn terminate(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
