@@ -1193,9 +1193,11 @@ impl Files {
     /// `rmdir`: only empty worlds go; sessions are archived instead.
     pub fn rmdir(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
         if let (Ok(parent @ Node::SlotsDir), Some(name)) = (self.node(parent), name.to_str()) {
-            return self
+            let removed = self
                 .records_rmdir(&parent, name)
-                .map_err(|e| self.refuse(None, &format!("rmdir slots/{name}"), e));
+                .map_err(|e| self.refuse(None, &format!("rmdir slots/{name}"), e))?;
+            self.inodes.renumber(&removed);
+            return Ok(());
         }
         let node = self.lookup_node(parent, name)?;
         let e = match node {

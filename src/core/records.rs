@@ -190,9 +190,12 @@ impl Files {
         }
     }
 
-    pub(super) fn records_rmdir(&self, parent: &Node, name: &str) -> Result<()> {
+    /// `rmdir slots/GUID`: the world, when it holds no record.
+    pub(super) fn records_rmdir(&self, parent: &Node, name: &str) -> Result<Node> {
         match self.records_lookup(parent, name)? {
-            Node::World(world) if self.core.slots().slots(&world).is_empty() => Ok(()),
+            Node::World(world) if self.core.slots().slots(&world).is_empty() => {
+                Ok(Node::World(world))
+            }
             Node::World(_) => Err(Error::new(
                 libc::ENOTEMPTY,
                 "the world still holds slot records",
