@@ -6,10 +6,11 @@
 //! mount. Nothing here knows FUSE exists.
 
 use super::agent_state::PromptWrite;
-use super::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
+use super::handles::{locked, DirEntry, DirSnapshot, Handle, HandleTable};
 use super::node::{
     Cap, Content, Entry, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
 };
+use super::records::RecordWrite;
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
 use super::times::{digest, program_time, Stamps};
@@ -765,7 +766,7 @@ impl Files {
                 Handle::Scratch(key.clone(), name.clone())
             }
             (Node::Session(key, file), Content::Metadata) if mode.writes => {
-                Handle::Meta(MetaWrite::new(&self.core, key, *file)?)
+                Handle::meta(MetaWrite::new(&self.core, key, *file)?)
             }
             (Node::Session(key, SessionFile::Scrollback), _) => {
                 let rt = self.core.session_runtime(key)?;
@@ -782,7 +783,7 @@ impl Files {
                 Handle::Events(self.core.events_path(key)?)
             }
             (Node::Session(key, SessionFile::Prompt), _) => {
-                Handle::Prompt(PromptWrite::new(key.clone()))
+                Handle::prompt(PromptWrite::new(key.clone()))
             }
             (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
             (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
@@ -865,11 +866,10 @@ impl Files {
                 // only move forward, so a racing read of the same handle
                 // cannot move it back.
                 if seen != before {
-                    self.handles.with(fh, |h| {
-                        if let Handle::Scrollback { view, .. } = h {
-                            view.advance_to(seen);
-                        }
-                    });
+                    if let Some(Handle::Scrollback { view, .. }) = self.handles.files().get_mut(&fh)
+                    {
+                        view.advance_to(seen);
+                    }
                 }
                 return Ok(());
             }
@@ -988,17 +988,26 @@ impl Files {
     /// `write` to a handle that buffers (metadata, records, scratch files).
     /// Each write is checked as it arrives, so a refusal reaches the writer.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
-        let buffered = self
-            .handles
-            .with(fh, |h| match h {
-                // Recorded (status, log) below, with what it writes.
-                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
-                // A metadata refusal is logged with its session where it is made.
-                Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
-                Handle::Prompt(p) => Some(p.write(data)),
-                _ => None,
-            })
-            .flatten();
+        enum Buffer {
+            Record(Arc<Mutex<RecordWrite>>),
+            Meta(Arc<Mutex<MetaWrite>>),
+            Prompt(Arc<Mutex<PromptWrite>>),
+        }
+        let buffer = match self.handles.files().get(&fh) {
+            Some(Handle::Record(b)) => Some(Buffer::Record(b.buffer())),
+            Some(Handle::Meta(b)) => Some(Buffer::Meta(b.buffer())),
+            Some(Handle::Prompt(b)) => Some(Buffer::Prompt(b.buffer())),
+            _ => None,
+        };
+        // With the table unlocked: a commit of the same handle under way
+        // is waited for.
+        let buffered = buffer.map(|b| match b {
+            // Recorded (status, log) below, with what it writes.
+            Buffer::Record(r) => locked(&r).write(&self.core, offset, data),
+            // A metadata refusal is logged with its session where it is made.
+            Buffer::Meta(m) => locked(&m).write(&self.core, offset, data),
+            Buffer::Prompt(p) => locked(&p).write(data),
+        });
         if let Some(result) = buffered {
             return result.map(|()| data.len()).map_err(|e| {
                 if let Some(what) = self.record_label(fh) {
@@ -1035,12 +1044,13 @@ impl Files {
     /// (the adapter hands it to [`Core::prompt_at_close`]), or why it cannot
     /// be; `None` for any other handle or one that sent its text already.
     pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
-        self.handles
-            .with(fh, |h| match h {
-                Handle::Prompt(p) => p.take().map(|r| (p.key.clone(), r)),
-                _ => None,
-            })
-            .flatten()
+        let prompt = match self.handles.files().get(&fh) {
+            Some(Handle::Prompt(p)) => p.buffer(),
+            _ => return None,
+        };
+        let mut prompt = locked(&prompt);
+        let key = prompt.key.clone();
+        prompt.take().map(|r| (key, r))
     }
 
     /// The session whose `wait` `fh` reads, if it is a `wait` handle.
@@ -1058,7 +1068,7 @@ impl Files {
     /// pool makes concerns what this returns.
     pub fn finish_commits(&self, fh: u64) -> Option<Concern> {
         match self.handles.files().get(&fh)? {
-            Handle::Meta(m) => Some(Concern::Session(m.key().clone())),
+            Handle::Meta(m) => m.key.clone().map(Concern::Session),
             Handle::Record(_) => Some(Concern::Root),
             _ => None,
         }
@@ -1074,29 +1084,34 @@ impl Files {
     /// `flush` and `fsync`: commits what a buffered handle still holds.
     /// Errors here reach `close()`: what is buffered must stand alone.
     pub fn finish(&self, fh: u64) -> Result<()> {
-        self.handles
-            .with(fh, |h| match h {
-                Handle::Record(r) => r.finish(&self.core),
-                Handle::Meta(m) => m.finish(&self.core),
-                _ => Ok(()),
-            })
-            .unwrap_or(Ok(()))
-            .map_err(|e| {
-                if let Some(what) = self.record_label(fh) {
-                    self.core
-                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
-                } else {
-                    log::warn!("{}", e.message);
-                    e
-                }
-            })
+        let (record, meta) = match self.handles.files().get(&fh) {
+            Some(Handle::Record(r)) => (Some(r.buffer()), None),
+            Some(Handle::Meta(m)) => (None, Some(m.buffer())),
+            _ => (None, None),
+        };
+        // With the table unlocked: another call on the same handle under
+        // way is waited for.
+        let finished = match (record, meta) {
+            (Some(r), _) => locked(&r).finish(&self.core),
+            (_, Some(m)) => locked(&m).finish(&self.core),
+            _ => Ok(()),
+        };
+        finished.map_err(|e| {
+            if let Some(what) = self.record_label(fh) {
+                self.core
+                    .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
+            } else {
+                log::warn!("{}", e.message);
+                e
+            }
+        })
     }
 
     /// What `fh` writes, when it is a slot record or a hosted transcript:
     /// its refusals concern no session.
     fn record_label(&self, fh: u64) -> Option<String> {
         match self.handles.files().get(&fh) {
-            Some(Handle::Record(r)) => Some(r.label()),
+            Some(Handle::Record(r)) => Some(r.label.clone()),
             _ => None,
         }
     }
@@ -1143,11 +1158,13 @@ impl Files {
             return Err(Error::perm("modes and owners here are fixed"));
         }
         if let (Some(size), Some(fh)) = (set.size, fh) {
-            self.handles.with(fh, |h| {
-                if let Handle::Meta(m) = h {
-                    m.truncate(size)
-                }
-            });
+            let meta = match self.handles.files().get(&fh) {
+                Some(Handle::Meta(m)) => Some(m.buffer()),
+                _ => None,
+            };
+            if let Some(m) = meta {
+                locked(&m).truncate(size);
+            }
         }
         if let (Node::Scratch(key, name), Some(size)) = (node, set.size) {
             self.scratch_resize(key, name, size)?;
@@ -1286,7 +1303,7 @@ impl Files {
                 // Made again after `rm`: an empty file whose first write
                 // replaces what it held, committed at close.
                 let node = Node::Session(key.clone(), file);
-                let handle = Handle::Meta(MetaWrite::new(&self.core, key, file)?);
+                let handle = Handle::meta(MetaWrite::new(&self.core, key, file)?);
                 let attr = self.attr_of(&node, None, 0)?;
                 let fh = self.handles.add(handle);
                 let attr = Attr { size: 0, ..attr };

@@ -85,7 +85,7 @@ impl Files {
 
     fn slot_being_written(&self, world: &str, slot: u32) -> bool {
         self.handles.files().values().any(|h| {
-            matches!(h, Handle::Record(RecordWrite::Slot { world: w, slot: n, .. }) if w == world && *n == slot)
+            matches!(h, Handle::Record(r) if r.slot.as_ref().is_some_and(|(w, n)| w == world && *n == slot))
         })
     }
 
@@ -116,7 +116,7 @@ impl Files {
     /// against the node table already.
     pub(super) fn records_open(&self, node: &Node, writes: bool) -> Result<Handle> {
         match node {
-            Node::Slot(world, slot) if writes => Ok(Handle::Record(RecordWrite::Slot {
+            Node::Slot(world, slot) if writes => Ok(Handle::record(RecordWrite::Slot {
                 world: world.clone(),
                 slot: *slot,
                 doc: JsonDocument::default(),
@@ -131,13 +131,13 @@ impl Files {
                     .ok_or_else(|| Error::not_found(format!("no record for slot {slot}")))?;
                 Ok(Handle::Snapshot(std::sync::Arc::new(record.to_json_line())))
             }
-            Node::HostedFile(id) if writes => Ok(Handle::Record(RecordWrite::Append {
+            Node::HostedFile(id) if writes => Ok(Handle::record(RecordWrite::Append {
                 session: Some(id.clone()),
                 lines: Lines::default(),
                 stuck: None,
             })),
             Node::HostedFile(id) => Ok(Handle::Hosted(id.clone())),
-            Node::RunFile => Ok(Handle::Record(RecordWrite::Append {
+            Node::RunFile => Ok(Handle::record(RecordWrite::Append {
                 session: None,
                 lines: Lines::default(),
                 stuck: None,
@@ -153,7 +153,7 @@ impl Files {
                 let slot = parse_slot(name)?;
                 Ok((
                     Node::Slot(world.clone(), slot),
-                    Handle::Record(RecordWrite::Slot {
+                    Handle::record(RecordWrite::Slot {
                         world: world.clone(),
                         slot,
                         doc: JsonDocument::default(),
@@ -166,7 +166,7 @@ impl Files {
                 let id = transcript_name(name)?;
                 Ok((
                     Node::HostedFile(id.clone()),
-                    Handle::Record(RecordWrite::Append {
+                    Handle::record(RecordWrite::Append {
                         session: Some(id),
                         lines: Lines::default(),
                         stuck: None,
