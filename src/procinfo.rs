@@ -59,34 +59,59 @@ pub fn is_dtach_master(pid: u32, socket: &Path) -> bool {
     args.first().is_some_and(|a| a.ends_with("dtach")) && args.iter().any(|a| *a == socket)
 }
 
-/// The first value of field `name` of `/proc/PID/status`.
-///
-/// `status`, not `stat`: a read of `/proc/PID/stat` waits for as long as
-/// that process is stuck in some kernel paths (a thread of it in a request
-/// to a hung FUSE mount, say), and any process on the host may be such a
-/// one; `status` answers at once.
-fn status_field(pid: u32, name: &str) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| {
-        let value = l.strip_prefix(name)?.strip_prefix(':')?;
-        value.split_whitespace().next().map(str::to_string)
-    })
+/// `/proc/PID/status`, the one file of a process that is safe to read
+/// whatever the process is doing. `/proc/PID/stat` (and `wchan`, `stack`)
+/// wait for the process's `exec_update_lock`, which an `execve` holds
+/// while it closes the close-on-exec descriptors: when one of them is a
+/// file of this mount whose `flush` the daemon is to answer, a read of
+/// `stat` by the daemon waits for itself. A caller that launches programs
+/// while it holds files open here (its children close them at `exec`)
+/// then hangs in `exec`, and the daemon thread with it, for good.
+pub fn status(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).ok()
+}
+
+/// The value of `field` (`"State:"`, `"NSsid:"`) in a `status` text.
+pub fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .map(str::trim)
+}
+
+/// Whether a thread whose `status` this is has begun to exit: its memory
+/// is gone (an exit releases it before it closes the files, and only an
+/// exiting user thread has none), or it is a zombie. Such a thread holds
+/// no `exec_update_lock`: its `stat` can be read.
+pub fn exiting(status: &str) -> bool {
+    status_field(status, "VmSize:").is_none() || zombie(status)
+}
+
+/// Whether a `status` text is a zombie's (or a dead thread's).
+pub fn zombie(status: &str) -> bool {
+    status_field(status, "State:").is_some_and(|s| s.starts_with(['Z', 'X']))
 }
 
 /// Whether `pid` exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
-    status_field(pid, "State").is_some_and(|state| state != "Z" && state != "X")
+    status(pid).is_some_and(|s| !zombie(&s))
 }
 
 /// The processes whose session id is `sid` (an agent's group and stragglers).
+/// Read from each process's `status` (`NSsid:`, whose first value is the
+/// id as this `/proc` sees it), never its `stat`: see [`status`].
 pub fn session_members(sid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return vec![];
     };
-    let sid = sid.to_string();
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        // The session id in the PID namespace of the mount of /proc, ours.
-        .filter(|pid| status_field(*pid, "NSsid").as_ref() == Some(&sid))
+        .filter(|pid| {
+            status(*pid).is_some_and(|s| {
+                status_field(&s, "NSsid:")
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
+                    == Some(sid)
+            })
+        })
         .collect()
 }
 
@@ -99,11 +124,19 @@ mod tests {
         let me = std::process::id();
         assert_eq!(tgid_of(me), me);
         assert!(alive(me));
-        let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
-        assert!(session_members(sid).contains(&me));
-        assert!(!alive(u32::MAX - 1));
         assert!(cmdline(me).is_some());
         assert!(!is_dtach_master(me, Path::new("/nowhere.sock")));
+    }
+
+    #[test]
+    fn status_tells_the_session_and_an_exit() {
+        let me = std::process::id();
+        let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
+        assert!(session_members(sid).contains(&me));
+        assert!(!session_members(sid).contains(&1) || sid == 1);
+        let s = status(me).unwrap();
+        assert!(!exiting(&s) && !zombie(&s));
+        assert!(!alive(u32::MAX));
     }
 
     #[test]

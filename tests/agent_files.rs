@@ -346,6 +346,87 @@ fn an_interrupted_writer_withdraws_its_prompt_and_later_prompts_are_typed() {
     assert!(!scrollback.contains("catted"), "{scrollback}");
 }
 
+/// A program that holds `prompt` open close-on-exec and then runs another
+/// program (what a tool that spawns while it has files open does) closes
+/// it inside `execve`, which meanwhile holds the lock a read of its
+/// `/proc/PID/stat` waits for. The daemon reads only its `status`: the
+/// prompt is typed once the shell is idle and the `exec` goes on; a stop
+/// of another session, a blocked `wait` and `status` answer meanwhile.
+#[test]
+fn a_prompt_closed_by_exec_is_typed_and_nothing_waits_on_the_exec() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:x")));
+    sh_ok(&format!("echo 'sleep 60' > {}", m.q("shell:x/prompt")));
+    wait_for(5, "busy", || m.read("shell:x/state") == "busy\n");
+    m.live_shell("shell:y");
+
+    let mut writer = Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys\nfd=os.open(sys.argv[1],os.O_WRONLY)\nos.write(fd,b'echo via-exec-$((40+2))\\n')\nos.execv('/bin/echo',['echo','execd'])",
+        ])
+        .arg(m.path("shell:x/prompt"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The writer closes the file only in its exec: the prompt's work in
+    // the pool is its close, under way.
+    wait_for(5, "the prompt's close to reach the pool", || {
+        m.json("status")["slow_ops"]["in_flight"] == 1
+    });
+
+    // Stopping another session looks at every process's session id.
+    let t0 = Instant::now();
+    let out = sh(&format!(
+        "timeout 20 sh -c 'echo stop > {}'",
+        m.q("shell:y/ctl")
+    ));
+    let took = t0.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(5), "stop took {took:?}");
+    wait_for(5, "shell:y's master to end", || host.masters().len() == 1);
+    assert!(
+        writer.try_wait().unwrap().is_none(),
+        "the writer did not wait"
+    );
+
+    // A blocked wait still ends at a signal, and status answers.
+    let child = cat(&m.path("shell:x/wait"));
+    wait_for(5, "the wait to block", || waits(&m) == 1);
+    let t0 = Instant::now();
+    let cat_pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(cat_pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    finish(child, 5);
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+
+    // The job ends: the prompt is typed, its close answered, the exec done.
+    sh_ok(&format!("printf '\\003' > {}", m.q("shell:x/input")));
+    let until = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = writer.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < until, "the writer's exec never finished");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut out = String::new();
+    writer
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success() && out == "execd\n", "{status:?} {out:?}");
+    m.wait_output_line("shell:x", "via-exec-42");
+}
+
 /// A host whose Claude is a stand-in TUI that draws a prompt box, takes a
 /// bracketed paste into it and ignores Enter: a prompt's turn never starts.
 fn stuck_claude(host: Host) -> Host {

@@ -295,3 +295,55 @@ fn a_held_metadata_lock_never_stalls_a_listing_that_binds_a_conversation() {
     let listing = sh_ok(&format!("ls {}", m.q("")));
     assert!(!listing.contains(rollout_id), "{listing}");
 }
+
+/// Two calls on one open file meet: a `close` of a duplicate of the
+/// descriptor (as a child that inherited it closes it) commits what was
+/// written so far, waiting for the held metadata lock, while a `write`
+/// through the original comes. The write waits for the commit instead of
+/// finding the file gone (EBADF), and the last close commits it all.
+#[test]
+fn a_write_while_a_close_of_the_same_file_commits_waits_for_it() {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::fs::OpenOptionsExt;
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:one")));
+    let lock = HeldLock::take(&state(&host, "sidecar.lock"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_TRUNC)
+        .open(m.path("shell:one/title"))
+        .unwrap();
+    use std::io::Write;
+    file.write_all(b"first").unwrap();
+    // SAFETY: dup of a descriptor this test owns; the copy is owned by
+    // the File made from it and closed once.
+    let copy = unsafe { libc::dup(file.as_raw_fd()) };
+    assert!(copy >= 0);
+    let copy = unsafe { std::fs::File::from_raw_fd(copy) };
+    let closer = std::thread::spawn(move || drop(copy));
+    // Read here, not by a child: a child would close its inherited copy of
+    // the file at its exec, which waits for the commit too (a child of
+    // another test may, and adds its own).
+    wait_for(10, "the close's commit", || {
+        m.json("status")["slow_ops"]["in_flight"].as_u64() >= Some(1)
+    });
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+        let written = file.write_all(b"second\n");
+        (written, file)
+    });
+    let tid = tid_rx.recv().unwrap();
+    let me = std::process::id();
+    wait_for(10, "the write to reach the daemon or end", || {
+        std::fs::read_to_string(format!("/proc/{me}/task/{tid}/stack"))
+            .map_or(true, |s| s.contains("fuse_"))
+    });
+    lock.release();
+    closer.join().unwrap();
+    let (written, file) = writer.join().unwrap();
+    assert!(written.is_ok(), "the write: {written:?}");
+    drop(file);
+    assert_eq!(m.read("shell:one/title"), "firstsecond\n");
+}

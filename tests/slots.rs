@@ -123,6 +123,41 @@ fn bad_slot_input_is_refused_and_changes_nothing() {
     );
 }
 
+/// `rmdir` of an empty world succeeds, and the kernel keeps the removed
+/// directory's inode dead while anything holds it (here a working
+/// directory): the world, still there by name, must take records again.
+#[test]
+fn a_world_removed_while_a_process_sits_in_it_takes_records_again() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let world = format!("slots/{WORLD}");
+    sh_ok(&format!("mkdir -p {}", m.q(&world)));
+    let mut holder = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(m.path(&world))
+        .spawn()
+        .unwrap();
+    sh_ok(&format!("rmdir {}", m.q(&world)));
+    for slot in ["1", "2"] {
+        sh_ok(&format!(
+            "echo '{{\"sessionId\":\"after-{slot}\"}}' > {}",
+            m.q(&format!("{world}/{slot}"))
+        ));
+    }
+    assert_eq!(m.json(&format!("{world}/1"))["sessionId"], "after-1");
+    assert_eq!(sh_ok(&format!("ls {}", m.q(&world))), "1\n2\n");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    // Emptied and removed again once nothing holds it: the same.
+    sh_ok(&format!("rm {}/1 {}/2", m.q(&world), m.q(&world)));
+    sh_ok(&format!("rmdir {}", m.q(&world)));
+    sh_ok(&format!(
+        "echo '{{\"sessionId\":\"again\"}}' > {}",
+        m.q(&format!("{world}/3"))
+    ));
+    assert_eq!(m.json(&format!("{world}/3"))["sessionId"], "again");
+}
+
 #[test]
 fn transcript_entries_are_whole_lines_with_ts_ms() {
     let host = Host::new();

@@ -215,3 +215,55 @@ fn a_resize_queued_behind_a_stuck_write_does_not_hold_up_stop() {
     m.type_line(key, "echo back");
     m.wait_output(key, "back");
 }
+
+/// A `stop` while a launch waits for its master: the stop ends the master
+/// it finds, and the launch, which would wait for it to answer, is undone
+/// at once with ECANCELED; nothing is left running, and the next write
+/// launches the session afresh. (A `dtach` that hands the master over a
+/// second late holds the launch in that wait.)
+#[test]
+fn a_stop_during_a_launch_cancels_it_at_once_and_leaves_no_master() {
+    let host = Host::new();
+    let slow = host.path("slow-dtach");
+    std::fs::write(&slow, "#!/bin/sh\n/usr/bin/dtach \"$@\" || exit\nsleep 1\n").unwrap();
+    sh_ok(&format!("chmod +x '{}'", slow.display()));
+    let host = host.with_env("SESSIONFS_DTACH", slow.to_str().unwrap());
+    let m = host.mount("m");
+    let key = "shell:late";
+    sh_ok(&format!("mkdir {}", m.q(key)));
+    let started = Instant::now();
+    let writer = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "echo 'echo early' > {}",
+            m.q(&format!("{key}/input"))
+        ))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The program runs (its wrapper wrote the run record): a stop ends it.
+    let record = host.runtime_dir().join(format!("{key}.run.json"));
+    wait_for(5, "the launched master's record", || record.exists());
+    quick(
+        "stop during the launch",
+        &format!("echo stop > {}", m.q(&format!("{key}/ctl"))),
+    );
+    let (ok, stderr, took) = finish(writer, started);
+    assert!(!ok, "the write went through");
+    assert!(stderr.contains("Operation canceled"), "{stderr}");
+    assert!(
+        took < Duration::from_secs(5),
+        "the writer ended after {took:?}"
+    );
+    wait_for(10, "no master left", || host.masters().is_empty());
+    assert!(
+        m.json(&format!("{key}/status"))["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("stopped while it was being opened")),
+        "{}",
+        m.json(&format!("{key}/status"))
+    );
+    m.type_line(key, "echo back-$((40+2))");
+    m.wait_output_line(key, "back-42");
+}

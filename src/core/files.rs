@@ -6,10 +6,11 @@
 //! mount. Nothing here knows FUSE exists.
 
 use super::agent_state::PromptWrite;
-use super::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
+use super::handles::{locked, DirEntry, DirSnapshot, Handle, HandleTable};
 use super::node::{
     Cap, Content, Entry, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
 };
+use super::records::RecordWrite;
 use super::save::MetaWrite;
 use super::scratch::{ScratchFile, ScratchFiles};
 use super::times::{digest, program_time, Stamps};
@@ -784,7 +785,7 @@ impl Files {
                 Handle::Scratch(key.clone(), name.clone())
             }
             (Node::Session(key, file), Content::Metadata) if mode.writes => {
-                Handle::Meta(MetaWrite::new(&self.core, key, *file)?)
+                Handle::meta(MetaWrite::new(&self.core, key, *file)?)
             }
             (Node::Session(key, SessionFile::Scrollback), _) => {
                 let rt = self.core.session_runtime(key)?;
@@ -801,7 +802,7 @@ impl Files {
                 Handle::Events(self.core.events_path(key)?)
             }
             (Node::Session(key, SessionFile::Prompt), _) => {
-                Handle::Prompt(PromptWrite::new(key.clone()))
+                Handle::prompt(PromptWrite::new(key.clone()))
             }
             (Node::Session(key, SessionFile::Ctl), _) => Handle::SessionCtl(key.clone()),
             (Node::RootFile(RootFile::Ctl), _) => Handle::RootCtl,
@@ -891,11 +892,10 @@ impl Files {
                 // only move forward, so a racing read of the same handle
                 // cannot move it back.
                 if seen != before {
-                    self.handles.with(fh, |h| {
-                        if let Handle::Scrollback { view, .. } = h {
-                            view.advance_to(seen);
-                        }
-                    });
+                    if let Some(Handle::Scrollback { view, .. }) = self.handles.files().get_mut(&fh)
+                    {
+                        view.advance_to(seen);
+                    }
                 }
                 return Ok(());
             }
@@ -1014,23 +1014,48 @@ impl Files {
     /// `write` to a handle that buffers (metadata, records, scratch files).
     /// Each write is checked as it arrives, so a refusal reaches the writer.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
-        let buffered = if self.buffers(fh) {
-            // A write grows a buffer to where it ends (a stream: by its
-            // length); each handle's own cap, at most 1 MiB, bounds that.
-            let len = data.len() as u64;
-            let bound = offset.saturating_add(len).min(BUFFERED_MAX + len);
-            let written = self.handles.write_buffered(fh, bound, |h| match h {
-                // Recorded (status, log) below, with what it writes.
-                Handle::Record(r) => Some(r.write(&self.core, offset, data)),
-                // A metadata refusal is logged with its session where it is made.
-                Handle::Meta(m) => Some(m.write(&self.core, offset, data)),
-                Handle::Prompt(p) => Some(p.write(data)),
-                _ => None,
-            });
-            written.map_err(|e| self.refuse_buffering(fh, e))?.flatten()
-        } else {
-            None
+        enum Buffer {
+            Record(Arc<Mutex<RecordWrite>>),
+            Meta(Arc<Mutex<MetaWrite>>),
+            Prompt(Arc<Mutex<PromptWrite>>),
+        }
+        let buffer = match self.handles.files().get(&fh) {
+            Some(Handle::Record(b)) => Some(Buffer::Record(b.buffer())),
+            Some(Handle::Meta(b)) => Some(Buffer::Meta(b.buffer())),
+            Some(Handle::Prompt(b)) => Some(Buffer::Prompt(b.buffer())),
+            _ => None,
         };
+        // A write grows a buffer to where it ends (a stream: by its
+        // length); each handle's own cap, at most 1 MiB, bounds that.
+        let len = data.len() as u64;
+        let bound = offset.saturating_add(len).min(BUFFERED_MAX + len);
+        if buffer.is_some() {
+            self.handles
+                .reserve(fh, bound)
+                .map_err(|e| self.refuse_buffering(fh, e))?;
+        }
+        // With the table unlocked: a commit of the same handle under way
+        // is waited for.
+        let buffered = buffer.map(|b| {
+            let (result, own) = match b {
+                // Recorded (status, log) below, with what it writes.
+                Buffer::Record(r) => {
+                    let mut r = locked(&r);
+                    (r.write(&self.core, offset, data), r.held_bytes())
+                }
+                // A metadata refusal is logged with its session where it is made.
+                Buffer::Meta(m) => {
+                    let mut m = locked(&m);
+                    (m.write(&self.core, offset, data), m.held_bytes())
+                }
+                Buffer::Prompt(p) => {
+                    let mut p = locked(&p);
+                    (p.write(data), p.held_bytes())
+                }
+            };
+            self.handles.settle(fh, own);
+            result
+        });
         if let Some(result) = buffered {
             return result.map(|()| data.len()).map_err(|e| {
                 if let Some(what) = self.record_label(fh) {
@@ -1058,22 +1083,14 @@ impl Files {
     /// writer can read it: its session's `status`, else the root's.
     fn refuse_buffering(&self, fh: u64, e: Error) -> Error {
         let key = match self.handles.files().get(&fh) {
-            Some(Handle::Meta(m)) => Some(m.key().clone()),
-            Some(Handle::Prompt(p)) => Some(p.key.clone()),
+            Some(Handle::Meta(m)) => m.key.clone(),
+            Some(Handle::Prompt(p)) => p.key.clone(),
             _ => None,
         };
         match key {
             Some(key) => self.core.record_refusal(&key, e),
             None => self.core.refuse_root(e),
         }
-    }
-
-    /// Whether `fh` collects what is written to it until it commits.
-    fn buffers(&self, fh: u64) -> bool {
-        matches!(
-            self.handles.files().get(&fh),
-            Some(Handle::Meta(_) | Handle::Record(_) | Handle::Prompt(_))
-        )
     }
 
     /// Whether `flush`/`fsync` on `fh` does anything: only buffered writes
@@ -1089,12 +1106,13 @@ impl Files {
     /// (the adapter hands it to [`Core::prompt_at_close`]), or why it cannot
     /// be; `None` for any other handle or one that sent its text already.
     pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
-        self.handles
-            .with(fh, |h| match h {
-                Handle::Prompt(p) => p.take().map(|r| (p.key.clone(), r)),
-                _ => None,
-            })
-            .flatten()
+        let prompt = match self.handles.files().get(&fh) {
+            Some(Handle::Prompt(p)) => p.buffer(),
+            _ => return None,
+        };
+        let mut prompt = locked(&prompt);
+        let key = prompt.key.clone();
+        prompt.take().map(|r| (key, r))
     }
 
     /// The session whose `wait` `fh` reads, if it is a `wait` handle.
@@ -1112,7 +1130,7 @@ impl Files {
     /// pool makes concerns what this returns.
     pub fn finish_commits(&self, fh: u64) -> Option<Concern> {
         match self.handles.files().get(&fh)? {
-            Handle::Meta(m) => Some(Concern::Session(m.key().clone())),
+            Handle::Meta(m) => m.key.clone().map(Concern::Session),
             Handle::Record(_) => Some(Concern::Root),
             _ => None,
         }
@@ -1128,29 +1146,34 @@ impl Files {
     /// `flush` and `fsync`: commits what a buffered handle still holds.
     /// Errors here reach `close()`: what is buffered must stand alone.
     pub fn finish(&self, fh: u64) -> Result<()> {
-        self.handles
-            .with(fh, |h| match h {
-                Handle::Record(r) => r.finish(&self.core),
-                Handle::Meta(m) => m.finish(&self.core),
-                _ => Ok(()),
-            })
-            .unwrap_or(Ok(()))
-            .map_err(|e| {
-                if let Some(what) = self.record_label(fh) {
-                    self.core
-                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
-                } else {
-                    log::warn!("{}", e.message);
-                    e
-                }
-            })
+        let (record, meta) = match self.handles.files().get(&fh) {
+            Some(Handle::Record(r)) => (Some(r.buffer()), None),
+            Some(Handle::Meta(m)) => (None, Some(m.buffer())),
+            _ => (None, None),
+        };
+        // With the table unlocked: another call on the same handle under
+        // way is waited for.
+        let finished = match (record, meta) {
+            (Some(r), _) => locked(&r).finish(&self.core),
+            (_, Some(m)) => locked(&m).finish(&self.core),
+            _ => Ok(()),
+        };
+        finished.map_err(|e| {
+            if let Some(what) = self.record_label(fh) {
+                self.core
+                    .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
+            } else {
+                log::warn!("{}", e.message);
+                e
+            }
+        })
     }
 
     /// What `fh` writes, when it is a slot record or a hosted transcript:
     /// its refusals concern no session.
     fn record_label(&self, fh: u64) -> Option<String> {
         match self.handles.files().get(&fh) {
-            Some(Handle::Record(r)) => Some(r.label()),
+            Some(Handle::Record(r)) => Some(r.label.clone()),
             _ => None,
         }
     }
@@ -1186,12 +1209,12 @@ impl Files {
     /// A metadata file is written whole: it may be cut (to 0, or within
     /// what this handle wrote), never extended with NUL bytes.
     fn check_meta_size(&self, node: &Node, size: u64, fh: Option<u64>) -> Result<()> {
-        let written = fh
-            .and_then(|fh| match self.handles.files().get(&fh) {
-                Some(Handle::Meta(m)) => Some(m.len()),
-                _ => None,
-            })
-            .unwrap_or(0);
+        let buffer = fh.and_then(|fh| match self.handles.files().get(&fh) {
+            Some(Handle::Meta(m)) => Some(m.buffer()),
+            _ => None,
+        });
+        // Locked with the table unlocked, as every buffer is.
+        let written = buffer.map_or(0, |b| locked(&b).len());
         if size <= written {
             return Ok(());
         }
@@ -1223,11 +1246,13 @@ impl Files {
             return Err(Error::perm("modes and owners here are fixed"));
         }
         if let (Some(size), Some(fh)) = (set.size, fh) {
-            self.handles.with(fh, |h| {
-                if let Handle::Meta(m) = h {
-                    m.truncate(size)
-                }
-            });
+            let meta = match self.handles.files().get(&fh) {
+                Some(Handle::Meta(m)) => Some(m.buffer()),
+                _ => None,
+            };
+            if let Some(m) = meta {
+                locked(&m).truncate(size);
+            }
         }
         if let (Node::Scratch(key, name), Some(size)) = (node, set.size) {
             self.scratch_resize(key, name, size)?;
@@ -1273,9 +1298,11 @@ impl Files {
     /// `rmdir`: only empty worlds go; sessions are archived instead.
     pub fn rmdir(&self, parent: u64, name: &std::ffi::OsStr) -> Result<()> {
         if let (Ok(parent @ Node::SlotsDir), Some(name)) = (self.node(parent), name.to_str()) {
-            return self
+            let removed = self
                 .records_rmdir(&parent, name)
-                .map_err(|e| self.refuse(None, &format!("rmdir slots/{name}"), e));
+                .map_err(|e| self.refuse(None, &format!("rmdir slots/{name}"), e))?;
+            self.inodes.renumber(&removed);
+            return Ok(());
         }
         let node = self.lookup_node(parent, name)?;
         let e = match node {
@@ -1364,7 +1391,7 @@ impl Files {
                 // Made again after `rm`: an empty file whose first write
                 // replaces what it held, committed at close.
                 let node = Node::Session(key.clone(), file);
-                let handle = Handle::Meta(MetaWrite::new(&self.core, key, file)?);
+                let handle = Handle::meta(MetaWrite::new(&self.core, key, file)?);
                 let attr = self.attr_of(&node, None, 0)?;
                 let fh = self.handles.add(handle)?;
                 let attr = Attr { size: 0, ..attr };

@@ -37,11 +37,11 @@ pub(super) enum Handle {
     SessionCtl(SessionKey),
     RootCtl,
     /// A slot record or transcript entries being written.
-    Record(RecordWrite),
+    Record(Buffered<RecordWrite>),
     /// A hosted transcript being read.
     Hosted(String),
     /// `meta.json` or a one-line metadata file being written.
-    Meta(MetaWrite),
+    Meta(Buffered<MetaWrite>),
     /// An editor's scratch file in a session directory.
     Scratch(SessionKey, String),
     /// `wait`: the first read blocks until the session settles.
@@ -49,7 +49,71 @@ pub(super) enum Handle {
     /// `events`, read from its file in the state directory.
     Events(std::path::PathBuf),
     /// `prompt`: the text so far, sent at `flush`.
-    Prompt(super::agent_state::PromptWrite),
+    Prompt(Buffered<super::agent_state::PromptWrite>),
+}
+
+/// What a handle that buffers writes holds. The buffer has a lock of its
+/// own, taken with the table unlocked: calls on one open file that meet (a
+/// `write` while a `flush` of the same file commits, from a process it was
+/// shared with; two threads) wait for each other instead of finding the
+/// handle gone, and the table's lock is never held across a commit's I/O.
+/// What the table is asked about the handle without waiting (its session,
+/// what it writes) is kept beside the buffer.
+#[derive(Debug)]
+pub(super) struct Buffered<T> {
+    /// The session it concerns, if any.
+    pub(super) key: Option<SessionKey>,
+    /// For a slot record: its world and slot.
+    pub(super) slot: Option<(String, u32)>,
+    /// What a refusal names (`write slots/W/1`); empty when the refusal
+    /// names it itself.
+    pub(super) label: String,
+    buffer: Arc<Mutex<T>>,
+}
+
+impl<T> Buffered<T> {
+    /// The buffer, to lock once the table is unlocked.
+    pub(super) fn buffer(&self) -> Arc<Mutex<T>> {
+        self.buffer.clone()
+    }
+}
+
+/// Locks a buffer (a panic in a holder leaves it as it was).
+pub(super) fn locked<T>(buffer: &Mutex<T>) -> MutexGuard<'_, T> {
+    buffer.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Handle {
+    pub(super) fn record(write: RecordWrite) -> Handle {
+        let slot = match &write {
+            RecordWrite::Slot { world, slot, .. } => Some((world.clone(), *slot)),
+            RecordWrite::Append { .. } => None,
+        };
+        Handle::Record(Buffered {
+            key: None,
+            slot,
+            label: write.label(),
+            buffer: Arc::new(Mutex::new(write)),
+        })
+    }
+
+    pub(super) fn meta(write: MetaWrite) -> Handle {
+        Handle::Meta(Buffered {
+            key: Some(write.key().clone()),
+            slot: None,
+            label: String::new(),
+            buffer: Arc::new(Mutex::new(write)),
+        })
+    }
+
+    pub(super) fn prompt(write: super::agent_state::PromptWrite) -> Handle {
+        Handle::Prompt(Buffered {
+            key: Some(write.key.clone()),
+            slot: None,
+            label: String::new(),
+            buffer: Arc::new(Mutex::new(write)),
+        })
+    }
 }
 
 impl Handle {
@@ -57,9 +121,9 @@ impl Handle {
     /// yet committed).
     fn own_bytes(&self) -> u64 {
         match self {
-            Handle::Record(r) => r.held_bytes(),
-            Handle::Meta(m) => m.held_bytes(),
-            Handle::Prompt(p) => p.held_bytes(),
+            Handle::Record(r) => locked(&r.buffer).held_bytes(),
+            Handle::Meta(m) => locked(&m.buffer).held_bytes(),
+            Handle::Prompt(p) => locked(&p.buffer).held_bytes(),
             _ => 0,
         }
     }
@@ -223,31 +287,15 @@ impl HandleTable {
         })
     }
 
-    /// Runs `work` on a handle taken out of the table, so the table's lock
-    /// is not held during the file I/O or metadata commits it may do.
-    pub(super) fn with<T>(&self, fh: u64, work: impl FnOnce(&mut Handle) -> T) -> Option<T> {
-        // Bound first: a guard in a match's scrutinee would live through its arms.
-        let taken = self.files().remove(&fh);
-        let mut handle = taken?;
-        let result = work(&mut handle);
-        self.files().insert(fh, handle);
-        Some(result)
+    /// Charges `bound` more bytes a write to buffering handle `fh` may
+    /// buffer, before it does: ENOSPC past the cap, and nothing is charged.
+    pub(super) fn reserve(&self, fh: u64, bound: u64) -> Result<()> {
+        self.held.reserve(fh, bound)
     }
 
-    /// A write to a handle that buffers: `work` runs once `bound` more
-    /// bytes are charged (ENOSPC past the cap, and it does not run), then
-    /// the handle is charged what its buffers hold after it.
-    pub(super) fn write_buffered<T>(
-        &self,
-        fh: u64,
-        bound: u64,
-        work: impl FnOnce(&mut Handle) -> T,
-    ) -> Result<Option<T>> {
-        self.held.reserve(fh, bound)?;
-        let result = self.with(fh, |h| (work(h), h.own_bytes()));
-        let own = result.as_ref().map_or(0, |(_, own)| *own);
+    /// After a write: `fh`'s buffer now takes `own` bytes.
+    pub(super) fn settle(&self, fh: u64, own: u64) {
         self.held.settle(fh, own);
-        Ok(result.map(|(r, _)| r))
     }
 
     /// A transcript page handle takes the longer text its page now has,
@@ -318,10 +366,6 @@ mod tests {
         assert!(table.newest_scrollback_of(&a, 7).is_some());
         assert!(table.newest_scrollback_of(&a, 8).is_none());
         assert!(table.scrollback_view(b1, &a).is_none(), "b's, not a's");
-        // Taken out for a moment (a read moving its view): the older one.
-        table.with(a2, |_| {
-            assert!(table.newest_scrollback_of(&a, 7).is_some());
-        });
         table.remove(other);
         table.remove(a2);
         assert_eq!(table.scrollbacks()[&a], [(a1, 7)]);

@@ -601,7 +601,21 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         }
         self.held.remove(&slot);
         if let Some(name) = self.by_slot.remove(&slot) {
-            self.by_name.remove(&name);
+            // A name given another number since keeps it.
+            if self.by_name.get(&name) == Some(&slot) {
+                self.by_name.remove(&name);
+            }
+        }
+    }
+
+    /// `name` is to get another number at its next lookup; the one it has
+    /// stays its own for whatever the kernel still holds by it, until the
+    /// kernel forgets it.
+    fn renumber(&mut self, name: &T) {
+        if let Some(slot) = self.by_name.remove(name) {
+            if !self.held.contains_key(&slot) {
+                self.by_slot.remove(&slot);
+            }
         }
     }
 
@@ -725,6 +739,17 @@ impl InodeTable {
             (NAMED_SPACE | slot, crowded)
         } else {
             (self.ino(node), Vec::new())
+        }
+    }
+
+    /// After `rmdir` of a world: the kernel keeps the directory's inode
+    /// marked dead as long as anything holds it (a working directory, an
+    /// open listing), and a dead directory takes no new file (ENOENT). The
+    /// world is still there by name, so its next lookup gets another
+    /// number, hence a live inode.
+    pub fn renumber(&self, node: &Node) {
+        if is_named(node) {
+            self.table().named.renumber(node);
         }
     }
 
@@ -946,6 +971,28 @@ mod tests {
             again.first(),
             Some(&(SLOTS_DIR, world(HELD_MAX / 4 + 1).label()))
         );
+    }
+
+    #[test]
+    fn a_renumbered_world_gets_another_number_and_keeps_the_old_one_while_held() {
+        let t = InodeTable::default();
+        let w = world(1);
+        let (old, _) = look_up(&t, &w);
+        t.renumber(&w);
+        let (new, _) = look_up(&t, &w);
+        assert_ne!(old, new);
+        assert_eq!(t.node(old), Some(w.clone()), "the kernel still holds it");
+        assert_eq!(t.node(new), Some(w.clone()));
+        t.forget(old, 1);
+        assert_eq!(t.node(old), None);
+        assert_eq!(t.ino(&w), new, "forgetting the old number keeps the new");
+        t.forget(new, 1);
+        assert_eq!(t.node(new), None);
+        // Not held: renumbering lets the number go at once.
+        let (n, _) = look_up(&t, &w);
+        t.forget(n, 1);
+        t.renumber(&w);
+        assert_eq!(t.count(), 0);
     }
 
     #[test]

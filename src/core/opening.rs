@@ -7,7 +7,7 @@ use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::runtime::dtach::{self, Client};
-use crate::runtime::launch::terminate;
+use crate::runtime::launch::{cancelled, terminate, Cancel};
 use crate::runtime::readers::Ended;
 use crate::runtime::record::{now_ms, RunRecord};
 use crate::runtime::{OpenRequest, Outcome};
@@ -194,6 +194,7 @@ impl Core {
                 cwd.display()
             )
         });
+        let stopped = || lock(&rt.state).stops != stops;
         let request = OpenRequest {
             paths: &self.paths,
             key,
@@ -203,9 +204,16 @@ impl Core {
             rows,
             wrapper: self.wrapper.clone(),
             dtach: self.dtach.clone(),
+            cancel: Cancel(&stopped),
         };
         let opened = match crate::runtime::open(&request) {
             Ok(opened) => opened,
+            // `stop` came while this was opening: whatever failed, it wins,
+            // and ends what the open may have started after it looked.
+            Err(_) if stopped() => {
+                terminate(&self.paths, key, STOP_GRACE);
+                return Err(cancelled(key));
+            }
             Err(err) => {
                 if err.errno == libc::EBUSY {
                     lock(&rt.state).outcome = Some(Outcome::Busy);
@@ -241,10 +249,7 @@ impl Core {
             // `stop` came while this was opening: it wins.
             client.close();
             terminate(&self.paths, key, STOP_GRACE);
-            return Err(Error::new(
-                libc::ECANCELED,
-                format!("{key} was stopped while it was being opened"),
-            ));
+            return Err(cancelled(key));
         };
         if opened.outcome == Outcome::Launch {
             let launched = lock(&rt.state).launched;

@@ -95,7 +95,7 @@ impl Files {
 
     fn slot_being_written(&self, world: &str, slot: u32) -> bool {
         self.handles.files().values().any(|h| {
-            matches!(h, Handle::Record(RecordWrite::Slot { world: w, slot: n, .. }) if w == world && *n == slot)
+            matches!(h, Handle::Record(r) if r.slot.as_ref().is_some_and(|(w, n)| w == world && *n == slot))
         })
     }
 
@@ -126,7 +126,7 @@ impl Files {
     /// against the node table already.
     pub(super) fn records_open(&self, node: &Node, writes: bool) -> Result<Handle> {
         match node {
-            Node::Slot(world, slot) if writes => Ok(Handle::Record(RecordWrite::Slot {
+            Node::Slot(world, slot) if writes => Ok(Handle::record(RecordWrite::Slot {
                 world: world.clone(),
                 slot: *slot,
                 doc: JsonDocument::default(),
@@ -141,13 +141,13 @@ impl Files {
                     .ok_or_else(|| Error::not_found(format!("no record for slot {slot}")))?;
                 Ok(Handle::Snapshot(std::sync::Arc::new(record.to_json_line())))
             }
-            Node::HostedFile(id) if writes => Ok(Handle::Record(RecordWrite::Append {
+            Node::HostedFile(id) if writes => Ok(Handle::record(RecordWrite::Append {
                 session: Some(id.clone()),
                 lines: Lines::default(),
                 stuck: None,
             })),
             Node::HostedFile(id) => Ok(Handle::Hosted(id.clone())),
-            Node::RunFile => Ok(Handle::Record(RecordWrite::Append {
+            Node::RunFile => Ok(Handle::record(RecordWrite::Append {
                 session: None,
                 lines: Lines::default(),
                 stuck: None,
@@ -163,7 +163,7 @@ impl Files {
                 let slot = parse_slot(name)?;
                 Ok((
                     Node::Slot(world.clone(), slot),
-                    Handle::Record(RecordWrite::Slot {
+                    Handle::record(RecordWrite::Slot {
                         world: world.clone(),
                         slot,
                         doc: JsonDocument::default(),
@@ -176,7 +176,7 @@ impl Files {
                 let id = transcript_name(name)?;
                 Ok((
                     Node::HostedFile(id.clone()),
-                    Handle::Record(RecordWrite::Append {
+                    Handle::record(RecordWrite::Append {
                         session: Some(id),
                         lines: Lines::default(),
                         stuck: None,
@@ -200,9 +200,12 @@ impl Files {
         }
     }
 
-    pub(super) fn records_rmdir(&self, parent: &Node, name: &str) -> Result<()> {
+    /// `rmdir slots/GUID`: the world, when it holds no record.
+    pub(super) fn records_rmdir(&self, parent: &Node, name: &str) -> Result<Node> {
         match self.records_lookup(parent, name)? {
-            Node::World(world) if self.core.slots().slots(&world).is_empty() => Ok(()),
+            Node::World(world) if self.core.slots().slots(&world).is_empty() => {
+                Ok(Node::World(world))
+            }
             Node::World(_) => Err(Error::new(
                 libc::ENOTEMPTY,
                 "the world still holds slot records",

@@ -14,6 +14,7 @@
 use super::{lock, Core};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::procinfo;
 use crate::scrollback::Waker;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -141,27 +142,30 @@ impl Waits {
 /// Whether thread `tid` has a signal pending that it does not block, or is
 /// gone: its blocked read must end now.
 pub fn interrupted(tid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return true;
-    };
-    let mask = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0)
-    };
-    let zombie = status
-        .lines()
-        .find_map(|l| l.strip_prefix("State:"))
-        .is_some_and(|s| s.trim_start().starts_with(['Z', 'X']));
-    zombie || (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+    match procinfo::status(tid) {
+        Some(status) => signalled(&status),
+        None => true,
+    }
 }
 
-/// Whether thread `tid` is exiting because a signal killed it. A file it
-/// still had open is closed (flushed) by its exit with no signal pending:
-/// `cat > prompt` ended with Ctrl-C. Its exit code (the 52nd field of
-/// `/proc/TID/stat`) holds the signal from the start of the exit.
+/// Whether a thread whose `/proc/TID/status` this is has a signal pending
+/// that it does not block, or is a zombie.
+fn signalled(status: &str) -> bool {
+    let mask = |name: &str| {
+        procinfo::status_field(status, name)
+            .and_then(|v| u64::from_str_radix(v, 16).ok())
+            .unwrap_or(0)
+    };
+    procinfo::zombie(status) || (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+/// Whether thread `tid`, exiting, does so because a signal killed it. A
+/// file it still had open is closed (flushed) by its exit with no signal
+/// pending: `cat > prompt` ended with Ctrl-C. Its exit code (the 52nd
+/// field of `/proc/TID/stat`) holds the signal from the start of the exit.
+/// Only read for a thread that is exiting: one in `execve` closing its
+/// close-on-exec files (this flush among them) holds the lock a read of
+/// its `stat` waits for (see [`procinfo::status`]).
 fn killed(tid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
         return false;
@@ -176,7 +180,10 @@ fn killed(tid: u32) -> bool {
 /// Whether thread `tid`, blocked in a `close`, must be answered now: it has
 /// a signal pending, is gone, or is exiting because a signal killed it.
 pub(super) fn close_interrupted(tid: u32) -> bool {
-    interrupted(tid) || killed(tid)
+    let Some(status) = procinfo::status(tid) else {
+        return true;
+    };
+    signalled(&status) || (procinfo::exiting(&status) && killed(tid))
 }
 
 impl Core {

@@ -27,6 +27,35 @@ pub enum Outcome {
     Busy,
 }
 
+/// Asked while an open waits for a master: true once it is to be given
+/// up (a `stop` of the session came meanwhile).
+#[derive(Clone, Copy)]
+pub struct Cancel<'a>(pub &'a dyn Fn() -> bool);
+
+impl std::fmt::Debug for Cancel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cancel")
+    }
+}
+
+impl Cancel<'_> {
+    /// ECANCELED once the open is given up.
+    fn check(&self, key: &SessionKey) -> Result<()> {
+        if (self.0)() {
+            return Err(cancelled(key));
+        }
+        Ok(())
+    }
+}
+
+/// The error of an open that a `stop` undid.
+pub fn cancelled(key: &SessionKey) -> Error {
+    Error::new(
+        libc::ECANCELED,
+        format!("{key} was stopped while it was being opened"),
+    )
+}
+
 /// Everything needed to open one session.
 #[derive(Debug, Clone)]
 pub struct OpenRequest<'a> {
@@ -41,6 +70,8 @@ pub struct OpenRequest<'a> {
     pub wrapper: PathBuf,
     /// The dtach binary.
     pub dtach: PathBuf,
+    /// Whether a stop came: every wait for a master ends at once then.
+    pub cancel: Cancel<'a>,
 }
 
 /// An attached client and what is known of the master.
@@ -112,6 +143,9 @@ fn started_record(req: &OpenRequest<'_>) -> Result<Option<RunRecord>> {
         Some(Error::new(record.exec_errno.unwrap_or(libc::EIO), reason))
     };
     let outcome = poll_until(LAUNCH_DEADLINE, || {
+        if let Err(e) = req.cancel.check(req.key) {
+            return Some(Err(e));
+        }
         // The wrapper writes its record first, then waits for our attach.
         let record = RunRecord::read(&path)?;
         let wrapping = procinfo::cmdline(record.agent_pid)
@@ -147,7 +181,12 @@ pub fn open(req: &OpenRequest<'_>) -> Result<Opened> {
         None => {
             // Held but silent: either another opener is starting the master
             // right now, or something else holds the lock.
-            if poll_until(BUSY_GRACE, || dtach::answers(&socket).then_some(())).is_some() {
+            let answered = poll_until(BUSY_GRACE, || match req.cancel.check(req.key) {
+                Err(e) => Some(Err(e)),
+                Ok(()) => dtach::answers(&socket).then_some(Ok(())),
+            });
+            if let Some(answered) = answered {
+                answered?;
                 return attach(req, Outcome::Attach);
             }
             Err(Error::busy(format!(
@@ -234,11 +273,20 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
             ),
         ));
     }
-    if poll_until(LAUNCH_DEADLINE, || dtach::answers(socket).then_some(())).is_none() {
-        return Err(Error::new(
-            libc::EIO,
-            format!("the dtach master never answered on {}", socket.display()),
-        ));
+    // A stop that came meanwhile may have ended the master already: then
+    // it never answers.
+    let answered = poll_until(LAUNCH_DEADLINE, || match req.cancel.check(req.key) {
+        Err(e) => Some(Err(e)),
+        Ok(()) => dtach::answers(socket).then_some(Ok(())),
+    });
+    match answered {
+        Some(answered) => answered?,
+        None => {
+            return Err(Error::new(
+                libc::EIO,
+                format!("the dtach master never answered on {}", socket.display()),
+            ))
+        }
     }
     log::info!(
         "{}: LAUNCH {:?} in {}",
