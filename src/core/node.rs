@@ -532,7 +532,9 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         if let Some(slot) = self.by_name.get(name) {
             return *slot;
         }
-        if self.by_slot.len() - self.held.len() >= UNHELD_MAX {
+        // A renumbered scratch file's old number may be held with no name
+        // behind it, so held numbers can outnumber named ones.
+        if self.by_slot.len().saturating_sub(self.held.len()) >= UNHELD_MAX {
             self.drop_unheld();
         }
         let mask = (1u64 << self.bits) - 1;
