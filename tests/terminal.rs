@@ -112,3 +112,34 @@ print("woke after %.1f ms" % ((time.monotonic() - t) * 1000))
     ));
     assert!(other.contains(", 1)"), "{other}");
 }
+
+/// A wide character in the last two columns, then `resize` one column
+/// narrower, then output over it: vt100 alone panics there, and the mirror
+/// would start over blank. It blanks the cut character and goes on.
+#[test]
+fn a_screen_narrowed_past_a_wide_character_at_its_edge_goes_on() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let key = "shell:wide";
+    m.live_shell(key);
+    // The cursor waits past the wide character while `sleep` runs; the
+    // prompt that follows is written over it.
+    m.type_line(key, "printf '%118s\\344\\270\\255' edge; sleep 1");
+    wait_for(20, "the wide character on the screen", || {
+        m.read(&format!("{key}/screen")).contains("edge\u{4e2d}")
+    });
+    sh_ok(&format!(
+        "echo 'resize 119x40' > {}",
+        m.q(&format!("{key}/ctl"))
+    ));
+    m.type_line(key, "echo after-$((40+2))");
+    wait_for(20, "the output after the resize on the screen", || {
+        m.read(&format!("{key}/screen")).contains("after-42")
+    });
+    let status = m.json(&format!("{key}/status"));
+    assert!(
+        !status["error"].to_string().contains("screen mirror"),
+        "{status}"
+    );
+    assert!(!m.log_text().contains("panicked"), "{}", m.log_text());
+}
