@@ -99,8 +99,13 @@ pub fn alive(pid: u32) -> bool {
 
 /// The processes whose session id is `sid` (an agent's group and stragglers).
 /// Read from each process's `status` (`NSsid:`, whose first value is the
-/// id as this `/proc` sees it), never its `stat`: see [`status`].
+/// id as this `/proc` sees it), never its `stat`: see [`status`]. Session
+/// 0 is "a leader this `/proc` cannot see", shared by everything a
+/// container's init started; it is never an agent's, so it has no members.
 pub fn session_members(sid: u32) -> Vec<u32> {
+    if sid == 0 {
+        return vec![];
+    }
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return vec![];
     };
@@ -133,10 +138,26 @@ mod tests {
         let me = std::process::id();
         let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
         assert!(session_members(sid).contains(&me));
-        assert!(!session_members(sid).contains(&1) || sid == 1);
+        // A child in a session of its own is a member of that one only.
+        let mut child = std::process::Command::new("sleep");
+        child.arg("30");
+        // SAFETY: between fork and exec the child only calls setsid, which
+        // is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut child, || {
+                nix::unistd::setsid().map(drop).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = child.spawn().unwrap();
+        let pid = child.id();
+        assert!(session_members(pid).contains(&pid));
+        assert!(!session_members(sid).contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
         let s = status(me).unwrap();
         assert!(!exiting(&s) && !zombie(&s));
         assert!(!alive(u32::MAX));
+        assert!(session_members(0).is_empty());
     }
 
     #[test]
