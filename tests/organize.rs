@@ -106,6 +106,46 @@ os.unlink(os.path.join(d,'.#meta.json'))\" {dir}"
     assert_eq!(sidecar["sessions"]["shell:ed"]["title"], "A plain title");
 }
 
+/// An editor's scratch file held open, removed and made again under the
+/// same name as another type of file (a symlink where a file was): the new
+/// one has a number of its own, so the kernel does not take the old inode
+/// for a broken one (EIO to its holder); the old descriptor is stale.
+#[test]
+fn a_scratch_name_made_again_as_a_symlink_leaves_a_held_descriptor_stale_not_broken() {
+    use std::os::unix::fs::MetadataExt;
+    let host = Host::new();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q("shell:ed")));
+    let lock = m.path("shell:ed/.#meta.json");
+    let held = std::fs::File::create(&lock).unwrap();
+    let first = held.metadata().unwrap().ino();
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink("root@host.1:1", &lock).unwrap();
+    let link = std::fs::symlink_metadata(&lock).unwrap();
+    assert!(link.file_type().is_symlink());
+    assert_ne!(
+        link.ino(),
+        first,
+        "the symlink took the removed file's number"
+    );
+    let err = held.metadata().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+    drop(held);
+    assert_eq!(
+        std::fs::read_link(&lock).unwrap().to_str(),
+        Some("root@host.1:1")
+    );
+    // Renamed away and made again: the same.
+    let swap = m.path("shell:ed/.meta.json.swp");
+    let held = std::fs::File::create(&swap).unwrap();
+    std::fs::rename(&swap, m.path("shell:ed/.meta.json.swx")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", &swap).unwrap();
+    let err = held.metadata().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+    let log = m.log_text();
+    assert!(!log.contains("internal error"), "{log}");
+}
+
 #[test]
 fn bad_metadata_is_refused_with_the_reason_in_status_and_nothing_changes() {
     let host = Host::new();

@@ -539,7 +539,7 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         }
         let mask = (1u64 << self.bits) - 1;
         let mut slot = hash & mask;
-        while self.by_slot.contains_key(&slot) {
+        while self.by_slot.contains_key(&slot) || self.held.contains_key(&slot) {
             slot = (slot + 1) & mask;
         }
         self.by_slot.insert(slot, name.clone());
@@ -610,12 +610,13 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         }
     }
 
-    /// `name` is to get another number at its next lookup; the one it has
-    /// stays its own for whatever the kernel still holds by it, until the
-    /// kernel forgets it.
-    fn renumber(&mut self, name: &T) {
+    /// `name` is to get another number at its next lookup. The one it has
+    /// is not given to anything else while the kernel holds it; until the
+    /// kernel forgets it, it still names `name` when `resolves`, else
+    /// nothing (what the kernel holds by it is gone).
+    fn renumber(&mut self, name: &T, resolves: bool) {
         if let Some(slot) = self.by_name.remove(name) {
-            if !self.held.contains_key(&slot) {
+            if !resolves || !self.held.contains_key(&slot) {
                 self.by_slot.remove(&slot);
             }
         }
@@ -748,10 +749,17 @@ impl InodeTable {
     /// marked dead as long as anything holds it (a working directory, an
     /// open listing), and a dead directory takes no new file (ENOENT). The
     /// world is still there by name, so its next lookup gets another
-    /// number, hence a live inode.
+    /// number, hence a live inode; the old one still names the world.
+    ///
+    /// After an editor's scratch file is removed or renamed away: a file
+    /// made under its name later (a symlink where a file was) gets another
+    /// number, since the kernel takes a number it holds coming back as
+    /// another type of file for a broken inode (EIO to whoever holds it).
+    /// The old number then names nothing (ENOENT).
     pub fn renumber(&self, node: &Node) {
         if is_named(node) {
-            self.table().named.renumber(node);
+            let resolves = !matches!(node, Node::Scratch(..));
+            self.table().named.renumber(node, resolves);
         }
     }
 
@@ -995,6 +1003,21 @@ mod tests {
         t.forget(n, 1);
         t.renumber(&w);
         assert_eq!(t.count(), 0);
+    }
+
+    #[test]
+    fn a_renumbered_scratch_file_leaves_its_old_number_naming_nothing() {
+        let t = InodeTable::default();
+        let f = Node::Scratch(SessionKey::parse("shell:s").unwrap(), "x".into());
+        let (old, _) = look_up(&t, &f);
+        t.renumber(&f);
+        assert_eq!(t.node(old), None, "the removed file is gone");
+        let (new, _) = look_up(&t, &f);
+        assert_ne!(old, new, "not given out again while the kernel holds it");
+        t.forget(old, 1);
+        t.forget(new, 1);
+        assert_eq!(t.count(), 0);
+        assert_eq!(look_up(&t, &f).0, old, "its own number once let go");
     }
 
     #[test]

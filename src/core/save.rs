@@ -4,7 +4,7 @@
 //! it as the commit of a save.
 
 use super::files::Files;
-use super::node::SessionFile;
+use super::node::{Node, SessionFile};
 use super::scratch::{ScratchFile, ScratchInfo};
 use super::{MetaField, META_FILE_MAX};
 use crate::error::{Error, Result};
@@ -281,7 +281,10 @@ impl Files {
     }
 
     pub(super) fn scratch_remove(&self, key: &SessionKey, name: &str) -> Option<ScratchFile> {
-        self.scratch.remove(key, name)
+        let removed = self.scratch.remove(key, name);
+        self.inodes
+            .renumber(&Node::Scratch(key.clone(), name.to_string()));
+        removed
     }
 
     /// A name in a session directory that is not one of its own files.

@@ -94,12 +94,40 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
         // Only the new name exists; the lookup of the other one finds
         // nothing and changes nothing.
         for dir in [mountpoint, archived.as_path()] {
-            if let Err(e) = std::fs::symlink_metadata(dir.join(&job.name)) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    log::debug!("looking up the moved {}: {e}", job.name);
-                }
-            }
+            look_up(&dir.join(&job.name), &job.done);
         }
         let _ = job.done.try_send(());
+    }
+}
+
+/// How long a lookup the kernel answers with ESTALE is tried again.
+const STALE_FOR: Duration = Duration::from_secs(2);
+
+/// Looks `path` up. The kernel moves the directory's old entry to the new
+/// name only when it can take the locks a rename takes at once; while a
+/// rename or a `mkdir` elsewhere in the mount holds them, it answers
+/// ESTALE and leaves the old entry where it was, so the lookup is tried
+/// again until the way is free. The caller hears it was told once the
+/// first try is made.
+fn look_up(path: &std::path::Path, told: &Sender<()>) {
+    let until = std::time::Instant::now() + STALE_FOR;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
+                let _ = told.try_send(());
+                if std::time::Instant::now() >= until {
+                    log::debug!("looking up the moved {}: still {e}", path.display());
+                    return;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                log::debug!("looking up the moved {}: {e}", path.display());
+                return;
+            }
+            _ => return,
+        }
     }
 }
