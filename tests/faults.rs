@@ -658,7 +658,10 @@ fn a_full_state_directory_refuses_every_metadata_change_and_loses_nothing() {
     save(&m.path(&format!("{live}/title")), "after\n").unwrap();
     assert_eq!(m.read(&format!("{live}/title")), "after\n");
     std::fs::rename(m.path(live), m.path(&format!("archived/{live}"))).unwrap();
-    assert!(!alive(live_master) || is_zombie(live_master));
+    // The archive is answered once the processes are told to end.
+    wait_for(10, "the archived session's master to end", || {
+        !alive(live_master) || is_zombie(live_master)
+    });
     save(&m.path(&format!("{claude}/archive")), "1\n").unwrap();
     assert_eq!(
         std::fs::read(copies.join(format!("claude/{id}/{id}.jsonl"))).unwrap(),

@@ -654,3 +654,100 @@ fn a_project_view_follows_a_project_change_at_once() {
     assert!(is_dir("engines/shell"));
     assert_eq!(listing_of(&m, "engines/shell"), ["shell:c"]);
 }
+
+/// `mv KEY archived/` of a session whose program ignores HUP and TERM: the
+/// rename (which holds the kernel's locks on the root and `archived/` until
+/// it is answered) is answered at once, the root lists meanwhile, the
+/// program is killed after the grace period, and a write that came during
+/// the archive does not start the archived session again.
+#[test]
+fn an_archive_waits_for_no_program_and_no_write_starts_it_again() {
+    use std::time::{Duration, Instant};
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let key = "shell:stubborn";
+    m.live_shell(key);
+    // `sleep` inherits the ignored signals; the shell waits for it.
+    m.type_line(key, "trap '' HUP TERM; sleep 300");
+    wait_for(20, "the shell to run sleep", || {
+        m.read(&format!("{key}/state")) == "busy\n"
+    });
+    let shell = m.json(&format!("{key}/status"))["agent_pid"]
+        .as_u64()
+        .unwrap() as u32;
+    let t0 = Instant::now();
+    let mv = std::process::Command::new("mv")
+        .arg(m.path(key))
+        .arg(m.path("archived/"))
+        .spawn()
+        .unwrap();
+    let writer = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "echo 'echo late' > {}",
+            m.q(&format!("{key}/input"))
+        ))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let listed = sh(&format!("timeout 10 ls {}", m.q("")));
+    let listed_after = t0.elapsed();
+    let moved = mv.wait_with_output().unwrap();
+    let took = t0.elapsed();
+    assert!(moved.status.success());
+    assert!(listed.status.success());
+    assert!(took < Duration::from_secs(2), "the archive took {took:?}");
+    assert!(
+        listed_after < Duration::from_secs(2),
+        "ls took {listed_after:?}"
+    );
+    writer.wait_with_output().unwrap();
+    wait_for(20, "the program to be killed", || {
+        host.masters().is_empty() && !alive(shell)
+    });
+    let status = m.json(&format!("archived/{key}/status"));
+    assert_eq!(status["state"], "archived", "{status}");
+    assert!(status["master_pid"].is_null(), "{status}");
+}
+
+/// A write that waits for a `stop` under way, archived meanwhile: when the
+/// stop is over the write finds the session archived (EPERM) instead of
+/// starting it again.
+#[test]
+fn a_write_waiting_for_a_stop_does_not_start_a_session_archived_meanwhile() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let key = "shell:racer";
+    m.live_shell(key);
+    // `sleep` ignores HUP and TERM: the stop waits out its grace period.
+    m.type_line(key, "trap '' HUP TERM; sleep 300");
+    wait_for(20, "the shell to run sleep", || {
+        m.read(&format!("{key}/state")) == "busy\n"
+    });
+    let in_flight = || m.json("status")["slow_ops"]["in_flight"].as_u64().unwrap();
+    let bash = |cmd: String| {
+        std::process::Command::new("bash")
+            .args(["-c", &cmd])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let stop = bash(format!("echo stop > {}", m.q(&format!("{key}/ctl"))));
+    wait_for(10, "the stop under way", || in_flight() == 1);
+    let writer = bash(format!(
+        "echo 'echo late' > {}",
+        m.q(&format!("{key}/input"))
+    ));
+    wait_for(10, "the write waiting for it", || in_flight() == 2);
+    sh_ok(&format!("mv {} {}", m.q(key), m.q("archived/")));
+    assert!(stop.wait_with_output().unwrap().status.success());
+    let written = writer.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&written.stderr);
+    assert!(
+        !written.status.success() && said.contains("Operation not permitted"),
+        "the write: {said}"
+    );
+    let status = m.json(&format!("archived/{key}/status"));
+    assert!(status["master_pid"].is_null(), "{status}");
+    assert!(host.masters().is_empty(), "an archived session runs");
+}

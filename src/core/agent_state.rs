@@ -670,12 +670,6 @@ impl Core {
         self.agent_changed(rt, changes, now);
     }
 
-    /// The process side: the master ended by itself (`exited`) or was
-    /// stopped (`stopped`).
-    pub(super) fn agent_process(&self, rt: &SessionRuntime, signal: Signal) {
-        process(rt, &self.waits, signal);
-    }
-
     fn agent_changed(&self, rt: &SessionRuntime, changes: Vec<Change>, now: u64) {
         changed(rt, &self.waits, changes, now);
     }

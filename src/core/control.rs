@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::metaedit::preview;
 use crate::runtime::launch::terminate_known;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long `stop` waits after TERM before KILL.
@@ -192,6 +192,43 @@ impl Core {
     /// ends every write waiting on the master, then kills. Runs on a
     /// slow-operation thread (the grace period).
     pub(super) fn reap(&self, key: &SessionKey) -> Arc<SessionRuntime> {
+        let (rt, end) = self.begin_reap(key);
+        end.run();
+        rt
+    }
+
+    /// [`Core::reap`] for an archive: the connection is closed at once,
+    /// and ending the processes (TERM, the grace period, KILL) and
+    /// unlinking the socket go on on a thread of their own. An archive
+    /// never waits for a program that is slow to end: a rename into
+    /// `archived/` holds the kernel's locks on the root and `archived/`
+    /// until it is answered, and every lookup and listing there waits.
+    /// Until the processes are gone the session is stopping: an open after
+    /// an unarchive waits for that, as it waits for a `stop`.
+    pub(super) fn reap_detached(&self, key: &SessionKey) -> Arc<SessionRuntime> {
+        let (rt, end) = self.begin_reap(key);
+        let end = Arc::new(Mutex::new(Some(end)));
+        let on_thread = end.clone();
+        let spawned = std::thread::Builder::new()
+            .name("reap".into())
+            .spawn(move || {
+                if let Some(end) = lock(&on_thread).take() {
+                    end.run();
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("{key}: no thread to end the processes on ({e}); ending them here");
+            if let Some(end) = lock(&end).take() {
+                end.run();
+            }
+        }
+        rt
+    }
+
+    /// The part of a reap that must happen now: the session is marked
+    /// stopping and its connection closed. What it returns ends the
+    /// processes and finishes the stop.
+    fn begin_reap(&self, key: &SessionKey) -> (Arc<SessionRuntime>, EndProcesses) {
         let rt = self.runtime(key);
         let flight = Arc::new(Flight::default());
         let (client, known) = {
@@ -205,27 +242,55 @@ impl Core {
             self.members.connections.changed();
             client.detach();
         }
+        let end = EndProcesses {
+            paths: self.paths.clone(),
+            key: key.clone(),
+            known,
+            rt: rt.clone(),
+            waits: self.waits.clone(),
+            flight,
+        };
+        (rt, end)
+    }
+}
+
+/// Ends a session's processes and finishes its stop: what a reap may leave
+/// to a thread of its own.
+struct EndProcesses {
+    paths: crate::runtime::paths::RuntimePaths,
+    key: SessionKey,
+    known: Option<crate::runtime::record::RunRecord>,
+    rt: Arc<SessionRuntime>,
+    waits: super::waits::Waits,
+    flight: Arc<Flight>,
+}
+
+impl EndProcesses {
+    fn run(self) {
         // Its exact last activity goes on the record, which stays, before
         // the socket goes: a listing that sees the socket gone reads it.
-        rt.stamp_activity_now();
-        terminate_known(&self.paths, key, STOP_GRACE, known.as_ref());
+        self.rt.stamp_activity_now();
+        terminate_known(&self.paths, &self.key, STOP_GRACE, self.known.as_ref());
         // Output read before the detach took effect.
-        rt.stamp_activity_now();
-        self.agent_process(&rt, crate::agent::state::Signal::MasterGone);
+        self.rt.stamp_activity_now();
+        super::agent_state::process(
+            &self.rt,
+            &self.waits,
+            crate::agent::state::Signal::MasterGone,
+        );
         {
-            let mut state = lock(&rt.state);
+            let mut state = lock(&self.rt.state);
             if state
                 .stopping
                 .as_ref()
-                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+                .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
             {
                 state.stopping = None;
             }
         }
-        flight.finish(Err(Error::new(
+        self.flight.finish(Err(Error::new(
             libc::ECANCELED,
-            format!("{key} was stopped"),
+            format!("{} was stopped", self.key),
         )));
-        rt
     }
 }

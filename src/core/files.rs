@@ -1478,13 +1478,13 @@ impl Files {
         let (from, to) = (utf8(name)?, utf8(newname)?);
         match (self.node(parent)?, self.node(newparent)?) {
             (Node::Session(a, SessionFile::Dir), Node::Session(b, SessionFile::Dir)) if a == b => {
-                self.rename_in_session(&a, from, to)?;
-                // Whatever the kernel holds by either name is another file now.
-                for name in [from, to].into_iter().filter(|n| Self::is_scratch_name(n)) {
-                    self.inodes
-                        .renumber(&Node::Scratch(a.clone(), name.to_string()));
-                }
-                Ok(())
+                self.rename_in_session(&a, from, to).inspect(|()| {
+                    // Whatever the kernel holds by either name is another file now.
+                    for name in [from, to].into_iter().filter(|n| Self::is_scratch_name(n)) {
+                        self.inodes
+                            .renumber(&Node::Scratch(a.clone(), name.to_string()));
+                    }
+                })
             }
             (from_dir @ (Node::Root | Node::View(_)), to_dir @ (Node::Root | Node::View(_))) => {
                 self.rename_session(&from_dir, from, &to_dir, to)

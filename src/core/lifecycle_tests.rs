@@ -660,3 +660,33 @@ fn handles_sharing_one_text_charge_it_once() {
         m.files.release(fh);
     }
 }
+
+/// A rename whose session moved after the kernel looked it up (archived
+/// through a file, by another daemon): the name is no longer where the
+/// kernel found it, ENOENT; EXDEV would have `mv` copy the tree instead.
+#[test]
+fn a_rename_of_a_session_that_moved_meanwhile_is_enoent() {
+    let m = mount();
+    m.session("shell:moved");
+    let archived = super::node::ViewDir::Archived.ino();
+    let key = crate::key::SessionKey::parse("shell:moved").unwrap();
+    m.files.core().archive(&key).unwrap();
+    let err = m
+        .files
+        .rename(ROOT, os("shell:moved"), archived, os("shell:moved"))
+        .unwrap_err();
+    assert_eq!(err.errno, libc::ENOENT, "{err:?}");
+    m.files.core().unarchive(&key).unwrap();
+    let err = m
+        .files
+        .rename(archived, os("shell:moved"), ROOT, os("shell:moved"))
+        .unwrap_err();
+    assert_eq!(err.errno, libc::ENOENT, "{err:?}");
+    // A view is still another directory.
+    let favourites = super::node::ViewDir::Favourites.ino();
+    let err = m
+        .files
+        .rename(ROOT, os("shell:moved"), favourites, os("shell:moved"))
+        .unwrap_err();
+    assert_eq!(err.errno, libc::EXDEV, "{err:?}");
+}

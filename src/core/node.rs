@@ -7,7 +7,7 @@ use super::scratch;
 use super::{MetaField, META_FILE_MAX};
 use crate::key::SessionKey;
 use crate::slots::{MAX_SLOT_RECORD_BYTES, MAX_TRANSCRIPT_BYTES};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 pub const ROOT: u64 = 1;
@@ -487,6 +487,8 @@ struct Space<T> {
     /// kept only while there are few such: its number comes back from its
     /// hash when it is named again.
     held: HashMap<u64, Held>,
+    /// Held slots whose name is gone (see `renumber`): not in `by_slot`.
+    stale: HashSet<u64>,
     /// Counts lookups, to tell the ones looked up longest ago.
     clock: u64,
     /// Lookups since the kernel was last asked to drop entries.
@@ -523,6 +525,7 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
             by_slot: HashMap::new(),
             by_name: HashMap::new(),
             held: HashMap::new(),
+            stale: HashSet::new(),
             clock: 0,
             since_drop: HELD_MAX / 4,
         }
@@ -532,9 +535,9 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         if let Some(slot) = self.by_name.get(name) {
             return *slot;
         }
-        // A renumbered scratch file's old number may be held with no name
-        // behind it, so held numbers can outnumber named ones.
-        if self.by_slot.len().saturating_sub(self.held.len()) >= UNHELD_MAX {
+        // Numbers renumbered away may be held with no name behind them.
+        let held_named = self.held.len().saturating_sub(self.stale.len());
+        if self.by_slot.len().saturating_sub(held_named) >= UNHELD_MAX {
             self.drop_unheld();
         }
         let mask = (1u64 << self.bits) - 1;
@@ -602,6 +605,7 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
             }
         }
         self.held.remove(&slot);
+        self.stale.remove(&slot);
         if let Some(name) = self.by_slot.remove(&slot) {
             // A name given another number since keeps it.
             if self.by_name.get(&name) == Some(&slot) {
@@ -616,8 +620,12 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
     /// nothing (what the kernel holds by it is gone).
     fn renumber(&mut self, name: &T, resolves: bool) {
         if let Some(slot) = self.by_name.remove(name) {
-            if !resolves || !self.held.contains_key(&slot) {
+            let held = self.held.contains_key(&slot);
+            if !resolves || !held {
                 self.by_slot.remove(&slot);
+            }
+            if !resolves && held {
+                self.stale.insert(slot);
             }
         }
     }
@@ -629,7 +637,7 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
     }
 
     fn len(&self) -> usize {
-        self.by_slot.len()
+        self.by_slot.len() + self.stale.len()
     }
 }
 

@@ -148,7 +148,16 @@ impl Core {
                 Some(_) => {}
             }
         };
-        let result = self.open_now(key, &rt, &engine, mode, stops);
+        // An archive whose record was committed after the check above but
+        // before this open was registered is seen here; one committed
+        // later sees the open and undoes it (`Core::archive`).
+        let result = if self.is_archived(key) {
+            Err(Error::perm(format!(
+                "{key} is archived; unarchive it first"
+            )))
+        } else {
+            self.open_now(key, &rt, &engine, mode, stops)
+        };
         {
             let mut state = lock(&rt.state);
             if state

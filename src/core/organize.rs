@@ -220,7 +220,7 @@ impl Core {
             };
             let record = self.sidecar.prepare(mark)?;
             if launchable {
-                let rt = self.reap(key);
+                let rt = self.reap_detached(key);
                 {
                     let mut state = lock(&rt.state);
                     state.outcome = None;
@@ -238,6 +238,17 @@ impl Core {
         })();
         match result {
             Ok(()) => {
+                // An open that began before the commit (it found the
+                // session not archived) and after the processes were ended
+                // would leave an archived session running: ended too.
+                let raced = key.engine() != HOSTED && {
+                    let rt = self.runtime(key);
+                    let state = lock(&rt.state);
+                    state.opening.is_some() || state.client.is_some()
+                };
+                if raced {
+                    self.reap_detached(key);
+                }
                 log::info!("{key}: archived");
                 Ok(())
             }

@@ -137,6 +137,15 @@ impl Files {
             (Node::View(ViewDir::Archived), Node::Root) if self.core.is_archived(&key) => {
                 self.core.unarchive(&key)
             }
+            // The kernel still had the old entry: the session moved
+            // meanwhile (through a file, another daemon). It is no longer
+            // where it was named; EXDEV would have `mv` copy it.
+            (Node::Root, Node::View(ViewDir::Archived)) => {
+                Err(Error::not_found(format!("{key} is archived already")))
+            }
+            (Node::View(ViewDir::Archived), Node::Root) => {
+                Err(Error::not_found(format!("{key} is not archived")))
+            }
             _ => Err(Error::new(
                 libc::EXDEV,
                 "sessions move only into and out of archived/",

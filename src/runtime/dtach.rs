@@ -252,7 +252,9 @@ impl Client {
     fn stalled(&self) -> Option<Instant> {
         match self.stalled_at.load(Ordering::Relaxed) {
             0 => None,
-            ms => Some(self.born + Duration::from_millis(ms - 1)),
+            // Kept in whole milliseconds past the start, rounded up: a
+            // deadline counted from it never comes early.
+            ms => Some(self.born + Duration::from_millis(ms)),
         }
     }
 
@@ -264,7 +266,7 @@ impl Client {
             .compare_exchange(0, ms, Ordering::Relaxed, Ordering::Relaxed)
         {
             Ok(_) => now,
-            Err(since) => self.born + Duration::from_millis(since - 1),
+            Err(since) => self.born + Duration::from_millis(since),
         }
     }
 

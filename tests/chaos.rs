@@ -1,0 +1,2445 @@
+//! Many hostile clients at once on a live mount: 6–10 threads, each making
+//! random real system calls (reads, writes, truncates, renames, editor
+//! saves, directory calls, extended attributes, `ctl` commands, handles
+//! held open) on shell sessions, never-started ones, Claude and Codex
+//! conversations, slot worlds and hosted transcripts, while a sentinel
+//! reads the root `status` and lists the root every 100 ms.
+//!
+//! Checked during the storm: every errno is one docs/ERRORS.md allows for
+//! that call (never EIO, never ENOSYS), no call takes past the slow
+//! operations' deadline and none hangs (a watchdog names the call and path
+//! stuck past 20 s and fails the test), whole reads of JSON files parse,
+//! and the sentinel is always answered within 2 s. After it: the daemon's
+//! log holds no internal error or panic, blocked waits and slow operations
+//! drain, every session stops, a fresh session echoes a line, the daemon's
+//! threads (outside the slow-operation pool, which shrinks on its own when
+//! idle) are back to what they were and its memory is bounded, and SIGTERM
+//! unmounts with exit code 0, leaving no master, shell or child behind.
+//!
+//! `CHAOS_SEED` (printed), `CHAOS_SECS` (default 22) and `CHAOS_THREADS`
+//! (default 8) change the storm: `CHAOS_SECS=300 cargo test --release
+//! --test chaos -- --nocapture` is a long run.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use sessionfs::transcript::testgen::{claude, codex, Rng, Shape};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shells started before the storm.
+const LIVE: [&str; 3] = ["shell:c1", "shell:c2", "shell:c3"];
+/// Made, never written to by anyone: must never start.
+const NEVER: &str = "shell:n1";
+/// Made before the storm, not started; the storm may start them.
+const IDLE: [&str; 2] = ["shell:n2", "shell:n3"];
+/// Made (or not) by the storm's `mkdir`s.
+const MADE: [&str; 5] = ["shell:r0", "shell:r1", "shell:r2", "shell:r3", "shell:r4"];
+const CLAUDE_ID: &str = "c1a0de00-1111-4222-8333-444455556666";
+const CODEX_ID: &str = "019e0000-0000-7000-8000-00000000c0de";
+const WORLDS: [&str; 2] = [
+    "0b5d4e6f-1a2b-4c3d-8e9f-001122334455",
+    "7f000000-0000-4000-8000-0000000000aa",
+];
+const HOSTED: [&str; 3] = ["h1", "h2", "h3"];
+const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
+
+/// A call past this is a hang: the watchdog fails the test.
+const HANG: Duration = Duration::from_secs(20);
+/// One step of a client (a few calls) past this is a hang too.
+const STEP_HANG: Duration = Duration::from_secs(60);
+/// The slow operations' deadline is 15 s; a call answered later than this
+/// broke it.
+const TOO_LONG: Duration = Duration::from_secs(17);
+/// The sentinel's reads must be answered within this.
+const SENTINEL_LIMIT: Duration = Duration::from_secs(2);
+/// Held handles per client, at most.
+const HELD: usize = 24;
+
+use libc::{
+    EACCES, EAGAIN, EBUSY, ECANCELED, EEXIST, EFBIG, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOENT,
+    ENOSPC, ENOTCONN, ENOTDIR, ENOTEMPTY, EOPNOTSUPP, EPERM, EPIPE, ESTALE, ETIMEDOUT, EXDEV,
+};
+
+fn errno_name(e: i32) -> String {
+    let name = match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EINTR => "EINTR",
+        libc::EIO => "EIO",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::EXDEV => "EXDEV",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EISDIR => "EISDIR",
+        libc::EINVAL => "EINVAL",
+        libc::EFBIG => "EFBIG",
+        libc::ENOSPC => "ENOSPC",
+        libc::EPIPE => "EPIPE",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::ENOSYS => "ENOSYS",
+        libc::ENOTEMPTY => "ENOTEMPTY",
+        libc::ELOOP => "ELOOP",
+        libc::ENODATA => "ENODATA",
+        libc::ENOTCONN => "ENOTCONN",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ESTALE => "ESTALE",
+        libc::ECANCELED => "ECANCELED",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ENOTTY => "ENOTTY",
+        libc::ENODEV => "ENODEV",
+        libc::E2BIG => "E2BIG",
+        libc::ERANGE => "ERANGE",
+        0 => "ok",
+        _ => return format!("errno {e}"),
+    };
+    name.to_string()
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            v.strip_prefix("0x")
+                .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
+        })
+        .unwrap_or(default)
+}
+
+// ---------------------------------------------------------------------------
+// Raw system calls: Ok or the errno. Every descriptor is O_CLOEXEC, so the
+// children some clients start hold none of them.
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+fn check(r: i64) -> Result<i64, i32> {
+    if r < 0 {
+        Err(last_errno())
+    } else {
+        Ok(r)
+    }
+}
+
+mod sys {
+    use super::*;
+
+    // SAFETY (every function here): plain system calls on NUL-terminated
+    // paths and on buffers that outlive the call.
+    pub fn open(p: &Path, flags: i32) -> Result<i32, i32> {
+        let c = cstr(p);
+        check(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o600) } as i64)
+            .map(|fd| fd as i32)
+    }
+    pub fn close(fd: i32) -> Result<(), i32> {
+        check(unsafe { libc::close(fd) } as i64).map(drop)
+    }
+    pub fn read(fd: i32, n: usize) -> Result<Vec<u8>, i32> {
+        let mut buf = vec![0u8; n];
+        let got = check(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), n) } as i64)?;
+        buf.truncate(got as usize);
+        Ok(buf)
+    }
+    pub fn pread(fd: i32, at: u64, n: usize) -> Result<Vec<u8>, i32> {
+        let mut buf = vec![0u8; n];
+        let got = check(
+            unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), n, at as libc::off_t) } as i64,
+        )?;
+        buf.truncate(got as usize);
+        Ok(buf)
+    }
+    pub fn write(fd: i32, data: &[u8]) -> Result<usize, i32> {
+        check(unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) } as i64)
+            .map(|n| n as usize)
+    }
+    pub fn pwrite(fd: i32, data: &[u8], at: u64) -> Result<usize, i32> {
+        check(
+            unsafe { libc::pwrite(fd, data.as_ptr().cast(), data.len(), at as libc::off_t) } as i64,
+        )
+        .map(|n| n as usize)
+    }
+    pub fn fsync(fd: i32) -> Result<(), i32> {
+        check(unsafe { libc::fsync(fd) } as i64).map(drop)
+    }
+    pub fn ftruncate(fd: i32, size: i64) -> Result<(), i32> {
+        check(unsafe { libc::ftruncate(fd, size) } as i64).map(drop)
+    }
+    pub fn truncate(p: &Path, size: i64) -> Result<(), i32> {
+        let c = cstr(p);
+        check(unsafe { libc::truncate(c.as_ptr(), size) } as i64).map(drop)
+    }
+    pub fn fstat(fd: i32) -> Result<libc::stat, i32> {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        check(unsafe { libc::fstat(fd, &mut st) } as i64).map(|_| st)
+    }
+    pub fn stat(p: &Path, follow: bool) -> Result<libc::stat, i32> {
+        let c = cstr(p);
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let r = if follow {
+            unsafe { libc::stat(c.as_ptr(), &mut st) }
+        } else {
+            unsafe { libc::lstat(c.as_ptr(), &mut st) }
+        };
+        check(r as i64).map(|_| st)
+    }
+    pub fn mkdir(p: &Path) -> Result<(), i32> {
+        let c = cstr(p);
+        check(unsafe { libc::mkdir(c.as_ptr(), 0o755) } as i64).map(drop)
+    }
+    pub fn rmdir(p: &Path) -> Result<(), i32> {
+        let c = cstr(p);
+        check(unsafe { libc::rmdir(c.as_ptr()) } as i64).map(drop)
+    }
+    pub fn unlink(p: &Path) -> Result<(), i32> {
+        let c = cstr(p);
+        check(unsafe { libc::unlink(c.as_ptr()) } as i64).map(drop)
+    }
+    pub fn rename(a: &Path, b: &Path) -> Result<(), i32> {
+        let (a, b) = (cstr(a), cstr(b));
+        check(unsafe { libc::rename(a.as_ptr(), b.as_ptr()) } as i64).map(drop)
+    }
+    pub fn symlink(target: &str, p: &Path) -> Result<(), i32> {
+        let t = CString::new(target).unwrap();
+        let c = cstr(p);
+        check(unsafe { libc::symlink(t.as_ptr(), c.as_ptr()) } as i64).map(drop)
+    }
+    pub fn readlink(p: &Path) -> Result<Vec<u8>, i32> {
+        let c = cstr(p);
+        let mut buf = vec![0u8; 4096];
+        let n = check(
+            unsafe { libc::readlink(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as i64,
+        )?;
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+    pub fn link(a: &Path, b: &Path) -> Result<(), i32> {
+        let (a, b) = (cstr(a), cstr(b));
+        check(unsafe { libc::link(a.as_ptr(), b.as_ptr()) } as i64).map(drop)
+    }
+    pub fn mknod(p: &Path) -> Result<(), i32> {
+        let c = cstr(p);
+        check(unsafe { libc::mknod(c.as_ptr(), libc::S_IFIFO | 0o600, 0) } as i64).map(drop)
+    }
+    pub fn chmod(p: &Path, mode: u32) -> Result<(), i32> {
+        let c = cstr(p);
+        check(unsafe { libc::chmod(c.as_ptr(), mode) } as i64).map(drop)
+    }
+    pub fn setxattr(p: &Path, name: &str) -> Result<(), i32> {
+        let c = cstr(p);
+        let n = CString::new(name).unwrap();
+        check(unsafe { libc::setxattr(c.as_ptr(), n.as_ptr(), b"v".as_ptr().cast(), 1, 0) } as i64)
+            .map(drop)
+    }
+    pub fn removexattr(p: &Path, name: &str) -> Result<(), i32> {
+        let c = cstr(p);
+        let n = CString::new(name).unwrap();
+        check(unsafe { libc::removexattr(c.as_ptr(), n.as_ptr()) } as i64).map(drop)
+    }
+    pub fn getxattr(p: &Path, name: &str) -> Result<(), i32> {
+        let c = cstr(p);
+        let n = CString::new(name).unwrap();
+        let mut buf = [0u8; 256];
+        check(
+            unsafe { libc::getxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
+                as i64,
+        )
+        .map(drop)
+    }
+    pub fn listxattr(p: &Path) -> Result<(), i32> {
+        let c = cstr(p);
+        let mut buf = [0u8; 1024];
+        check(unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as i64)
+            .map(drop)
+    }
+    pub fn poll(fd: i32, ms: i32) -> Result<i16, i32> {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLOUT,
+            revents: 0,
+        };
+        check(unsafe { libc::poll(&mut p, 1, ms) } as i64).map(|_| p.revents)
+    }
+    pub fn lseek_end(fd: i32) -> Result<i64, i32> {
+        check(unsafe { libc::lseek(fd, 0, libc::SEEK_END) } as i64)
+    }
+    pub fn readdir(p: &Path) -> Result<Vec<String>, i32> {
+        let dir = std::fs::read_dir(p).map_err(|e| e.raw_os_error().unwrap_or(0))?;
+        let mut names = vec![];
+        for entry in dir {
+            let entry = entry.map_err(|e| e.raw_os_error().unwrap_or(0))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// What every client shares.
+
+/// The call a client (or the sentinel) is in, and since when.
+type Slot = Mutex<Option<(String, Instant)>>;
+
+struct Shared {
+    mnt: PathBuf,
+    claude_store: PathBuf,
+    started: Instant,
+    stop: AtomicBool,
+    /// Session keys known to the clients (grows as listings find `new` ones).
+    keys: Mutex<Vec<String>>,
+    /// One per client, then the sentinel's.
+    slots: Vec<Slot>,
+    /// The step each client is in (a loop of quick calls shows here).
+    ops: Vec<Slot>,
+    violations: Mutex<Vec<String>>,
+    /// Children started by clients (each leads its own process group).
+    children: Mutex<Vec<u32>>,
+    /// Lines of the Claude conversation not yet appended to its store.
+    store_rest: Mutex<Vec<Vec<u8>>>,
+    /// (call, errno) → (count, longest).
+    tally: Mutex<BTreeMap<(String, String), (u64, Duration)>>,
+    sentinel_worst: Mutex<Duration>,
+}
+
+impl Shared {
+    fn path(&self, rel: &str) -> PathBuf {
+        if rel.is_empty() {
+            self.mnt.clone()
+        } else {
+            self.mnt.join(rel)
+        }
+    }
+
+    fn violation(&self, who: &str, what: String) {
+        let at = self.started.elapsed().as_secs_f64();
+        let line = format!("[{at:7.2}s {who}] {what}");
+        eprintln!("chaos: VIOLATION {line}");
+        let mut v = self.violations.lock().unwrap();
+        if v.len() < 500 {
+            v.push(line);
+        }
+    }
+}
+
+/// A handle a client keeps open across calls.
+struct Held {
+    fd: i32,
+    path: String,
+    /// The file's name (the last component), which says what it allows.
+    name: String,
+    writes: bool,
+    /// Bytes this handle wrote (meta.json and the one-line files refuse a
+    /// write that does not carry on from there).
+    written: u64,
+}
+
+// ---------------------------------------------------------------------------
+// What each file allows, by its name.
+
+fn is_oneline(name: &str) -> bool {
+    matches!(name, "title" | "project" | "favourite" | "archive")
+}
+
+/// Editors' scratch names the clients use.
+const SCRATCH: [&str; 8] = [
+    ".meta.json.swp",
+    "4913",
+    "meta.json~",
+    "#meta.json#",
+    ".#meta.json",
+    "sedAb12Cd",
+    "title.tmp",
+    "notes",
+];
+
+/// Errnos of a `write` to a file of this name (in a session directory
+/// unless `in_root`; slot records and transcripts by their own names).
+fn write_errnos(rel: &str, name: &str) -> Vec<i32> {
+    let mut v = vec![ENOENT];
+    if rel.starts_with("slots/") {
+        v.extend([EINVAL, EFBIG, ENOSPC, EAGAIN, ETIMEDOUT]);
+    } else if rel.starts_with("agent-transcripts/") {
+        v.extend([EINVAL, EFBIG, EAGAIN, ETIMEDOUT]);
+    } else if rel == "ctl" {
+        v.extend([EINVAL, EPERM, EAGAIN, ETIMEDOUT, ENOSPC]);
+    } else {
+        match name {
+            "input" => v.extend([EPERM, EBUSY, EAGAIN, ETIMEDOUT, EPIPE, ECANCELED, EACCES]),
+            "ctl" => v.extend([
+                EINVAL, ENOTCONN, EAGAIN, ETIMEDOUT, EBUSY, ECANCELED, EPERM, EPIPE,
+            ]),
+            "prompt" => v.push(EINVAL),
+            "meta.json" => v.extend([EINVAL, EFBIG]),
+            n if is_oneline(n) => v.extend([EINVAL, EFBIG]),
+            _ => v.extend([EFBIG, ENOSPC]),
+        }
+    }
+    v
+}
+
+/// Errnos of the `close` (or `fsync`) of a handle that wrote.
+fn close_errnos(rel: &str, name: &str) -> Vec<i32> {
+    let mut v = vec![];
+    if rel.starts_with("slots/") {
+        v.extend([EINVAL, EAGAIN, ETIMEDOUT, ENOSPC, EFBIG, ENOENT]);
+    } else if rel.starts_with("agent-transcripts/") {
+        v.extend([EINVAL, EAGAIN, ETIMEDOUT, EFBIG]);
+    } else {
+        match name {
+            "prompt" => v.extend([
+                EINVAL, EPERM, EPIPE, ETIMEDOUT, ENOENT, EAGAIN, EBUSY, ECANCELED,
+            ]),
+            "meta.json" => v.extend([EINVAL, ETIMEDOUT, EAGAIN, ENOENT, EFBIG]),
+            n if is_oneline(n) => v.extend([EINVAL, ETIMEDOUT, EAGAIN, ENOENT, EFBIG]),
+            _ => {}
+        }
+    }
+    v
+}
+
+/// A shell command that is safe to type (the session's `HOME` is the
+/// test's), or bytes that are not one.
+fn input_bytes(rng: &mut Rng) -> Vec<u8> {
+    let n = rng.below(100_000);
+    let text = match rng.below(24) {
+        0 => format!("echo tok-{n}\n"),
+        1 => "true\n".into(),
+        2 => format!("sleep 0.{}\n", rng.below(9) + 1),
+        3 => format!("seq 1 {}\n", rng.below(40_000)),
+        4 => "sleep 2\n".into(),
+        5 => "cat\n".into(),
+        6 => "\x03".into(),
+        7 => "\x04".into(),
+        8 => "\x11".into(),
+        9 => "printf '\\e[?1049h\\e[2J\\e[Hfull screen\\n'\n".into(),
+        10 => "printf '\\e[?1049l'\n".into(),
+        11 => "yes chaos | head -c 300000\n".into(),
+        12 => "for i in $(seq 1 40); do echo line-$i; sleep 0.01; done\n".into(),
+        13 => "exit\n".into(),
+        14 => {
+            // Random bytes for the VT mirror, as octal escapes bash does
+            // not interpret.
+            let mut s = String::from("printf '");
+            for _ in 0..rng.below(300) {
+                s.push_str(&format!("\\{:03o}", rng.below(256)));
+            }
+            s.push_str("'\n");
+            s
+        }
+        15 => {
+            // Escape sequences with random parameters.
+            let mut s = String::from("printf '");
+            for _ in 0..rng.below(40) {
+                let finals = b"ABCDHJKLMPSTXZ@`dfhlmnrsu";
+                let f = finals[rng.below(finals.len() as u64) as usize] as char;
+                let private = if rng.chance(30) { "?" } else { "" };
+                s.push_str(&format!(
+                    "\\e[{private}{};{}{f}",
+                    rng.below(3000),
+                    rng.below(300)
+                ));
+                s.push_str("xy\\u4e2d\\U1F600");
+            }
+            s.push_str("'\n");
+            s
+        }
+        16 => "stty -echo; stty echo\n".into(),
+        17 => format!("printf '%*s\\n' {} x\n", rng.below(5000)),
+        18..=20 => {
+            // Bytes, none a line end: typed, never run.
+            let len = if rng.chance(10) {
+                60_000
+            } else {
+                rng.below(200) as usize + 1
+            };
+            let mut b: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            for x in b.iter_mut() {
+                if matches!(*x, b'\n' | b'\r' | 0x0f | 0x16 | 0x18 | 0x1a) {
+                    *x = b'x';
+                }
+            }
+            b.push(0x15); // Ctrl-U: the line is dropped
+            return b;
+        }
+        _ => format!("echo done-{n}\n"),
+    };
+    text.into_bytes()
+}
+
+/// Text for a one-line file: valid for it, or not.
+fn oneline_bytes(rng: &mut Rng, name: &str) -> Vec<u8> {
+    let valid = rng.chance(70);
+    if valid {
+        return match name {
+            "title" => format!("title {}\n", rng.below(1000)).into_bytes(),
+            "project" => {
+                let p = PROJECTS[rng.below(PROJECTS.len() as u64) as usize];
+                if rng.chance(20) {
+                    b"\n".to_vec()
+                } else {
+                    format!("{p}\n").into_bytes()
+                }
+            }
+            // Archiving is common enough from renames and meta.json.
+            "archive" => [&b"0\n"[..], b"0\n", b"0\n", b"1\n", b"no\n", b"false\n"]
+                [rng.below(6) as usize]
+                .to_vec(),
+            _ => [&b"1\n"[..], b"0\n", b"true\n", b"no\n"][rng.below(4) as usize].to_vec(),
+        };
+    }
+    match rng.below(6) {
+        0 => b"a\nb\nc\n".to_vec(),
+        1 => vec![0xff, 0xfe, b'\n'],
+        2 => b"\x1b[31mred\n".to_vec(),
+        3 => "x".repeat(2000).into_bytes(),
+        4 => b"../etc\n".to_vec(),
+        _ => (0..rng.below(64)).map(|_| rng.below(256) as u8).collect(),
+    }
+}
+
+fn pick<'a, T>(rng: &mut Rng, items: &'a [T]) -> &'a T {
+    &items[rng.below(items.len() as u64) as usize]
+}
+
+// ---------------------------------------------------------------------------
+// One client.
+
+struct Client<'a> {
+    id: usize,
+    who: String,
+    sh: &'a Shared,
+    rng: Rng,
+    held: Vec<Held>,
+}
+
+impl<'a> Client<'a> {
+    /// Runs one system call with the watchdog told, tallies it and checks
+    /// its errno against `allowed`.
+    fn call<T>(
+        &mut self,
+        op: &str,
+        rel: &str,
+        allowed: &[i32],
+        f: impl FnOnce() -> Result<T, i32>,
+    ) -> Result<T, i32> {
+        let t0 = Instant::now();
+        *self.sh.slots[self.id].lock().unwrap() = Some((format!("{op} {rel}"), t0));
+        let result = f();
+        *self.sh.slots[self.id].lock().unwrap() = None;
+        let took = t0.elapsed();
+        let errno = *result.as_ref().err().unwrap_or(&0);
+        {
+            let mut tally = self.sh.tally.lock().unwrap();
+            let e = tally
+                .entry((op.to_string(), errno_name(errno)))
+                .or_default();
+            e.0 += 1;
+            e.1 = e.1.max(took);
+        }
+        // ESTALE through a session directory: the kernel's, while a
+        // rename elsewhere holds the locks it needs (docs/ERRORS.md).
+        let stale = errno == ESTALE && rel.contains(':');
+        if errno != 0 && !allowed.contains(&errno) && !stale {
+            let names: Vec<String> = allowed.iter().map(|e| errno_name(*e)).collect();
+            self.sh.violation(
+                &self.who,
+                format!(
+                    "{op} {rel}: {} after {took:.2?} (allowed: {})",
+                    errno_name(errno),
+                    names.join(" ")
+                ),
+            );
+        }
+        if took > TOO_LONG {
+            self.sh
+                .violation(&self.who, format!("{op} {rel}: answered after {took:.2?}"));
+        }
+        result
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.sh.path(rel)
+    }
+
+    fn key(&mut self) -> String {
+        let keys = self.sh.keys.lock().unwrap();
+        keys[self.rng.below(keys.len() as u64) as usize].clone()
+    }
+
+    /// A session that may be started (every one but [`NEVER`]).
+    fn startable_key(&mut self) -> String {
+        loop {
+            let k = self.key();
+            if k != NEVER {
+                return k;
+            }
+        }
+    }
+
+    /// Where a session's directory is reached: by its name, under
+    /// `archived/`, or through a view's link.
+    fn base(&mut self, key: &str) -> String {
+        match self.rng.below(10) {
+            0..=5 => key.to_string(),
+            6 | 7 => format!("archived/{key}"),
+            8 => format!("favourites/{key}"),
+            _ => {
+                if self.rng.chance(50) {
+                    let engine = key.split(':').next().unwrap();
+                    format!("engines/{engine}/{key}")
+                } else {
+                    let p = *pick(&mut self.rng, &PROJECTS);
+                    format!("projects/{p}/{key}")
+                }
+            }
+        }
+    }
+
+    fn session_file(&mut self) -> (String, String) {
+        const FILES: [&str; 22] = [
+            "scrollback",
+            "scrollback",
+            "scrollback",
+            "screen",
+            "screen",
+            "status",
+            "status",
+            "meta.json",
+            "title",
+            "project",
+            "favourite",
+            "archive",
+            "state",
+            "events",
+            "wait",
+            "transcript/page-0",
+            "transcript/page-1",
+            "transcript/page-9",
+            "transcript/latest",
+            "transcript/last",
+            "input",
+            "prompt",
+        ];
+        let key = self.key();
+        let base = self.base(&key);
+        let name = if self.rng.chance(10) {
+            pick(&mut self.rng, &SCRATCH).to_string()
+        } else {
+            pick(&mut self.rng, &FILES).to_string()
+        };
+        (format!("{base}/{name}"), name)
+    }
+
+    /// Any file to read: a session's, the root's, a slot record, a transcript.
+    fn readable(&mut self) -> (String, String) {
+        match self.rng.below(12) {
+            0 => {
+                let f = *pick(&mut self.rng, &["README", "status", "sessions.json", "ctl"]);
+                (f.to_string(), f.to_string())
+            }
+            1 => {
+                let w = *pick(&mut self.rng, &WORLDS);
+                let slot = self.rng.below(7);
+                (format!("slots/{w}/{slot}"), slot.to_string())
+            }
+            2 => {
+                let h = *pick(&mut self.rng, &HOSTED);
+                let name = format!("{h}.jsonl");
+                (format!("agent-transcripts/{name}"), name)
+            }
+            _ => self.session_file(),
+        }
+    }
+
+    fn run(&mut self) {
+        // (weight, name, what): each call of one client picks one.
+        type Step<'x> = (u64, &'static str, fn(&mut Client<'x>));
+        let steps: [Step<'a>; 21] = [
+            (20, "read a file", Client::read_file),
+            (8, "list a directory", Client::readdir),
+            (5, "stat", Client::stat),
+            (7, "write input", Client::input),
+            (4, "write ctl", Client::ctl),
+            (1, "write prompt", Client::prompt),
+            (6, "write a one-line file", Client::oneline),
+            (4, "write meta.json", Client::meta),
+            (5, "save as an editor", Client::editor),
+            (3, "truncate", Client::truncate),
+            (5, "rename", Client::rename),
+            (5, "directory calls", Client::dirop),
+            (2, "extended attributes", Client::xattr),
+            (2, "root ctl", Client::root_ctl),
+            (4, "hold a file open", Client::hold),
+            (6, "use a held file", Client::use_held),
+            (2, "close a held file", Client::close_held),
+            (3, "read wait", Client::wait),
+            (4, "slot records", Client::slots),
+            (3, "hosted transcripts", Client::hosted),
+            (1, "grow the store or map a file", Client::store_or_map),
+        ];
+        let total: u64 = steps.iter().map(|s| s.0).sum();
+        while !self.sh.stop.load(Ordering::Relaxed) {
+            let mut roll = self.rng.below(total);
+            let (_, name, step) = steps
+                .iter()
+                .find(|s| {
+                    if roll < s.0 {
+                        true
+                    } else {
+                        roll -= s.0;
+                        false
+                    }
+                })
+                .unwrap();
+            *self.sh.ops[self.id].lock().unwrap() = Some((name.to_string(), Instant::now()));
+            step(self);
+        }
+        *self.sh.ops[self.id].lock().unwrap() = Some(("closing held files".into(), Instant::now()));
+        while !self.held.is_empty() {
+            self.close_one(0);
+        }
+        *self.sh.ops[self.id].lock().unwrap() = None;
+    }
+
+    /// Opens, reads to the end (or at random offsets), closes.
+    fn read_file(&mut self) {
+        let (rel, name) = self.readable();
+        let nonblock = name == "wait" || self.rng.chance(20);
+        let flags = libc::O_RDONLY | if nonblock { libc::O_NONBLOCK } else { 0 };
+        let mut allowed = vec![ENOENT];
+        if rel.contains("transcript/") {
+            allowed.push(ESTALE);
+        }
+        if SCRATCH.contains(&name.as_str()) {
+            allowed.push(ELOOP);
+        }
+        if rel.starts_with("slots/") {
+            allowed.extend([EFBIG, EINVAL]);
+        }
+        let p = self.p(&rel);
+        let Ok(fd) = self.call("open", &rel, &allowed, || sys::open(&p, flags)) else {
+            return;
+        };
+        let read_allowed: &[i32] = if name == "wait" {
+            &[ENOENT, EAGAIN]
+        } else {
+            &[ENOENT]
+        };
+        let mut whole = Vec::new();
+        let mut complete = true;
+        if self.rng.chance(30) {
+            // Random offsets, as a pager or `tail -c` does.
+            let size = self.call("fstat", &rel, &[ENOENT], || sys::fstat(fd));
+            let size = size.map(|s| s.st_size as u64).unwrap_or(0);
+            complete = false;
+            for _ in 0..self.rng.below(6) + 1 {
+                let at = self.rng.below(size + 4096);
+                let n = self.rng.below(1 << 20) as usize + 1;
+                if self
+                    .call("pread", &rel, read_allowed, || sys::pread(fd, at, n))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        } else {
+            loop {
+                let n = *pick(&mut self.rng, &[1usize, 100, 4096, 65536, 1 << 20]);
+                match self.call("read", &rel, read_allowed, || sys::read(fd, n)) {
+                    Ok(b) if b.is_empty() => break,
+                    Ok(b) => whole.extend_from_slice(&b),
+                    Err(_) => {
+                        complete = false;
+                        break;
+                    }
+                }
+                if whole.len() > 4 << 20 || name == "wait" {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        let _ = self.call("close", &rel, &[], || sys::close(fd));
+        if complete {
+            self.check_text(&rel, &name, &whole);
+        }
+    }
+
+    /// Whole reads of JSON files must parse.
+    fn check_text(&mut self, rel: &str, name: &str, text: &[u8]) {
+        let json = matches!(name, "status" | "sessions.json" | "meta.json")
+            || (rel.starts_with("slots/") && !text.is_empty());
+        if json {
+            if let Err(e) = serde_json::from_slice::<Value>(text) {
+                let shown = String::from_utf8_lossy(&text[..text.len().min(200)]).into_owned();
+                self.sh
+                    .violation(&self.who, format!("{rel}: not JSON ({e}): {shown:?}"));
+            }
+        }
+        if name == "events" {
+            for line in text.split_inclusive(|b| *b == b'\n') {
+                if line.ends_with(b"\n") && serde_json::from_slice::<Value>(line).is_err() {
+                    let shown = String::from_utf8_lossy(line).into_owned();
+                    self.sh.violation(
+                        &self.who,
+                        format!("{rel}: an events line is not JSON: {shown:?}"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn readdir(&mut self) {
+        let key = self.key();
+        let base = self.base(&key);
+        let p = *pick(&mut self.rng, &PROJECTS);
+        let w = *pick(&mut self.rng, &WORLDS);
+        let dirs = [
+            String::new(),
+            String::new(),
+            "archived".into(),
+            "favourites".into(),
+            "projects".into(),
+            format!("projects/{p}"),
+            "engines".into(),
+            "engines/shell".into(),
+            "slots".into(),
+            format!("slots/{w}"),
+            "agent-transcripts".into(),
+            base.clone(),
+            format!("{base}/transcript"),
+        ];
+        let rel = pick(&mut self.rng, &dirs).clone();
+        let p = self.p(&rel);
+        let Ok(names) = self.call("readdir", &rel, &[ENOENT], || sys::readdir(&p)) else {
+            return;
+        };
+        if rel.is_empty() {
+            let mut keys = self.sh.keys.lock().unwrap();
+            for n in names {
+                if n.contains(':') && !keys.contains(&n) && keys.len() < 40 {
+                    keys.push(n);
+                }
+            }
+        }
+    }
+
+    fn stat(&mut self) {
+        let (rel, name) = match self.rng.below(8) {
+            0 => ("nosuch:thing".to_string(), String::new()),
+            1 => (format!("{}/x", "y".repeat(300)), String::new()),
+            2 => {
+                let key = self.key();
+                (format!("{key}/status/inside"), String::new())
+            }
+            3 => {
+                // Any GUID is a world: a fresh number each time, up to the cap.
+                let g = format!(
+                    "{:08x}-0000-4000-8000-{:012x}",
+                    self.rng.below(1 << 32),
+                    self.rng.below(1 << 48)
+                );
+                (format!("slots/{g}"), String::new())
+            }
+            _ => self.readable(),
+        };
+        let follow = self.rng.chance(50);
+        let p = self.p(&rel);
+        let _ = name;
+        self.call(
+            if follow { "stat" } else { "lstat" },
+            &rel,
+            &[ENOENT, ENAMETOOLONG, ENOTDIR],
+            || sys::stat(&p, follow),
+        )
+        .ok();
+    }
+
+    /// Opens `rel` for writing with `flags`, writes `data` (all of it, as a
+    /// careful writer), maybe fsyncs, closes; each call checked.
+    fn write_file(&mut self, rel: &str, name: &str, flags: i32, data: &[u8], open_allowed: &[i32]) {
+        let p = self.p(rel);
+        let Ok(fd) = self.call("open", rel, open_allowed, || sys::open(&p, flags)) else {
+            return;
+        };
+        let wa = write_errnos(rel, name);
+        let mut done = 0;
+        while done < data.len() {
+            let rest = &data[done..];
+            match self.call("write", rel, &wa, || sys::write(fd, rest)) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => done += n,
+            }
+        }
+        let ca = close_errnos(rel, name);
+        if self.rng.chance(20) {
+            let _ = self.call("fsync", rel, &ca, || sys::fsync(fd));
+        }
+        let _ = self.call("close", rel, &ca, || sys::close(fd));
+    }
+
+    fn input(&mut self) {
+        let key = self.startable_key();
+        let base = self.base(&key);
+        let rel = format!("{base}/input");
+        let data = input_bytes(&mut self.rng);
+        let flags = libc::O_WRONLY
+            | if self.rng.chance(50) {
+                libc::O_TRUNC
+            } else {
+                0
+            };
+        self.write_file(&rel, "input", flags, &data, &[ENOENT]);
+    }
+
+    fn ctl(&mut self) {
+        let key = self.key();
+        let base = self.base(&key);
+        let rel = format!("{base}/ctl");
+        let never = key == NEVER;
+        let cmd: Vec<u8> = match self.rng.below(12) {
+            0 => b"stop\n".to_vec(),
+            1 | 2 => format!(
+                "resize {}x{}\n",
+                self.rng.below(300) + 2,
+                self.rng.below(100) + 2
+            )
+            .into_bytes(),
+            3 => b"redraw\n".to_vec(),
+            4 if !never => b"open\n".to_vec(),
+            5 => format!("resize {}x{}\n", self.rng.below(2000), self.rng.below(2000)).into_bytes(),
+            6 => b"bogus\n".to_vec(),
+            7 => (0..self.rng.below(40))
+                .map(|_| self.rng.below(256) as u8)
+                .collect(),
+            8 => b"redraw\nresize 80x24\n".to_vec(),
+            _ => format!(
+                "resize {}x{}\n",
+                self.rng.below(200) + 20,
+                self.rng.below(60) + 5
+            )
+            .into_bytes(),
+        };
+        self.write_file(&rel, "ctl", libc::O_WRONLY | libc::O_TRUNC, &cmd, &[ENOENT]);
+    }
+
+    fn prompt(&mut self) {
+        let key = self.startable_key();
+        let base = self.base(&key);
+        let rel = format!("{base}/prompt");
+        let data: Vec<u8> = match self.rng.below(5) {
+            0 => vec![],
+            1 => vec![0xff, 0xfe],
+            2 => "x".repeat(1_100_000).into_bytes(),
+            _ => format!("echo prompt-{}", self.rng.below(1000)).into_bytes(),
+        };
+        self.write_file(
+            &rel,
+            "prompt",
+            libc::O_WRONLY | libc::O_TRUNC,
+            &data,
+            &[ENOENT],
+        );
+    }
+
+    fn oneline(&mut self) {
+        let key = self.key();
+        let base = self.base(&key);
+        let name = *pick(&mut self.rng, &["title", "project", "favourite", "archive"]);
+        let rel = format!("{base}/{name}");
+        let data = oneline_bytes(&mut self.rng, name);
+        match self.rng.below(4) {
+            // `echo 1 > favourite` without O_TRUNC: open, truncate, write.
+            0 => {
+                let p = self.p(&rel);
+                let Ok(fd) = self.call("open", &rel, &[ENOENT], || sys::open(&p, libc::O_WRONLY))
+                else {
+                    return;
+                };
+                let _ = self.call("ftruncate", &rel, &[ENOENT], || sys::ftruncate(fd, 0));
+                let wa = write_errnos(&rel, name);
+                let _ = self.call("write", &rel, &wa, || sys::write(fd, &data));
+                let ca = close_errnos(&rel, name);
+                let _ = self.call("close", &rel, &ca, || sys::close(fd));
+            }
+            // `>>`: refused at the write.
+            1 if self.rng.chance(30) => self.write_file(
+                &rel,
+                name,
+                libc::O_WRONLY | libc::O_APPEND,
+                &data,
+                &[ENOENT],
+            ),
+            // O_RDWR: EINVAL.
+            1 => self.write_file(&rel, name, libc::O_RDWR, &data, &[ENOENT, EINVAL]),
+            _ => self.write_file(&rel, name, libc::O_WRONLY | libc::O_TRUNC, &data, &[ENOENT]),
+        }
+    }
+
+    /// meta.json as read, with its editable fields changed.
+    fn edited_meta(&mut self, base: &str) -> Option<Vec<u8>> {
+        let rel = format!("{base}/meta.json");
+        let p = self.p(&rel);
+        let fd = self
+            .call("open", &rel, &[ENOENT], || sys::open(&p, libc::O_RDONLY))
+            .ok()?;
+        let mut text = vec![];
+        while let Ok(b) = self.call("read", &rel, &[ENOENT], || sys::read(fd, 65536)) {
+            if b.is_empty() {
+                break;
+            }
+            text.extend(b);
+        }
+        let _ = self.call("close", &rel, &[], || sys::close(fd));
+        let mut doc: Value = match serde_json::from_slice(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                self.sh
+                    .violation(&self.who, format!("{rel}: not JSON ({e})"));
+                return None;
+            }
+        };
+        let obj = doc.as_object_mut()?;
+        match self.rng.below(5) {
+            0 => {
+                obj.insert(
+                    "title".into(),
+                    format!("edited {}", self.rng.below(100)).into(),
+                );
+            }
+            1 => {
+                let p = *pick(&mut self.rng, &PROJECTS);
+                obj.insert("project".into(), p.into());
+            }
+            2 => {
+                let f = self.rng.chance(50);
+                obj.insert("favourite".into(), f.into());
+            }
+            3 => {
+                let a = self.rng.chance(20);
+                obj.insert("archived".into(), a.into());
+            }
+            _ => {}
+        }
+        Some(serde_json::to_vec_pretty(&doc).unwrap())
+    }
+
+    fn meta(&mut self) {
+        let key = self.key();
+        let base = self.base(&key);
+        let rel = format!("{base}/meta.json");
+        let data = if self.rng.chance(60) {
+            match self.edited_meta(&base) {
+                Some(d) => d,
+                None => return,
+            }
+        } else {
+            match self.rng.below(6) {
+                0 => b"{\"title\":\"a\",\"title\":\"b\"}".to_vec(),
+                1 => b"{\"colour\":1}".to_vec(),
+                2 => b"[1,2".to_vec(),
+                3 => "[".repeat(70_000).into_bytes(),
+                4 => format!("{{\"workspace\":\"{}\"}}", self.sh.mnt.display()).into_bytes(),
+                _ => (0..self.rng.below(300))
+                    .map(|_| self.rng.below(256) as u8)
+                    .collect(),
+            }
+        };
+        let flags = match self.rng.below(10) {
+            0 => libc::O_RDWR,
+            1 => libc::O_WRONLY | libc::O_APPEND,
+            _ => libc::O_WRONLY | libc::O_TRUNC,
+        };
+        let open_allowed: &[i32] = if flags == libc::O_RDWR {
+            &[ENOENT, EINVAL]
+        } else {
+            &[ENOENT]
+        };
+        self.write_file(&rel, "meta.json", flags, &data, open_allowed);
+    }
+
+    /// The ways editors save: a temporary renamed over, a backup by
+    /// rename then a new file, swap files, a lock symlink.
+    fn editor(&mut self) {
+        let key = self.key();
+        let base = self.base(&key);
+        let dir = base.clone();
+        match self.rng.below(5) {
+            0 => {
+                // sed -i / jq: write a temporary, rename it over.
+                let target = *pick(
+                    &mut self.rng,
+                    &["meta.json", "meta.json", "title", "project"],
+                );
+                let data = if target == "meta.json" {
+                    match self.edited_meta(&base) {
+                        Some(d) => d,
+                        None => return,
+                    }
+                } else {
+                    oneline_bytes(&mut self.rng, target)
+                };
+                let tmp = format!("{dir}/sed{}", self.rng.below(1000));
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+                self.write_file(&tmp, "sed", flags, &data, &[ENOENT, EEXIST]);
+                let (a, b) = (self.p(&tmp), self.p(&format!("{dir}/{target}")));
+                let to = format!("{tmp} -> {target}");
+                let _ = self.call("rename", &to, &[ENOENT, EINVAL, EAGAIN, ETIMEDOUT], || {
+                    sys::rename(&a, &b)
+                });
+                let _ = self.call("unlink", &tmp, &[ENOENT], || sys::unlink(&a));
+            }
+            1 => {
+                // vim with backupcopy=no: meta.json -> meta.json~, a new
+                // meta.json written, the backup removed.
+                let data = match self.edited_meta(&base) {
+                    Some(d) => d,
+                    None => return,
+                };
+                let (m, b) = (
+                    self.p(&format!("{dir}/meta.json")),
+                    self.p(&format!("{dir}/meta.json~")),
+                );
+                let to = format!("{dir}/meta.json -> meta.json~");
+                let _ = self.call("rename", &to, &[ENOENT, EAGAIN, ETIMEDOUT], || {
+                    sys::rename(&m, &b)
+                });
+                let rel = format!("{dir}/meta.json");
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+                self.write_file(&rel, "meta.json", flags, &data, &[ENOENT]);
+                let p = self.p(&rel);
+                let _ = self.call("chmod", &rel, &[ENOENT], || sys::chmod(&p, 0o644));
+                let _ = self.call("setxattr", &rel, &[ENOENT, EOPNOTSUPP, EINVAL], || {
+                    sys::setxattr(&p, "system.posix_acl_access")
+                });
+                let bk = format!("{dir}/meta.json~");
+                let _ = self.call("unlink", &bk, &[ENOENT], || sys::unlink(&b));
+            }
+            2 => {
+                // Swap file: O_EXCL create, write, stat, unlink.
+                let rel = format!("{dir}/.meta.json.swp");
+                let p = self.p(&rel);
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+                let size = if self.rng.chance(5) { 17 << 20 } else { 4096 };
+                let data = vec![b's'; size];
+                self.write_file(&rel, "swap", flags, &data, &[ENOENT, EEXIST, ELOOP]);
+                let _ = self.call("stat", &rel, &[ENOENT], || sys::stat(&p, false));
+                let _ = self.call("unlink", &rel, &[ENOENT], || sys::unlink(&p));
+            }
+            3 => {
+                // emacs: a lock symlink, read back, removed.
+                let rel = format!("{dir}/.#meta.json");
+                let p = self.p(&rel);
+                let _ = self.call("symlink", &rel, &[ENOENT, EEXIST], || {
+                    sys::symlink("root@chaos.1234:1700000000", &p)
+                });
+                let _ = self.call("readlink", &rel, &[ENOENT, EINVAL], || sys::readlink(&p));
+                let _ = self.call("open", &rel, &[ENOENT, ELOOP], || {
+                    sys::open(&p, libc::O_RDONLY | libc::O_NOFOLLOW).map(|fd| {
+                        let _ = sys::close(fd);
+                    })
+                });
+                if self.rng.chance(70) {
+                    let _ = self.call("unlink", &rel, &[ENOENT], || sys::unlink(&p));
+                }
+            }
+            _ => {
+                // `mv /tmp/x meta.json` from another filesystem: rm, then
+                // create and write.
+                let target = *pick(&mut self.rng, &["meta.json", "favourite", "title"]);
+                let data = if target == "meta.json" {
+                    match self.edited_meta(&base) {
+                        Some(d) => d,
+                        None => return,
+                    }
+                } else {
+                    oneline_bytes(&mut self.rng, target)
+                };
+                let rel = format!("{dir}/{target}");
+                let p = self.p(&rel);
+                let _ = self.call("unlink", &rel, &[ENOENT], || sys::unlink(&p));
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+                self.write_file(&rel, target, flags, &data, &[ENOENT, EEXIST]);
+            }
+        }
+    }
+
+    fn truncate(&mut self) {
+        let (rel, name) = self.readable();
+        let size = *pick(&mut self.rng, &[0i64, 0, 1, 5, 70_000, 17 << 20, 1 << 40]);
+        let mut allowed = vec![ENOENT];
+        if rel.starts_with("slots/") {
+            allowed.extend([EFBIG, EINVAL, EAGAIN, ETIMEDOUT, ENOSPC]);
+        } else if rel.starts_with("agent-transcripts/") {
+            allowed.extend([EPERM, EFBIG]);
+        } else if matches!(name.as_str(), "README" | "status" | "sessions.json")
+            && !rel.contains('/')
+        {
+            allowed.push(EACCES);
+        } else if rel == "ctl" || matches!(name.as_str(), "input" | "ctl" | "prompt") {
+            allowed.push(EFBIG);
+        } else if name == "meta.json" || is_oneline(&name) {
+            allowed.extend([EFBIG, EINVAL]);
+        } else if SCRATCH.contains(&name.as_str()) {
+            allowed.extend([EFBIG, ENOSPC, ELOOP]);
+        } else if rel.contains("transcript/") {
+            allowed.extend([EACCES, ESTALE]);
+        } else {
+            allowed.push(EACCES);
+        }
+        let p = self.p(&rel);
+        if self.rng.chance(50) {
+            let _ = self.call("truncate", &rel, &allowed, || sys::truncate(&p, size));
+        } else {
+            let mut open_allowed = allowed.clone();
+            open_allowed.push(EACCES);
+            open_allowed.push(EINVAL);
+            let Ok(fd) = self.call("open(w)", &rel, &open_allowed, || {
+                sys::open(&p, libc::O_WRONLY)
+            }) else {
+                return;
+            };
+            let _ = self.call("ftruncate", &rel, &allowed, || sys::ftruncate(fd, size));
+            let ca = close_errnos(&rel, &name);
+            let _ = self.call("close", &rel, &ca, || sys::close(fd));
+        }
+    }
+
+    fn rename(&mut self) {
+        let key = self.key();
+        let other = self.key();
+        let (from, to, allowed): (String, String, Vec<i32>) = match self.rng.below(14) {
+            0..=2 => (
+                key.clone(),
+                format!("archived/{key}"),
+                vec![ENOENT, EAGAIN, ETIMEDOUT, ENOSPC],
+            ),
+            3..=5 => (
+                format!("archived/{key}"),
+                key.clone(),
+                vec![ENOENT, EAGAIN, ETIMEDOUT, ENOSPC],
+            ),
+            6 => (key.clone(), "shell:renamed".into(), vec![ENOENT, EPERM]),
+            7 => (key.clone(), "bad name!".into(), vec![ENOENT, EPERM, EINVAL]),
+            // ENOTDIR: the view's link is there (the kernel's answer).
+            8 => (
+                key.clone(),
+                format!("favourites/{key}"),
+                vec![ENOENT, EXDEV, ENOTDIR],
+            ),
+            9 => (key.clone(), other.clone(), vec![ENOENT, EPERM]),
+            10 => ("status".into(), "status2".into(), vec![EPERM]),
+            11 => (
+                format!("slots/{}/1", WORLDS[0]),
+                format!("slots/{}/1", WORLDS[1]),
+                vec![ENOENT, EXDEV],
+            ),
+            12 => (
+                format!("{key}/scrollback"),
+                format!("{key}/scrollback.old"),
+                vec![ENOENT, EPERM],
+            ),
+            _ => {
+                let a = *pick(&mut self.rng, &SCRATCH);
+                let b = *pick(&mut self.rng, &["title", "notes", "meta.json~", "status"]);
+                (
+                    format!("{key}/{a}"),
+                    format!("{key}/{b}"),
+                    vec![ENOENT, EPERM, EINVAL, EAGAIN, ETIMEDOUT, EISDIR, ENOTDIR],
+                )
+            }
+        };
+        let (a, b) = (self.p(&from), self.p(&to));
+        let what = format!("{from} -> {to}");
+        let _ = self.call("rename", &what, &allowed, || sys::rename(&a, &b));
+    }
+
+    fn dirop(&mut self) {
+        let key = self.key();
+        let w = *pick(&mut self.rng, &WORLDS);
+        match self.rng.below(16) {
+            0..=2 => {
+                let name = *pick(&mut self.rng, &MADE);
+                let rel = name.to_string();
+                let p = self.p(&rel);
+                let made = self.call("mkdir", &rel, &[EEXIST, EAGAIN, ETIMEDOUT], || {
+                    sys::mkdir(&p)
+                });
+                if made.is_ok() {
+                    let mut keys = self.sh.keys.lock().unwrap();
+                    if !keys.iter().any(|k| k == name) {
+                        keys.push(name.to_string());
+                    }
+                }
+            }
+            3 => {
+                let rel = *pick(
+                    &mut self.rng,
+                    &[
+                        "bad name",
+                        "nosuchengine:x",
+                        "shell:",
+                        ":x",
+                        "shell:a/b",
+                        "shell:.x",
+                    ],
+                );
+                let p = self.p(rel);
+                let _ = self.call("mkdir", rel, &[EINVAL, ENOENT, EAGAIN, ETIMEDOUT], || {
+                    sys::mkdir(&p)
+                });
+            }
+            4 => {
+                let p = self.p("hosted:x");
+                let _ = self.call("mkdir", "hosted:x", &[EPERM, EAGAIN, ETIMEDOUT], || {
+                    sys::mkdir(&p)
+                });
+            }
+            5 => {
+                let name = format!("shell:{}", "x".repeat(300));
+                let p = self.p(&name);
+                let _ = self.call("mkdir", "shell:xxx…(300)", &[ENAMETOOLONG], || {
+                    sys::mkdir(&p)
+                });
+            }
+            6 => {
+                let rel = *pick(
+                    &mut self.rng,
+                    &["archived/x", "projects/x", "favourites/x", "engines/x"],
+                );
+                let p = self.p(rel);
+                let _ = self.call("mkdir", rel, &[EPERM], || sys::mkdir(&p));
+            }
+            7 => {
+                let rel = format!("{key}/sub");
+                let p = self.p(&rel);
+                let _ = self.call("mkdir", &rel, &[EPERM, ENOENT], || sys::mkdir(&p));
+            }
+            8 => {
+                let rel = *pick(
+                    &mut self.rng,
+                    &[
+                        "archived",
+                        "slots",
+                        "favourites",
+                        "projects",
+                        "engines",
+                        "agent-transcripts",
+                    ],
+                );
+                let p = self.p(rel);
+                let _ = self.call("rmdir", rel, &[EPERM], || sys::rmdir(&p));
+            }
+            9 => {
+                let p = self.p(&key);
+                let _ = self.call("rmdir", &key, &[EPERM, ENOENT], || sys::rmdir(&p));
+            }
+            10 => {
+                let rel = format!("slots/{w}");
+                let p = self.p(&rel);
+                let _ = self.call("rmdir", &rel, &[ENOTEMPTY, EAGAIN, ETIMEDOUT], || {
+                    sys::rmdir(&p)
+                });
+            }
+            11 => {
+                let f = *pick(
+                    &mut self.rng,
+                    &[
+                        "status",
+                        "scrollback",
+                        "input",
+                        "ctl",
+                        "events",
+                        "transcript",
+                    ],
+                );
+                let rel = format!("{key}/{f}");
+                let p = self.p(&rel);
+                let _ = self.call("unlink", &rel, &[EPERM, ENOENT, EISDIR], || sys::unlink(&p));
+            }
+            12 => {
+                let rel = *pick(&mut self.rng, &["README", "status", "ctl", "sessions.json"]);
+                let p = self.p(rel);
+                let _ = self.call("unlink", rel, &[EPERM], || sys::unlink(&p));
+            }
+            13 => {
+                let rel = *pick(
+                    &mut self.rng,
+                    &["agent-transcripts/h1.jsonl", "agent-transcripts/run"],
+                );
+                let p = self.p(rel);
+                let _ = self.call("unlink", rel, &[EPERM, ENOENT], || sys::unlink(&p));
+            }
+            14 => {
+                let rel = *pick(&mut self.rng, &["link-here", "slots/link", "archived/link"]);
+                let p = self.p(rel);
+                let _ = self.call("symlink", rel, &[EPERM], || sys::symlink("status", &p));
+                let n = self.p("nod");
+                let _ = self.call("mknod", "nod", &[EPERM], || sys::mknod(&n));
+                let kn = format!("{key}/fifo");
+                let n = self.p(&kn);
+                let _ = self.call("mknod", &kn, &[EPERM, ENOENT], || sys::mknod(&n));
+            }
+            _ => {
+                let (a, b) = (format!("{key}/status"), format!("{key}/status.link"));
+                let (pa, pb) = (self.p(&a), self.p(&b));
+                let what = format!("{a} -> {b}");
+                let _ = self.call("link", &what, &[EPERM, ENOENT], || sys::link(&pa, &pb));
+                let s = format!("{key}/.meta.json.swp");
+                let ps = self.p(&s);
+                let pt = self.p(&format!("{key}/swp.link"));
+                let _ = self.call("link", &s, &[EPERM, ENOENT], || sys::link(&ps, &pt));
+                let rel = format!("{key}/meta.json");
+                let p = self.p(&rel);
+                let _ = self.call("chmod", &rel, &[ENOENT], || sys::chmod(&p, 0o600));
+                let rel = format!("{key}/status");
+                let p = self.p(&rel);
+                let _ = self.call("chmod", &rel, &[ENOENT, EPERM], || sys::chmod(&p, 0o644));
+            }
+        }
+    }
+
+    fn xattr(&mut self) {
+        let (rel, _) = self.readable();
+        let rel = if self.rng.chance(20) { self.key() } else { rel };
+        let p = self.p(&rel);
+        let name = *pick(
+            &mut self.rng,
+            &[
+                "user.chaos",
+                "system.posix_acl_access",
+                "security.selinux",
+                "trusted.x",
+            ],
+        );
+        match self.rng.below(4) {
+            0 => {
+                // The kernel checks an ACL's value itself (EINVAL).
+                let _ = self.call(
+                    "setxattr",
+                    &rel,
+                    &[ENOENT, EOPNOTSUPP, ELOOP, EINVAL],
+                    || sys::setxattr(&p, name),
+                );
+            }
+            1 => {
+                let _ = self.call("removexattr", &rel, &[ENOENT, EOPNOTSUPP, ELOOP], || {
+                    sys::removexattr(&p, name)
+                });
+            }
+            2 => {
+                // An ACL the file does not have: the kernel's ENODATA.
+                let _ = self.call(
+                    "getxattr",
+                    &rel,
+                    &[ENOENT, EOPNOTSUPP, ELOOP, libc::ENODATA],
+                    || sys::getxattr(&p, name),
+                );
+            }
+            _ => {
+                let _ = self.call("listxattr", &rel, &[ENOENT, EOPNOTSUPP, ELOOP], || {
+                    sys::listxattr(&p)
+                });
+            }
+        }
+    }
+
+    fn root_ctl(&mut self) {
+        let cmd: Vec<u8> = match self.rng.below(12) {
+            0 => b"new shell\n".to_vec(),
+            1 => format!("new shell title=made by chaos {}\n", self.rng.below(100)).into_bytes(),
+            2 => b"new hosted\n".to_vec(),
+            3 => b"new shell workspace=relative\n".to_vec(),
+            4 => b"archive-older 1h\n".to_vec(),
+            // Everything idle for 5 s: most sessions, now and then.
+            5 if self.rng.chance(15) => b"archive-older 5s\n".to_vec(),
+            6 => b"archive-older yesterday\n".to_vec(),
+            7 => b"\n\n".to_vec(),
+            8 => (0..self.rng.below(100))
+                .map(|_| self.rng.below(256) as u8)
+                .collect(),
+            9 => b"new nosuchengine\n".to_vec(),
+            _ => b"archive-older 30d\n".to_vec(),
+        };
+        self.write_file("ctl", "ctl", libc::O_WRONLY | libc::O_TRUNC, &cmd, &[]);
+    }
+
+    /// Opens a file and keeps it open.
+    fn hold(&mut self) {
+        if self.held.len() >= HELD {
+            return self.close_held();
+        }
+        let (rel, name) = self.readable();
+        let writable = matches!(
+            name.as_str(),
+            "input"
+                | "ctl"
+                | "prompt"
+                | "meta.json"
+                | "title"
+                | "project"
+                | "favourite"
+                | "archive"
+        ) || SCRATCH.contains(&name.as_str())
+            || rel.starts_with("slots/")
+            || rel.starts_with("agent-transcripts/");
+        let never = rel.contains(NEVER);
+        let writes = writable
+            && !(never && matches!(name.as_str(), "input" | "prompt"))
+            && self.rng.chance(50);
+        let flags = if writes {
+            if rel.starts_with("agent-transcripts/") {
+                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT
+            } else if SCRATCH.contains(&name.as_str()) || rel.starts_with("slots/") {
+                libc::O_WRONLY | libc::O_CREAT
+            } else {
+                libc::O_WRONLY
+            }
+        } else {
+            // A held `wait` must never block a later read.
+            libc::O_RDONLY | libc::O_NONBLOCK
+        };
+        let mut allowed = vec![ENOENT];
+        if rel.contains("transcript/") {
+            allowed.push(ESTALE);
+        }
+        if SCRATCH.contains(&name.as_str()) {
+            allowed.extend([ELOOP, ENOSPC]);
+        }
+        if rel.starts_with("slots/") {
+            allowed.extend([EFBIG, EINVAL]);
+        }
+        if writes && rel.starts_with("agent-transcripts/") {
+            allowed.push(EINVAL);
+        }
+        let p = self.p(&rel);
+        if let Ok(fd) = self.call("open(hold)", &rel, &allowed, || sys::open(&p, flags)) {
+            self.held.push(Held {
+                fd,
+                path: rel,
+                name,
+                writes,
+                written: 0,
+            });
+        }
+    }
+
+    fn use_held(&mut self) {
+        if self.held.is_empty() {
+            return self.hold();
+        }
+        let i = self.rng.below(self.held.len() as u64) as usize;
+        let (fd, rel, name, writes, written) = {
+            let h = &self.held[i];
+            (h.fd, h.path.clone(), h.name.clone(), h.writes, h.written)
+        };
+        let read_allowed: &[i32] = if name == "wait" {
+            &[ENOENT, EAGAIN]
+        } else {
+            &[ENOENT]
+        };
+        match self.rng.below(5) {
+            0 => {
+                let _ = self.call("fstat(held)", &rel, &[ENOENT], || sys::fstat(fd));
+                let _ = self.call("lseek(held)", &rel, &[ENOENT, EINVAL], || {
+                    sys::lseek_end(fd)
+                });
+            }
+            1 => {
+                let ms = self.rng.below(50) as i32;
+                if let Ok(revents) = self.call("poll(held)", &rel, &[], || sys::poll(fd, ms)) {
+                    if revents & (libc::POLLNVAL | libc::POLLERR) != 0 {
+                        self.sh
+                            .violation(&self.who, format!("poll {rel}: revents {revents:#x}"));
+                    }
+                }
+            }
+            2 if !writes => {
+                let _ = self.call("ftruncate(held)", &rel, &[EACCES, EINVAL, ENOENT], || {
+                    sys::ftruncate(fd, 0)
+                });
+            }
+            _ if writes => {
+                let data = if name == "input" {
+                    input_bytes(&mut self.rng)
+                } else if name == "ctl" {
+                    b"resize 100x30\n".to_vec()
+                } else if is_oneline(&name) {
+                    oneline_bytes(&mut self.rng, &name)
+                } else if rel.starts_with("slots/") {
+                    format!("{{\"sessionId\":\"held-{}\"}}", self.rng.below(100)).into_bytes()
+                } else if rel.starts_with("agent-transcripts/") {
+                    b"{\"type\":\"text\",\"text\":\"held\"}\n".to_vec()
+                } else if name == "prompt" {
+                    b"echo held-prompt".to_vec()
+                } else {
+                    vec![b'{'; self.rng.below(100) as usize]
+                };
+                let wa = write_errnos(&rel, &name);
+                let at_end = self.rng.chance(80);
+                let r = if at_end {
+                    self.call("write(held)", &rel, &wa, || sys::write(fd, &data))
+                } else {
+                    let at = self.rng.below(1 << 21);
+                    self.call("pwrite(held)", &rel, &wa, || sys::pwrite(fd, &data, at))
+                };
+                if let Ok(n) = r {
+                    self.held[i].written = written + n as u64;
+                }
+            }
+            _ => {
+                let at = self.rng.below(1 << 18);
+                let n = self.rng.below(1 << 16) as usize + 1;
+                let _ = self.call("pread(held)", &rel, read_allowed, || sys::pread(fd, at, n));
+                let _ = self.call("read(held)", &rel, read_allowed, || sys::read(fd, 4096));
+            }
+        }
+    }
+
+    fn close_held(&mut self) {
+        if !self.held.is_empty() {
+            let i = self.rng.below(self.held.len() as u64) as usize;
+            self.close_one(i);
+        }
+    }
+
+    fn close_one(&mut self, i: usize) {
+        let h = self.held.swap_remove(i);
+        let allowed = if h.writes {
+            close_errnos(&h.path, &h.name)
+        } else {
+            vec![]
+        };
+        let _ = self.call("close(held)", &h.path, &allowed, || sys::close(h.fd));
+    }
+
+    /// `wait`: with O_NONBLOCK here, or a blocking `cat` in a child that
+    /// `timeout` signals after a second.
+    fn wait(&mut self) {
+        let key = self.key();
+        let base = self.base(&key);
+        let rel = format!("{base}/wait");
+        if self.rng.chance(60) {
+            let p = self.p(&rel);
+            let Ok(fd) = self.call("open", &rel, &[ENOENT], || {
+                sys::open(&p, libc::O_RDONLY | libc::O_NONBLOCK)
+            }) else {
+                return;
+            };
+            let _ = self.call("read(nonblock)", &rel, &[EAGAIN, ENOENT], || {
+                sys::read(fd, 64)
+            });
+            let _ = self.call("close", &rel, &[], || sys::close(fd));
+            return;
+        }
+        let p = self.p(&rel);
+        let child = Command::new("timeout")
+            .args(["-s", "TERM", "1", "cat"])
+            .arg(&p)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
+        let Ok(mut child) = child else { return };
+        self.sh.children.lock().unwrap().push(child.id());
+        let t0 = Instant::now();
+        *self.sh.slots[self.id].lock().unwrap() =
+            Some((format!("child `timeout 1 cat {rel}`"), t0));
+        let mut ended = false;
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = child.try_wait() {
+                ended = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        *self.sh.slots[self.id].lock().unwrap() = None;
+        if !ended {
+            self.sh.violation(
+                &self.who,
+                format!("`timeout 1 cat {rel}` still running after 10 s"),
+            );
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = child.wait();
+        }
+        let mut tally = self.sh.tally.lock().unwrap();
+        let e = tally
+            .entry((
+                "child cat wait".into(),
+                if ended { "ok" } else { "hung" }.into(),
+            ))
+            .or_default();
+        e.0 += 1;
+        e.1 = e.1.max(t0.elapsed());
+    }
+
+    fn slots(&mut self) {
+        let w = *pick(&mut self.rng, &WORLDS);
+        let slot = *pick(
+            &mut self.rng,
+            &["1", "2", "3", "4", "5", "0", "01", "x", "4294967296"],
+        );
+        let rel = format!("slots/{w}/{slot}");
+        let bad_slot = matches!(slot, "0" | "01" | "x" | "4294967296");
+        match self.rng.below(6) {
+            0..=2 => {
+                let data: Vec<u8> = match self.rng.below(6) {
+                    0 => b"{\"sessionId\":\"\"}".to_vec(),
+                    1 => b"{not json".to_vec(),
+                    2 => format!("{{\"sessionId\":\"{}\"}}", "a".repeat(200)).into_bytes(),
+                    3 if self.rng.chance(10) => {
+                        format!("{{\"sessionId\":\"s\",\"name\":\"{}\"}}", "n".repeat(1_100_000))
+                            .into_bytes()
+                    }
+                    _ => format!(
+                        "{{\"sessionId\":\"s-{}\",\"name\":\"n\",\"workspace\":\"/w\",\"harness\":\"claude\"}}\n",
+                        self.rng.below(1000)
+                    )
+                    .into_bytes(),
+                };
+                // A world is always there, but a create that meets an
+                // `rmdir` of it in the kernel finds it removed (ENOENT).
+                let open_allowed: &[i32] = if bad_slot {
+                    &[EINVAL, ENOENT]
+                } else {
+                    &[ENOENT]
+                };
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+                self.write_file(&rel, slot, flags, &data, open_allowed);
+            }
+            3 => {
+                let p = self.p(&rel);
+                let allowed: &[i32] = if bad_slot {
+                    &[ENOENT, EINVAL]
+                } else {
+                    &[ENOENT, EAGAIN, ETIMEDOUT]
+                };
+                let _ = self.call("unlink", &rel, allowed, || sys::unlink(&p));
+            }
+            4 => {
+                let rel = if self.rng.chance(50) {
+                    format!("slots/{w}")
+                } else {
+                    "slots/not-a-guid".into()
+                };
+                let p = self.p(&rel);
+                let _ = self.call("mkdir", &rel, &[EEXIST, EINVAL], || sys::mkdir(&p));
+            }
+            _ => {
+                let rel = format!("slots/{w}");
+                let p = self.p(&rel);
+                let _ = self.call("readdir", &rel, &[], || sys::readdir(&p));
+            }
+        }
+    }
+
+    fn hosted(&mut self) {
+        let h = *pick(&mut self.rng, &HOSTED);
+        let rel = format!("agent-transcripts/{h}.jsonl");
+        match self.rng.below(8) {
+            0..=2 => {
+                let data: Vec<u8> = match self.rng.below(5) {
+                    0 => b"{\"text\":\"no type\"}\n".to_vec(),
+                    1 => b"{\"type\":\"half".to_vec(),
+                    _ => format!(
+                        "{{\"type\":\"text\",\"text\":\"entry {}\"}}\n",
+                        self.rng.below(1000)
+                    )
+                    .into_bytes(),
+                };
+                let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT;
+                self.write_file(&rel, "jsonl", flags, &data, &[]);
+            }
+            3 => {
+                let p = self.p(&rel);
+                let _ = self.call("open(O_TRUNC)", &rel, &[EPERM, ENOENT], || {
+                    sys::open(&p, libc::O_WRONLY | libc::O_TRUNC).map(|fd| {
+                        let _ = sys::close(fd);
+                    })
+                });
+                let _ = self.call("open(O_RDWR)", &rel, &[EINVAL, ENOENT], || {
+                    sys::open(&p, libc::O_RDWR).map(|fd| {
+                        let _ = sys::close(fd);
+                    })
+                });
+            }
+            4 => {
+                let rel = *pick(
+                    &mut self.rng,
+                    &[
+                        "agent-transcripts/bad name.jsonl",
+                        "agent-transcripts/x.txt",
+                    ],
+                );
+                let p = self.p(rel);
+                let _ = self.call("create", rel, &[EINVAL], || {
+                    sys::open(&p, libc::O_WRONLY | libc::O_CREAT).map(|fd| {
+                        let _ = sys::close(fd);
+                    })
+                });
+            }
+            5 => {
+                let data = format!(
+                    "{{\"type\":\"run-state\",\"phase\":\"p{}\"}}\n",
+                    self.rng.below(9)
+                );
+                self.write_file(
+                    "agent-transcripts/run",
+                    "run",
+                    libc::O_WRONLY | libc::O_TRUNC,
+                    data.as_bytes(),
+                    &[],
+                );
+            }
+            _ => {
+                let page = self.rng.below(4);
+                let rel = format!("hosted:{h}/transcript/page-{page}");
+                let p = self.p(&rel);
+                let Ok(fd) = self.call("open", &rel, &[ENOENT, ESTALE], || {
+                    sys::open(&p, libc::O_RDONLY)
+                }) else {
+                    return;
+                };
+                while let Ok(b) = self.call("read", &rel, &[], || sys::read(fd, 65536)) {
+                    if b.is_empty() {
+                        break;
+                    }
+                }
+                let _ = self.call("close", &rel, &[], || sys::close(fd));
+            }
+        }
+    }
+
+    /// The Claude conversation grows in its store, or a file is mapped.
+    fn store_or_map(&mut self) {
+        if self.rng.chance(60) {
+            let line = self.sh.store_rest.lock().unwrap().pop();
+            if let Some(line) = line {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&self.sh.claude_store)
+                    .unwrap();
+                f.write_all(&line).unwrap();
+            }
+            return;
+        }
+        // mmap in a child: a mapping that outruns the file gets SIGBUS,
+        // which must end only that child.
+        let (rel, _) = self.readable();
+        let p = self.p(&rel);
+        let child = Command::new("python3")
+            .args([
+                "-c",
+                "import mmap,os,sys\nf=os.open(sys.argv[1],os.O_RDONLY)\nn=os.fstat(f).st_size\nif n:\n m=mmap.mmap(f,n,mmap.MAP_PRIVATE,mmap.PROT_READ)\n m[:min(n,4096)]",
+            ])
+            .arg(&p)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
+        let Ok(mut child) = child else { return };
+        self.sh.children.lock().unwrap().push(child.id());
+        let t0 = Instant::now();
+        *self.sh.slots[self.id].lock().unwrap() = Some((format!("child mmap {rel}"), t0));
+        while t0.elapsed() < HANG && !matches!(child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        *self.sh.slots[self.id].lock().unwrap() = None;
+        if t0.elapsed() >= HANG {
+            self.sh
+                .violation(&self.who, format!("mmap of {rel} in a child hung"));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The sentinel and the watchdog.
+
+fn sentinel(sh: &Shared, slot: usize) {
+    while !sh.stop.load(Ordering::Relaxed) {
+        for what in ["read status", "ls /"] {
+            let t0 = Instant::now();
+            *sh.slots[slot].lock().unwrap() = Some((format!("sentinel: {what}"), t0));
+            let result = if what == "ls /" {
+                sys::readdir(&sh.mnt).map(drop)
+            } else {
+                std::fs::read(sh.mnt.join("status"))
+                    .map_err(|e| e.raw_os_error().unwrap_or(0))
+                    .and_then(|b| {
+                        serde_json::from_slice::<Value>(&b)
+                            .map(drop)
+                            .map_err(|_| -1)
+                    })
+            };
+            *sh.slots[slot].lock().unwrap() = None;
+            let took = t0.elapsed();
+            {
+                let mut worst = sh.sentinel_worst.lock().unwrap();
+                *worst = (*worst).max(took);
+            }
+            if let Err(e) = result {
+                sh.violation("sentinel", format!("{what}: {}", errno_name(e)));
+            }
+            if took > SENTINEL_LIMIT {
+                sh.violation("sentinel", format!("{what} took {took:.2?}"));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What each thread of `pid` waits in, for a report of a hang.
+fn stacks(pid: u32) -> String {
+    let mut out = String::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let tid = t.file_name().to_string_lossy().into_owned();
+        let comm =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+        let wchan =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan")).unwrap_or_default();
+        let stack =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).unwrap_or_default();
+        let top: Vec<&str> = stack.lines().take(6).collect();
+        out.push_str(&format!(
+            "  {tid} {} wchan={wchan}: {}\n",
+            comm.trim(),
+            top.join(" | ")
+        ));
+    }
+    out
+}
+
+/// Writes where every thread of the daemon and of this test waits (kernel
+/// stacks, and the daemon's own with gdb when it is installed) to a file
+/// that outlives the test; returns its path.
+fn dump(daemon: u32, why: &str) -> PathBuf {
+    let path = PathBuf::from(format!(
+        "/tmp/chaos-dump-{}-{}.txt",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    ));
+    let mut text = format!("{why}\n\ndaemon {daemon}:\n{}\n", stacks(daemon));
+    text.push_str(&format!(
+        "test {}:\n{}\n",
+        std::process::id(),
+        stacks(std::process::id())
+    ));
+    // gdb stops the daemon while it looks: only when asked.
+    if std::env::var_os("CHAOS_GDB").is_none() {
+        let _ = std::fs::write(&path, text);
+        return path;
+    }
+    let gdb = Command::new("timeout")
+        .args([
+            "-s",
+            "KILL",
+            "60",
+            "gdb",
+            "-p",
+            &daemon.to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt",
+        ])
+        .stdin(Stdio::null())
+        .output();
+    if let Ok(out) = gdb {
+        text.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    let _ = std::fs::write(&path, text);
+    path
+}
+
+/// Aborts the FUSE connection of the mount at `mnt` (its number is the
+/// mount's device minor).
+fn abort_connection(mnt: &Path) {
+    if let Ok(st) = sys::stat(mnt, false) {
+        let minor = libc::minor(st.st_dev);
+        let _ = std::fs::write(format!("/sys/fs/fuse/connections/{minor}/abort"), "1");
+    }
+}
+
+/// Threads of `pid`, by name.
+fn thread_names(pid: u32) -> BTreeMap<String, usize> {
+    let mut names = BTreeMap::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            *names.entry(comm.trim().to_string()).or_insert(0) += 1;
+        }
+    }
+    names
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reads a file of `/proc` on a thread of its own, for at most a second:
+/// some of them wait for a process that is in `execve` (see
+/// `procinfo::status` in the daemon).
+fn read_bounded(path: String) -> Option<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read(path).ok());
+    });
+    rx.recv_timeout(Duration::from_secs(1)).ok().flatten()
+}
+
+/// Processes whose environment names this host's home: every shell,
+/// master and program the daemon started (and the daemon itself).
+fn host_processes(home: &Path) -> Vec<(u32, String)> {
+    let needle = format!("HOME={}", home.display());
+    let mut found = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Some(env) = read_bounded(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let zombie = status
+            .lines()
+            .any(|l| l.starts_with("State:") && (l.contains('Z') || l.contains('X')));
+        if env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) && !zombie {
+            let cmd = read_bounded(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            found.push((pid, cmd));
+        }
+    }
+    found
+}
+
+fn stand_in(host: &Host, name: &str) -> String {
+    let path = host.path(name);
+    std::fs::write(&path, "#!/bin/sh\nexec cat\n").unwrap();
+    sh_ok(&format!("chmod +x '{}'", path.display()));
+    path.display().to_string()
+}
+
+fn write_rel(m: &Mount, rel: &str, data: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .append(rel.starts_with("agent-transcripts/"))
+        .create(true)
+        .truncate(!rel.starts_with("agent-transcripts/"))
+        .open(m.path(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    f.write_all(data.as_bytes()).unwrap();
+}
+
+#[test]
+fn a_storm_of_hostile_clients_leaves_the_daemon_answering_and_whole() {
+    let seed = env_num("CHAOS_SEED", 0x5e55_10f5);
+    let secs = env_num("CHAOS_SECS", 22);
+    let threads = env_num("CHAOS_THREADS", 8).clamp(1, 32) as usize;
+    eprintln!(
+        "chaos: seed {seed:#x} (CHAOS_SEED), {secs} s (CHAOS_SECS), {threads} clients (CHAOS_THREADS)"
+    );
+
+    let host = Host::new();
+    // Stores with a Claude and a Codex conversation; the Claude one grows
+    // during the storm.
+    let claude_file = host.path(&format!("claude/projects/-work-chaos/{CLAUDE_ID}.jsonl"));
+    std::fs::create_dir_all(claude_file.parent().unwrap()).unwrap();
+    let mut shape = Shape::new(40, seed);
+    shape.half_line = false;
+    let text = claude(&shape);
+    let lines: Vec<Vec<u8>> = text
+        .split_inclusive(|b| *b == b'\n')
+        .map(|l| l.to_vec())
+        .collect();
+    let keep = lines.len() * 6 / 10;
+    std::fs::write(&claude_file, lines[..keep].concat()).unwrap();
+    let mut rest: Vec<Vec<u8>> = lines[keep..].to_vec();
+    rest.reverse();
+    let codex_file = host.path(&format!(
+        "codex/sessions/2026/01/01/rollout-2026-01-01T00-00-00-{CODEX_ID}.jsonl"
+    ));
+    std::fs::create_dir_all(codex_file.parent().unwrap()).unwrap();
+    std::fs::write(&codex_file, codex(&Shape::new(12, seed ^ 1))).unwrap();
+    let claude_root = host.path("claude");
+    let codex_root = host.path("codex");
+    let fake_claude = stand_in(&host, "fake-claude");
+    let fake_codex = stand_in(&host, "fake-codex");
+    let host = host
+        .with_env("CLAUDE_CONFIG_DIR", claude_root.to_str().unwrap())
+        .with_env("CODEX_HOME", codex_root.to_str().unwrap())
+        .with_env("SESSIONFS_ENGINE_CLAUDE", &fake_claude)
+        .with_env("SESSIONFS_ENGINE_CODEX", &fake_codex)
+        .with_env("AGENT_SESSIONS_SCROLLBACK_BYTES", "262144")
+        .with_env("AGENT_SESSIONS_PROMPT_TIMEOUT", "5")
+        .with_env("AGENT_SESSIONS_HISTORY_PAGE_TURNS", "4")
+        .with_env("EDITOR", "/bin/true")
+        .with_env("VISUAL", "/bin/true");
+    let mut m = host.mount("mnt");
+    let daemon = m.pid();
+
+    for key in LIVE {
+        m.live_shell(key);
+    }
+    sh_ok(&format!("mkdir {}", m.q(NEVER)));
+    for key in IDLE {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+    }
+    for (i, w) in WORLDS.iter().enumerate() {
+        for slot in 1..=3 - i {
+            write_rel(
+                &m,
+                &format!("slots/{w}/{slot}"),
+                &format!("{{\"sessionId\":\"seed-{slot}\",\"name\":\"n{slot}\"}}"),
+            );
+        }
+    }
+    for h in &HOSTED[..2] {
+        for i in 0..9 {
+            write_rel(
+                &m,
+                &format!("agent-transcripts/{h}.jsonl"),
+                &format!("{{\"type\":\"text\",\"text\":\"seed {i}\"}}\n"),
+            );
+        }
+    }
+    let mut keys: Vec<String> = LIVE.iter().map(|k| k.to_string()).collect();
+    keys.push(NEVER.into());
+    keys.extend(IDLE.iter().map(|k| k.to_string()));
+    keys.push(format!("claude:{CLAUDE_ID}"));
+    keys.push(format!("codex:{CODEX_ID}"));
+    keys.extend(HOSTED.iter().map(|h| format!("hosted:{h}")));
+    for k in &keys[..keys.len() - 1] {
+        assert!(m.path(k).exists(), "{k} is not there before the storm");
+    }
+
+    let threads_before = thread_names(daemon);
+    let pool_before = m.json("status")["slow_ops"]["threads"]
+        .as_u64()
+        .unwrap_or(0);
+    let rss_before = rss_kib(daemon);
+    eprintln!(
+        "chaos: daemon {daemon}: {} threads ({pool_before} in the pool), {rss_before} KiB before",
+        threads_before.values().sum::<usize>()
+    );
+
+    let shared = Arc::new(Shared {
+        mnt: m.mnt.clone(),
+        claude_store: claude_file.clone(),
+        started: Instant::now(),
+        stop: AtomicBool::new(false),
+        keys: Mutex::new(keys),
+        slots: (0..=threads).map(|_| Mutex::new(None)).collect(),
+        ops: (0..threads).map(|_| Mutex::new(None)).collect(),
+        violations: Mutex::new(vec![]),
+        children: Mutex::new(vec![]),
+        store_rest: Mutex::new(rest),
+        tally: Mutex::new(BTreeMap::new()),
+        sentinel_worst: Mutex::new(Duration::ZERO),
+    });
+
+    let mut handles = vec![];
+    for id in 0..threads {
+        let sh = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("client-{id}"))
+                .spawn(move || {
+                    let mut c = Client {
+                        id,
+                        who: format!("client {id}"),
+                        sh: &sh,
+                        rng: Rng::new(seed.wrapping_add(id as u64 * 7919)),
+                        held: vec![],
+                    };
+                    c.run();
+                })
+                .unwrap(),
+        );
+    }
+    {
+        let sh = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name("sentinel".into())
+                .spawn(move || sentinel(&sh, threads))
+                .unwrap(),
+        );
+    }
+
+    // The watchdog: until every client has stopped, nothing may be stuck.
+    // A sentinel call slow past 1.5 s has the daemon's threads written down
+    // once, while they are still where they wait.
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut hung: Vec<String> = vec![];
+    let mut dumped = false;
+    // The daemon's memory every 5 s: growth that does not level off shows.
+    let mut rss_samples: Vec<u64> = vec![];
+    let mut next_sample = Instant::now();
+    loop {
+        if Instant::now() >= next_sample {
+            rss_samples.push(rss_kib(daemon) / 1024);
+            next_sample += Duration::from_secs(5);
+        }
+        if Instant::now() >= until {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        for (i, slot) in shared.slots.iter().enumerate() {
+            let Some((what, since)) = slot.lock().unwrap().clone() else {
+                continue;
+            };
+            if since.elapsed() > HANG {
+                hung.push(format!("thread {i}: {what} for {:.1?}", since.elapsed()));
+            } else if i == threads && since.elapsed() > Duration::from_millis(1500) && !dumped {
+                dumped = true;
+                let file = dump(daemon, &format!("sentinel slow: {what}"));
+                eprintln!(
+                    "chaos: the sentinel waits: threads written to {}",
+                    file.display()
+                );
+            }
+        }
+        for (i, op) in shared.ops.iter().enumerate() {
+            if let Some((what, since)) = op.lock().unwrap().clone() {
+                if since.elapsed() > STEP_HANG {
+                    hung.push(format!(
+                        "client {i}: step {what:?} for {:.1?}",
+                        since.elapsed()
+                    ));
+                }
+            }
+        }
+        if !hung.is_empty() || handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !hung.is_empty() {
+        let report = format!("chaos: seed {seed:#x}: stuck calls:\n{}", hung.join("\n"));
+        eprintln!("{report}");
+        let file = dump(daemon, &report);
+        eprintln!("chaos: threads written to {}", file.display());
+        for pid in shared.children.lock().unwrap().iter() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        // A daemon thread may wait in the kernel on its own mount: only
+        // aborting the connection frees everyone.
+        abort_connection(&m.mnt);
+        m.kill9();
+        panic!("{report}\nlog tail:\n{}", tail(&m.log_text(), 40));
+    }
+    for h in handles {
+        h.join().expect("a client panicked");
+    }
+    for pid in shared.children.lock().unwrap().iter() {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    // What the storm did.
+    let tally = shared.tally.lock().unwrap().clone();
+    let total: u64 = tally.values().map(|v| v.0).sum();
+    eprintln!(
+        "chaos: {total} calls in {:.1?}; sentinel's slowest answer {:.1?}",
+        shared.started.elapsed(),
+        *shared.sentinel_worst.lock().unwrap()
+    );
+    for ((op, errno), (n, worst)) in &tally {
+        eprintln!("chaos:   {op:<16} {errno:<12} {n:>7}  slowest {worst:.1?}");
+    }
+    let status = m.json("status");
+    eprintln!(
+        "chaos: status after: slow_ops {} waits {} inodes {} runtimes {}",
+        status["slow_ops"], status["waits"], status["inodes"], status["runtimes"]
+    );
+
+    // (1), (2): every errno allowed, nothing too slow, the sentinel answered.
+    let violations = shared.violations.lock().unwrap().clone();
+    let log = m.log_text();
+    // (3): no handler failed inside the daemon.
+    let internal: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("internal error") || l.contains("panicked"))
+        .take(20)
+        .collect();
+    if !violations.is_empty() || !internal.is_empty() {
+        let kept = format!("/tmp/chaos-{}-daemon.log", std::process::id());
+        let _ = std::fs::copy(&m.log, &kept);
+        eprintln!("chaos: the daemon's log is kept in {kept}");
+    }
+    assert!(
+        violations.is_empty() && internal.is_empty(),
+        "seed {seed:#x}: {} violations:\n{}\n\ninternal errors in the log:\n{}",
+        violations.len(),
+        violations
+            .iter()
+            .take(60)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n"),
+        internal.join("\n")
+    );
+
+    // Blocked waits and slow operations drain.
+    wait_for(20, "blocked waits and slow operations to drain", || {
+        let s = m.json("status");
+        s["waits"] == 0 && s["slow_ops"]["in_flight"] == 0
+    });
+    let inodes = m.json("status")["inodes"].as_u64().unwrap();
+    assert!(inodes <= 16_384 + 1024, "{inodes} inode numbers held");
+
+    // The session nobody wrote to never started.
+    let never = if m.path(NEVER).exists() {
+        m.json(&format!("{NEVER}/status"))
+    } else {
+        m.json(&format!("archived/{NEVER}/status"))
+    };
+    assert!(
+        never["outcome"].is_null() && never["master_pid"].is_null(),
+        "{NEVER} was started: {never}"
+    );
+
+    // No archived session runs (an archive ends its processes, and no
+    // open that raced with it starts them again).
+    for entry in std::fs::read_dir(m.path("archived")).unwrap().flatten() {
+        let key = entry.file_name().to_string_lossy().into_owned();
+        let rel = format!("archived/{key}/status");
+        wait_for(10, &format!("{key}, archived, to have no master"), || {
+            !m.path(&rel).exists() || m.json(&rel)["master_pid"].is_null()
+        });
+    }
+    let mirror_resets = log
+        .lines()
+        .filter(|l| l.contains("screen mirror failed"))
+        .count();
+    eprintln!("chaos: screen mirror resets (vt100 panics it contained): {mirror_resets}");
+
+    // (4) Every session stops; no master, shell or program is left.
+    let live_keys: Vec<String> = std::fs::read_dir(&m.mnt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(':'))
+        .collect();
+    for key in &live_keys {
+        if key.starts_with("hosted:") {
+            continue;
+        }
+        let out = sh(&format!(
+            "timeout 20 sh -c 'echo stop > {}'",
+            m.q(&format!("{key}/ctl"))
+        ));
+        assert!(
+            out.status.success(),
+            "stop of {key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    wait_for(20, "every master to end", || host.masters().is_empty());
+    let home = host.path("home");
+    wait_for(20, "every shell and program of the test to end", || {
+        host_processes(&home).iter().all(|(pid, _)| *pid == daemon)
+    });
+
+    // A fresh session works.
+    m.live_shell("shell:after");
+    m.type_line("shell:after", "echo after-$((40+2))");
+    m.wait_output_line("shell:after", "after-42");
+    sh_ok(&format!("echo stop > {}", m.q("shell:after/ctl")));
+    wait_for(20, "the fresh session's master to end", || {
+        host.masters().is_empty()
+    });
+
+    // (5) Threads back to what they were (the pool's own shrink when idle
+    // for 30 s, and are capped at 72); memory bounded.
+    let threads_after = thread_names(daemon);
+    let pool_after = m.json("status")["slow_ops"]["threads"]
+        .as_u64()
+        .unwrap_or(0);
+    let others =
+        |t: &BTreeMap<String, usize>, pool: u64| t.values().sum::<usize>() as i64 - pool as i64;
+    let (before, after) = (
+        others(&threads_before, pool_before),
+        others(&threads_after, pool_after),
+    );
+    eprintln!(
+        "chaos: threads outside the pool: {before} before, {after} after ({pool_after} in the pool); {threads_before:?} -> {threads_after:?}"
+    );
+    assert!(pool_after <= 72, "{pool_after} pool threads");
+    assert!(
+        after <= before + 2,
+        "threads grew: {threads_before:?} -> {threads_after:?}"
+    );
+    // Bounded memory. Per session the clients use (at most 40): a 256 KiB
+    // ring and a VT mirror of two grids (main and alternate) of at most
+    // 301×101 cells, the largest `resize` sent here, at about 40 bytes a
+    // cell: 2.7 MiB. Then the editors' scratch files, 64 MiB at most,
+    // slot worlds of a few KiB, the request threads' 2 MiB reply buffers
+    // and the allocator's slack (64 MiB). Growth that does not level off
+    // passes that in a long run (`rss_samples` shows the curve).
+    let per_session = 256 * 1024 + 2 * 301 * 101 * 40;
+    let cap_kib = (40 * per_session + (64 << 20) + (64 << 20)) / 1024;
+    let rss_after = rss_kib(daemon);
+    eprintln!(
+        "chaos: RSS {rss_before} KiB before, {rss_after} KiB after (cap {cap_kib} KiB over the start); every 5 s (MiB): {rss_samples:?}"
+    );
+    assert!(
+        rss_after < rss_before + cap_kib as u64,
+        "RSS grew from {rss_before} KiB to {rss_after} KiB"
+    );
+
+    // SIGTERM unmounts cleanly.
+    assert_eq!(m.terminate(), Some(0), "the daemon's exit code");
+    assert!(!is_mounted(&m.mnt), "still mounted");
+    let left = host_processes(&home);
+    assert!(left.is_empty(), "left running: {left:?}");
+    let log = m.log_text();
+    let internal: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("internal error") || l.contains("panicked"))
+        .collect();
+    assert!(internal.is_empty(), "{internal:?}");
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
