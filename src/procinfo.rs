@@ -145,7 +145,9 @@ mod tests {
         // is async-signal-safe.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut child, || {
-                nix::unistd::setsid().map(drop).map_err(std::io::Error::from)
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
         }
         let mut child = child.spawn().unwrap();
