@@ -370,7 +370,10 @@ impl SlotStore {
         self.update(&world, DIR_LOCK_WAIT, |map| map.remove(&slot).is_some())
     }
 
-    /// Worlds that hold at least one record, sorted.
+    /// Worlds that hold at least one record, sorted: those with a file,
+    /// since a world's file goes with its last record. Names only: a
+    /// listing reads no world's records (each may hold 4 MiB). A damaged
+    /// file is listed too; reading it says what is wrong.
     pub fn worlds(&self) -> Vec<String> {
         let Ok(dir) = std::fs::read_dir(&self.slots_dir) else {
             return Vec::new();
@@ -381,7 +384,6 @@ impl SlotStore {
                 let stem = name.strip_suffix(".json")?;
                 (parse_world(stem).ok()? == stem).then(|| stem.to_string())
             })
-            .filter(|world| !self.slots(world).is_empty())
             .collect();
         worlds.sort();
         worlds
@@ -929,6 +931,8 @@ mod tests {
             libc::EIO
         );
         assert_eq!(std::fs::read(&file).unwrap(), b"{broken");
+        // Still listed: what was there is not hidden.
+        assert_eq!(s.worlds(), vec![W.to_string()]);
     }
 
     #[test]
