@@ -137,7 +137,8 @@ mod tests {
     fn status_tells_the_session_and_an_exit() {
         let me = std::process::id();
         let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
-        assert!(session_members(sid).contains(&me));
+        // In a container whose session leader is outside it, getsid says 0.
+        assert!(sid == 0 || session_members(sid).contains(&me));
         // A child in a session of its own is a member of that one only.
         let mut child = std::process::Command::new("sleep");
         child.arg("30");
