@@ -222,87 +222,70 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Output that exercises the corners: wide and combining characters,
-    /// scroll regions, insert/delete, origin mode, the alternate screen,
-    /// cursor moves far off screen.
+    /// Pieces of output both strategies draw from: wide and combining
+    /// characters, controls, erases, cursor moves far off screen, scroll
+    /// regions, insert/delete, origin mode.
+    const COMMON: &[&[u8]] = &[
+        b"a",
+        "\u{4e2d}".as_bytes(),
+        "\u{1f600}".as_bytes(),
+        "\u{301}".as_bytes(),
+        b"\r",
+        b"\n",
+        b"\t",
+        b"\x08",
+        b"\x1b[2J",
+        b"\x1b[2K",
+        b"\x1b[H",
+        b"\x1b[5;5H",
+        b"\x1b[999;999H",
+        b"\x1b[1;2r",
+        b"\x1b[r",
+        b"\x1b[L",
+        b"\x1b[M",
+        b"\x1b[@",
+        b"\x1b[P",
+        b"\x1b[X",
+        b"\x1b[10C",
+        b"\x1b[10D",
+        b"\x1b[?6h",
+        b"\x1b[?6l",
+    ];
+
+    fn drawn_from(more: &[&'static [u8]], max: usize) -> impl Strategy<Value = Vec<u8>> {
+        let pieces: Vec<&'static [u8]> = COMMON.iter().chain(more).copied().collect();
+        prop::collection::vec(prop::sample::select(pieces), 0..max).prop_map(|p| p.concat())
+    }
+
+    /// Output that exercises the corners, the alternate screen and saved
+    /// cursors included.
     fn output() -> impl Strategy<Value = Vec<u8>> {
-        let pieces: Vec<&'static [u8]> = vec![
-            b"a",
-            "\u{4e2d}".as_bytes(),
-            "\u{1f600}".as_bytes(),
-            "\u{301}".as_bytes(),
-            b"\r",
-            b"\n",
-            b"\t",
-            b"\x08",
-            b"\x1b[2J",
-            b"\x1b[J",
-            b"\x1b[1J",
-            b"\x1b[2K",
-            b"\x1b[H",
-            b"\x1b[5;5H",
-            b"\x1b[999;999H",
-            b"\x1b[1;2r",
-            b"\x1b[2;3r",
-            b"\x1b[3;1r",
-            b"\x1b[r",
-            b"\x1b[L",
-            b"\x1b[M",
-            b"\x1b[@",
-            b"\x1b[P",
-            b"\x1b[X",
-            b"\x1b[S",
-            b"\x1b[T",
-            b"\x1b[10C",
-            b"\x1b[10D",
-            b"\x1bM",
-            b"\x1bD",
-            b"\x1bE",
-            b"\x1b7",
-            b"\x1b8",
-            b"\x1b[?6h",
-            b"\x1b[?6l",
-            b"\x1b[?7h",
-            b"\x1b[?7l",
-            b"\x1b[?1049h",
-            b"\x1b[?1049l",
-        ];
-        prop::collection::vec(prop::sample::select(pieces), 0..300).prop_map(|p| p.concat())
+        drawn_from(
+            &[
+                b"\x1b[J",
+                b"\x1b[1J",
+                b"\x1b[2;3r",
+                b"\x1b[3;1r",
+                b"\x1b[S",
+                b"\x1b[T",
+                b"\x1bM",
+                b"\x1bD",
+                b"\x1bE",
+                b"\x1b7",
+                b"\x1b8",
+                b"\x1b[?7h",
+                b"\x1b[?7l",
+                b"\x1b[?1049h",
+                b"\x1b[?1049l",
+            ],
+            300,
+        )
     }
 
     /// [`output`] without what saves and restores the cursor (`ESC 7`,
     /// `ESC 8`, the alternate screen's `?1049`).
     fn unsaved_output() -> impl Strategy<Value = Vec<u8>> {
-        let pieces: Vec<&'static [u8]> = vec![
-            b"a",
-            "\u{4e2d}".as_bytes(),
-            "\u{1f600}".as_bytes(),
-            "\u{301}".as_bytes(),
-            b"\r",
-            b"\n",
-            b"\t",
-            b"\x08",
-            b"\x1b[2J",
-            b"\x1b[2K",
-            b"\x1b[K",
-            b"\x1b[H",
-            b"\x1b[5;5H",
-            b"\x1b[999;999H",
-            b"\x1b[1;2r",
-            b"\x1b[r",
-            b"\x1b[L",
-            b"\x1b[M",
-            b"\x1b[@",
-            b"\x1b[P",
-            b"\x1b[X",
-            b"\x1b[10C",
-            b"\x1b[10D",
-            b"\x1b[?6h",
-            b"\x1b[?6l",
-            b"\x1b[?47h",
-            b"\x1b[?47l",
-        ];
-        prop::collection::vec(prop::sample::select(pieces), 0..200).prop_map(|p| p.concat())
+        drawn_from(&[b"\x1b[K", b"\x1b[?47h", b"\x1b[?47l"], 200)
     }
 
     proptest! {
