@@ -578,6 +578,22 @@ impl<'a> Client<'a> {
         self.sh.path(rel)
     }
 
+    /// Starts `cmd` in a group of its own with no standard streams, known
+    /// to the cleanup and named to the watchdog as `what`.
+    fn child(&self, mut cmd: Command, what: String) -> Option<(std::process::Child, Instant)> {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        self.sh.children.lock().unwrap().push(child.id());
+        let t0 = Instant::now();
+        *self.sh.slots[self.id].lock().unwrap() = Some((what, t0));
+        Some((child, t0))
+    }
+
     fn key(&mut self) -> String {
         let keys = self.sh.keys.lock().unwrap();
         keys[self.rng.below(keys.len() as u64) as usize].clone()
@@ -1650,19 +1666,11 @@ impl<'a> Client<'a> {
             return;
         }
         let p = self.p(&rel);
-        let child = Command::new("timeout")
-            .args(["-s", "TERM", "1", "cat"])
-            .arg(&p)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn();
-        let Ok(mut child) = child else { return };
-        self.sh.children.lock().unwrap().push(child.id());
-        let t0 = Instant::now();
-        *self.sh.slots[self.id].lock().unwrap() =
-            Some((format!("child `timeout 1 cat {rel}`"), t0));
+        let mut cat = Command::new("timeout");
+        cat.args(["-s", "TERM", "1", "cat"]).arg(&p);
+        let Some((mut child, t0)) = self.child(cat, format!("child `timeout 1 cat {rel}`")) else {
+            return;
+        };
         let mut ended = false;
         while t0.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(_)) = child.try_wait() {
@@ -1849,21 +1857,15 @@ impl<'a> Client<'a> {
         // which must end only that child.
         let (rel, _) = self.readable();
         let p = self.p(&rel);
-        let child = Command::new("python3")
-            .args([
-                "-c",
-                "import mmap,os,sys\nf=os.open(sys.argv[1],os.O_RDONLY)\nn=os.fstat(f).st_size\nif n:\n m=mmap.mmap(f,n,mmap.MAP_PRIVATE,mmap.PROT_READ)\n m[:min(n,4096)]",
-            ])
-            .arg(&p)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn();
-        let Ok(mut child) = child else { return };
-        self.sh.children.lock().unwrap().push(child.id());
-        let t0 = Instant::now();
-        *self.sh.slots[self.id].lock().unwrap() = Some((format!("child mmap {rel}"), t0));
+        let mut map = Command::new("python3");
+        map.args([
+            "-c",
+            "import mmap,os,sys\nf=os.open(sys.argv[1],os.O_RDONLY)\nn=os.fstat(f).st_size\nif n:\n m=mmap.mmap(f,n,mmap.MAP_PRIVATE,mmap.PROT_READ)\n m[:min(n,4096)]",
+        ])
+        .arg(&p);
+        let Some((mut child, t0)) = self.child(map, format!("child mmap {rel}")) else {
+            return;
+        };
         while t0.elapsed() < HANG && !matches!(child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(20));
         }
