@@ -1009,6 +1009,16 @@ impl<'a> Client<'a> {
         }
     }
 
+    /// What an editor would save into `target`: an edited `meta.json`
+    /// (none if it cannot be read) or a one-line field's bytes.
+    fn contents_for(&mut self, base: &str, target: &str) -> Option<Vec<u8>> {
+        if target == "meta.json" {
+            self.edited_meta(base)
+        } else {
+            Some(oneline_bytes(&mut self.rng, target))
+        }
+    }
+
     /// meta.json as read, with its editable fields changed.
     fn edited_meta(&mut self, base: &str) -> Option<Vec<u8>> {
         let rel = format!("{base}/meta.json");
@@ -1104,13 +1114,8 @@ impl<'a> Client<'a> {
                     &mut self.rng,
                     &["meta.json", "meta.json", "title", "project"],
                 );
-                let data = if target == "meta.json" {
-                    match self.edited_meta(&base) {
-                        Some(d) => d,
-                        None => return,
-                    }
-                } else {
-                    oneline_bytes(&mut self.rng, target)
+                let Some(data) = self.contents_for(&base, target) else {
+                    return;
                 };
                 let tmp = format!("{dir}/sed{}", self.rng.below(1000));
                 let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
@@ -1180,13 +1185,8 @@ impl<'a> Client<'a> {
                 // `mv /tmp/x meta.json` from another filesystem: rm, then
                 // create and write.
                 let target = *pick(&mut self.rng, &["meta.json", "favourite", "title"]);
-                let data = if target == "meta.json" {
-                    match self.edited_meta(&base) {
-                        Some(d) => d,
-                        None => return,
-                    }
-                } else {
-                    oneline_bytes(&mut self.rng, target)
+                let Some(data) = self.contents_for(&base, target) else {
+                    return;
                 };
                 let rel = format!("{dir}/{target}");
                 let p = self.p(&rel);
