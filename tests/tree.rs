@@ -156,6 +156,35 @@ fn times_hold_still_while_idle_and_tar_and_rsync_are_clean() {
     assert_eq!(t(&format!("{key}/title")), meta);
 }
 
+/// Nothing recorded yet: the root, the views and `sessions.json` take
+/// the program's time, as `README` does, and stay there.
+#[test]
+fn an_empty_mount_is_dated_by_its_program_not_1970() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let mtime = |rel: &str| std::fs::metadata(m.path(rel)).unwrap().modified().unwrap();
+    let program = mtime("README");
+    assert!(program > std::time::UNIX_EPOCH + Duration::from_secs(86_400 * 365));
+    for rel in [
+        "",
+        "sessions.json",
+        "archived",
+        "favourites",
+        "projects",
+        "engines",
+    ] {
+        assert_eq!(mtime(rel), program, "{rel:?}");
+    }
+    // The first session moves the root past its creation (the attributes
+    // may be kept for 1 s).
+    std::fs::create_dir(m.path("shell:first")).unwrap();
+    let made = mtime("shell:first");
+    assert!(made >= program);
+    wait_for(5, "the root to be dated by the new session", || {
+        mtime("") >= made
+    });
+}
+
 #[test]
 fn a_title_edit_moves_only_that_sessions_times() {
     let host = Host::new();

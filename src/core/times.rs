@@ -152,8 +152,10 @@ impl Core {
         stamps.members(&self.membership(), || self.listing_changed())
     }
 
-    /// The newest change of any session's record, and the daemon's start:
-    /// the first date given to `sessions.json` and the root.
+    /// The newest change of any session's record or of the record file:
+    /// the first date given to `sessions.json`, the root and the views.
+    /// With nothing recorded yet, the program's time (as `README`'s), not
+    /// 1970.
     pub fn listing_changed(&self) -> SystemTime {
         let newest = self
             .rows(false)
@@ -166,7 +168,11 @@ impl Core {
             })
             .max()
             .unwrap_or(0);
-        from_ms(newest).max(self.meta_modified().min(SystemTime::now()))
+        let newest = from_ms(newest).max(self.meta_modified().min(SystemTime::now()));
+        if newest > UNIX_EPOCH {
+            return newest;
+        }
+        program_time().unwrap_or(UNIX_EPOCH)
     }
 
     /// The mtime of the session's conversation store (its transcript
