@@ -711,8 +711,17 @@ impl Files {
 
     /// `lookup`.
     pub fn lookup(&self, parent: u64, name: &std::ffi::OsStr, pid: u32) -> Result<Attr> {
+        // What the kernel asks by name: a listing with attributes spares most.
+        log::trace!("lookup {name:?} in {parent}");
         let node = self.lookup_node(parent, name)?;
-        if let Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) = &node {
+        let attr = self.found_attr(&node, pid)?;
+        Ok(self.entry_attr(&node, attr, parent, name))
+    }
+
+    /// The attributes a lookup of `node` by process `pid` gives, not yet
+    /// counted as held.
+    fn found_attr(&self, node: &Node, pid: u32) -> Result<Attr> {
+        if let Node::Session(key, file @ (SessionFile::Meta | SessionFile::Field(_))) = node {
             if self.is_removed(key, *file, tgid_of(pid)) {
                 return Err(Error::not_found(format!(
                     "{} of {key} was removed by this process",
@@ -720,8 +729,7 @@ impl Files {
                 )));
             }
         }
-        let attr = self.attr_of(&node, None, pid)?;
-        Ok(self.entry_attr(&node, attr, parent, name))
+        self.attr_of(node, None, pid)
     }
 
     /// Checks `mode` against the node's row in the node table.
@@ -1587,6 +1595,102 @@ impl Files {
         }
     }
 
+    /// `readdirplus`: the entries of `opendir`'s snapshot from `offset`,
+    /// each with what a lookup of it by process `pid` gives, handed to
+    /// `add` with the offset of the entry after it. `add` returns true
+    /// when the reply is full and the entry was not sent.
+    ///
+    /// Every entry sent but `.` and `..` is a lookup the kernel holds (it
+    /// forgets it later), so it is counted as one; the one that did not fit
+    /// is not. An entry whose attributes cost a lot to make ([`costly`]) is
+    /// given only at the head of a reply: a reply that began elsewhere ends
+    /// before it, so a plain `ls` (whose first batch the kernel asks with
+    /// attributes) never pays for it, and the kernel asks for it with
+    /// attributes only once it is looking entries up (`ls -l`). An entry
+    /// gone since `opendir` is left out; one whose attributes cannot be
+    /// made is sent all the same, with attributes kept for no time.
+    pub fn readdir_plus(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        pid: u32,
+        mut add: impl FnMut(u64, &str, &Attr) -> bool,
+    ) -> Result<()> {
+        let entries = self.readdir(ino, fh)?;
+        let parent = self.node(ino).ok();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        // Whether anything went in yet, and whether the reply began with a
+        // costly entry.
+        let (mut sent, mut from_costly) = (false, false);
+        for (i, e) in entries.iter().enumerate().skip(start) {
+            let next = (i + 1) as u64;
+            if e.name == "." || e.name == ".." {
+                // The kernel takes neither number nor attributes of these.
+                if add(next, &e.name, &self.dot_attr(e)) {
+                    break;
+                }
+                sent = true;
+                continue;
+            }
+            let costly = parent.as_ref().is_some_and(|p| costly(p, &e.name));
+            if sent && costly && !from_costly {
+                break;
+            }
+            let name = std::ffi::OsStr::new(&e.name);
+            let node = match self.lookup_node(ino, name) {
+                Ok(node) => node,
+                Err(err) => {
+                    log::debug!("readdirplus: {}: {err}; left out", e.name);
+                    continue;
+                }
+            };
+            let attr = match self.found_attr(&node, pid) {
+                Ok(attr) => attr,
+                Err(err) if err.errno == libc::ENOENT => {
+                    log::debug!("readdirplus: {}: {err}; left out", e.name);
+                    continue;
+                }
+                // Listed all the same (a damaged world file is), with
+                // attributes the kernel keeps for no time: it asks again,
+                // and hears the error, when the entry is used.
+                Err(err) => {
+                    log::debug!("readdirplus: {}: {err}; listed without attributes", e.name);
+                    Attr {
+                        fixed: Fixed::Nothing,
+                        ..self.attr(&node, 0, self.started)
+                    }
+                }
+            };
+            let attr = self.entry_attr(&node, attr, ino, name);
+            if add(next, &e.name, &attr) {
+                // Not sent: the kernel holds nothing of it.
+                self.inodes.forget(attr.ino, 1);
+                break;
+            }
+            if !sent {
+                from_costly = costly;
+            }
+            sent = true;
+        }
+        Ok(())
+    }
+
+    /// What `.` and `..` are given in a listing with attributes: their
+    /// number and type; the kernel reads nothing else of them.
+    fn dot_attr(&self, e: &DirEntry) -> Attr {
+        Attr {
+            ino: e.ino,
+            kind: Kind::Dir,
+            perm: 0o555,
+            size: 0,
+            mtime: self.started,
+            fixed: Fixed::Nothing,
+            generation: 0,
+            io_size: 4096,
+        }
+    }
+
     /// `releasedir`.
     pub fn releasedir(&self, fh: u64) {
         self.handles.remove_dir(fh);
@@ -1687,6 +1791,18 @@ impl Files {
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         }
         Ok(entries)
+    }
+}
+
+/// Whether the attributes of entry `name` of directory `parent` cost a
+/// listing much to give, even to find out that it exists: `sessions.json`
+/// is every session's document; everything in a transcript directory is
+/// counted or rendered from the conversation's store.
+fn costly(parent: &Node, name: &str) -> bool {
+    match parent {
+        Node::Root => name == "sessions.json",
+        Node::Session(_, SessionFile::TranscriptDir) => true,
+        _ => false,
     }
 }
 

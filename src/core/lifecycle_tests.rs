@@ -80,6 +80,24 @@ impl Mount {
         text
     }
 
+    /// A listing with attributes from `offset`, as a reply with room for
+    /// `room` entries takes it: (offset after, name, attributes).
+    fn plus(&self, dir: u64, offset: u64, room: usize) -> Vec<(u64, String, super::Attr)> {
+        let fh = self.files.opendir(dir).unwrap();
+        let mut got = Vec::new();
+        self.files
+            .readdir_plus(dir, fh, offset, PID, |next, name, a| {
+                if got.len() == room {
+                    return true;
+                }
+                got.push((next, name.to_string(), *a));
+                false
+            })
+            .unwrap();
+        self.files.releasedir(fh);
+        got
+    }
+
     fn names(&self, dir: u64) -> Vec<String> {
         let fh = self.files.opendir(dir).unwrap();
         let names = self
@@ -689,4 +707,98 @@ fn a_rename_of_a_session_that_moved_meanwhile_is_enoent() {
         .rename(ROOT, os("shell:moved"), favourites, os("shell:moved"))
         .unwrap_err();
     assert_eq!(err.errno, libc::EXDEV, "{err:?}");
+}
+
+#[test]
+fn a_listing_with_attributes_counts_what_it_sent_as_lookups() {
+    let m = mount();
+    let dir = m.session("shell:a");
+    let (made, fh) = m.files.create_by(dir, os("notes"), PID).unwrap();
+    m.files.release(fh);
+    m.files.forget(made.ino, 1);
+    let all = m.plus(dir, 0, usize::MAX);
+    let names: Vec<&str> = all.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert_eq!(names, m.names(dir), "the whole directory in one reply");
+    let offsets: Vec<u64> = all.iter().map(|(o, _, _)| *o).collect();
+    assert_eq!(offsets, (1..=all.len() as u64).collect::<Vec<_>>());
+    // Each entry as a lookup gives it.
+    for (_, name, attr) in &all[2..] {
+        let looked_up = m.files.lookup(dir, os(name), PID).unwrap();
+        assert_eq!(*attr, looked_up, "{name}");
+        m.files.forget(looked_up.ino, 1);
+    }
+    // The scratch file is numbered while the kernel holds it: the listing
+    // counted one lookup of it, and a lookup one more.
+    let notes = all.last().unwrap().2.ino;
+    assert_eq!(all.last().unwrap().1, "notes");
+    m.files.lookup(dir, os("notes"), PID).unwrap();
+    m.files.forget(notes, 1);
+    assert!(
+        m.files.known_node(notes).is_some(),
+        "the listing's lookup is held"
+    );
+    m.files.forget(notes, 1);
+    assert!(m.files.known_node(notes).is_none(), "and no more");
+    // An entry that does not fit is not sent, nor counted.
+    let short = m.plus(dir, 0, all.len() - 1);
+    assert_eq!(short.len(), all.len() - 1);
+    m.files.lookup(dir, os("notes"), PID).unwrap();
+    m.files.forget(notes, 1);
+    assert!(
+        m.files.known_node(notes).is_none(),
+        "nothing held past the lookup"
+    );
+    // From where the kernel asks next.
+    let rest = m.plus(dir, short.len() as u64, usize::MAX);
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].1, "notes");
+    m.files.forget(rest[0].2.ino, 1);
+    assert!(
+        m.plus(dir, all.len() as u64, usize::MAX).is_empty(),
+        "the end"
+    );
+}
+
+#[test]
+fn a_listing_with_attributes_gives_sessions_json_only_at_the_head_of_a_reply() {
+    let m = mount();
+    m.session("shell:a");
+    m.session("shell:b");
+    let first = m.plus(ROOT, 0, usize::MAX);
+    let names: Vec<&str> = first.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert_eq!(names, [".", "..", "README", "status", "ctl"]);
+    let rest = m.plus(ROOT, first.len() as u64, usize::MAX);
+    assert_eq!(rest[0].1, "sessions.json");
+    let names: Vec<&str> = rest.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"shell:a") && names.contains(&"shell:b"),
+        "{names:?}"
+    );
+    let (_, _, a) = rest.iter().find(|(_, n, _)| n == "shell:a").unwrap();
+    assert_eq!(a.kind, Kind::Dir);
+    assert_eq!(*a, m.files.lookup(ROOT, os("shell:a"), PID).unwrap());
+    // A session gone since the listing began (archived) is left out.
+    let fh = m.files.opendir(ROOT).unwrap();
+    let archived = super::node::ViewDir::Archived.ino();
+    m.files
+        .rename(ROOT, os("shell:b"), archived, os("shell:b"))
+        .unwrap();
+    // As the kernel asks: on from where each reply ended, to an empty one.
+    let (mut after, mut offset) = (Vec::new(), first.len() as u64);
+    loop {
+        let before = after.len();
+        m.files
+            .readdir_plus(ROOT, fh, offset, PID, |next, name, _| {
+                after.push(name.to_string());
+                offset = next;
+                false
+            })
+            .unwrap();
+        if after.len() == before {
+            break;
+        }
+    }
+    m.files.releasedir(fh);
+    assert!(after.contains(&"shell:a".to_string()), "{after:?}");
+    assert!(!after.contains(&"shell:b".to_string()), "{after:?}");
 }

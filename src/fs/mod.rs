@@ -17,8 +17,8 @@ use crate::work;
 use attrs::{file_type, ttls, KernelAttrs, TTL};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyWrite, Request, WriteFlags,
+    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 pub use guard::Guarded;
 pub use moved::MovedEntries;
@@ -245,6 +245,13 @@ impl Filesystem for SessionFs {
         // GETATTR of its own.
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC) {
             log::debug!("kernel lacks {missing:?}: O_TRUNC costs a setattr");
+        }
+        // Listings carry their entries' attributes (`ls -l` of N sessions
+        // is not N lookups); AUTO: only the first batch of a listing and
+        // those after lookups in it, so a plain `ls` stays plain.
+        let plus = fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO;
+        if let Err(missing) = config.add_capabilities(plus) {
+            log::debug!("kernel lacks {missing:?}: listings carry no attributes");
         }
         self.attrs.expirable = config
             .capabilities()
@@ -626,6 +633,36 @@ impl Filesystem for SessionFs {
             }
         }
         reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let expirable = self.attrs.expirable;
+        let result = self
+            .files
+            .readdir_plus(ino.0, fh.0, offset, req.pid(), |next, name, a| {
+                // fuser gives one timeout for the entry and its attributes:
+                // the shorter, so neither is kept longer than a lookup's.
+                let (attr_ttl, entry_ttl) = ttls(a.fixed, expirable);
+                reply.add(
+                    INodeNo(a.ino),
+                    next,
+                    name,
+                    &attr_ttl.min(entry_ttl),
+                    &self.attr(a),
+                    Generation(a.generation),
+                )
+            });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("readdirplus", &e)),
+        }
     }
 
     fn releasedir(

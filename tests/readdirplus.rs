@@ -1,0 +1,134 @@
+//! Listings carry their entries' attributes (READDIRPLUS): `ls -l` of the
+//! root with many sessions, or of one session's directory, is not one
+//! lookup per entry; the lookups a listing hands the kernel are forgotten
+//! like any other.
+
+mod common;
+
+use common::{running_as_root, sh_ok, wait_for, Host, Mount};
+
+const SESSIONS: usize = 60;
+
+/// Lookups the daemon has answered: each is a line of its log at `trace`.
+fn lookups(m: &Mount) -> usize {
+    m.log_text().matches("] lookup \"").count()
+}
+
+/// A host whose daemons log a line per lookup.
+fn traced() -> Host {
+    Host::new().with_env("RUST_LOG", "info,sessionfs::core::files=trace")
+}
+
+fn inodes(m: &Mount) -> u64 {
+    m.json("status")["inodes"].as_u64().expect("status.inodes")
+}
+
+/// Lets the kernel drop every entry and inode it does not use: each
+/// inode it held goes back with a forget.
+fn drop_caches() {
+    std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
+}
+
+/// Lookups the daemon answered for `ls -l PATH`, from a kernel that holds
+/// nothing of the mount; and the lines `ls` printed.
+fn lookups_of_ls_l(m: &Mount, rel: &str) -> (usize, usize) {
+    drop_caches();
+    let before = lookups(m);
+    let out = sh_ok(&format!("LC_ALL=C ls -l {}", m.q(rel)));
+    let after = lookups(m);
+    (after - before, out.lines().count())
+}
+
+#[test]
+fn ls_l_takes_attributes_from_the_listing() {
+    if !running_as_root("ls_l_takes_attributes_from_the_listing", "drop_caches") {
+        return;
+    }
+    let host = traced();
+    let m = host.mount("mnt");
+    for i in 0..SESSIONS {
+        std::fs::create_dir(m.path(&format!("shell:s{i:02}"))).unwrap();
+    }
+    // The root: one line per session besides the root's own files, and
+    // lookups for a few of those only.
+    let (root_lookups, lines) = lookups_of_ls_l(&m, "");
+    assert!(lines > SESSIONS, "{lines} lines");
+    eprintln!("ls -l of the root with {SESSIONS} sessions: {root_lookups} lookups");
+    assert!(
+        root_lookups < 10,
+        "ls -l of {SESSIONS} sessions took {root_lookups} lookups"
+    );
+    // A session's directory. Without attributes in the listing `ls -l`
+    // looks up each file and the directory, and the five metadata files
+    // (whose entries are never kept) once more for its ACL query; with
+    // them, `input`, `ctl` and `prompt` (kept) are not looked up. The
+    // others' entries are kept for no time: `ls` asks for them again.
+    let files = sh_ok(&format!("ls -A {}", m.q("shell:s07")))
+        .lines()
+        .count();
+    let (dir_lookups, lines) = lookups_of_ls_l(&m, "shell:s07");
+    assert_eq!(lines, files + 1, "ls -l prints a total and each file");
+    eprintln!("ls -l of a session's {files} files: {dir_lookups} lookups");
+    let without = files + 1 + 5;
+    assert!(
+        dir_lookups + 3 <= without,
+        "ls -l of {files} files took {dir_lookups} lookups"
+    );
+    // Attributes from the listing are the ones a lookup gives.
+    let listed = sh_ok(&format!(
+        "LC_ALL=C ls -ln --time-style=+%s {}",
+        m.q("shell:s07")
+    ));
+    let stat = |name: &str| {
+        sh_ok(&format!(
+            "stat -c '%A %s' {}",
+            m.q(&format!("shell:s07/{name}"))
+        ))
+    };
+    for name in ["input", "ctl", "meta.json", "title"] {
+        let line = listed
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} in {listed}"));
+        let want = stat(name);
+        let mut want = want.split_whitespace();
+        let (mode, size) = (want.next().unwrap(), want.next().unwrap());
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[0], mode, "{line}");
+        assert_eq!(fields[4], size, "{line}");
+    }
+}
+
+#[test]
+fn lookups_a_listing_hands_out_are_forgotten() {
+    if !running_as_root("lookups_a_listing_hands_out_are_forgotten", "drop_caches") {
+        return;
+    }
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for i in 0..SESSIONS {
+        let key = format!("shell:f{i:02}");
+        std::fs::create_dir(m.path(&key)).unwrap();
+        std::fs::write(m.path(&format!("{key}/favourite")), "1\n").unwrap();
+    }
+    // The links of `favourites/` are numbered while the kernel holds them.
+    drop_caches();
+    wait_for(10, "the kernel to forget what setting up held", || {
+        let before = inodes(&m);
+        drop_caches();
+        inodes(&m) == before
+    });
+    let before = inodes(&m);
+    let out = sh_ok(&format!("LC_ALL=C ls -l {}", m.q("favourites")));
+    assert_eq!(out.lines().count(), SESSIONS + 1, "{out}");
+    let held = inodes(&m);
+    assert!(
+        held >= before + SESSIONS as u64,
+        "{held} numbers while the kernel holds {SESSIONS} links (from {before})"
+    );
+    // Every lookup the listing counted comes back as a forget.
+    drop_caches();
+    wait_for(10, "the listing's lookups to be forgotten", || {
+        inodes(&m) == before
+    });
+}
