@@ -2348,11 +2348,17 @@ fn a_storm_of_hostile_clients_leaves_the_daemon_answering_and_whole() {
             !m.path(&rel).exists() || m.json(&rel)["master_pid"].is_null()
         });
     }
-    let mirror_resets = log
+    let resets: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("screen mirror failed"))
-        .count();
-    eprintln!("chaos: screen mirror resets (vt100 panics it contained): {mirror_resets}");
+        .collect();
+    eprintln!(
+        "chaos: screen mirror resets (vt100 panics it contained): {}",
+        resets.len()
+    );
+    for line in resets.iter().take(5) {
+        eprintln!("chaos:   {line}");
+    }
 
     // (4) Every session stops; no master, shell or program is left.
     let live_keys: Vec<String> = std::fs::read_dir(&m.mnt)
