@@ -116,6 +116,44 @@ print("woke after %.1f ms" % ((time.monotonic() - t) * 1000))
 /// A wide character in the last two columns, then `resize` one column
 /// narrower, then output over it: vt100 alone panics there, and the mirror
 /// would start over blank. It blanks the cut character and goes on.
+/// A program saves its cursor at the far corner (as full-screen programs
+/// do), the terminal is made smaller, and the program restores the cursor
+/// and writes there: the mirror goes on, showing the text at the new edge.
+#[test]
+fn a_cursor_saved_past_a_smaller_screen_is_written_at_the_new_edge() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let key = "shell:saved";
+    m.live_shell(key);
+    m.type_line(
+        key,
+        "printf '\\e[40;120H\\e7\\e[1;1H'; sleep 1; printf '\\e8corner-%s\\n' $((40+2))",
+    );
+    wait_for(20, "the screen to be read once before the resize", || {
+        m.read(&format!("{key}/screen")).contains("sleep 1")
+    });
+    sh_ok(&format!(
+        "echo 'resize 80x24' > {}",
+        m.q(&format!("{key}/ctl"))
+    ));
+    // From the last column on, wrapped: `c` at the corner, the rest below.
+    wait_for(20, "the text written at the restored cursor", || {
+        let screen = m.read(&format!("{key}/screen"));
+        screen.lines().any(|l| l.len() == 80 && l.ends_with('c'))
+            && screen.lines().any(|l| l.starts_with("orner-42"))
+    });
+    let status = m.json(&format!("{key}/status"));
+    assert!(
+        !status["error"].to_string().contains("screen mirror"),
+        "{status}"
+    );
+    assert!(
+        !m.log_text().contains("screen mirror failed"),
+        "{}",
+        m.log_text()
+    );
+}
+
 #[test]
 fn a_screen_narrowed_past_a_wide_character_at_its_edge_goes_on() {
     let host = Host::new();
