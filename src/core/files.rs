@@ -339,8 +339,11 @@ impl Files {
             Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
             // Their mtime may show a change late; a facet's entry is
-            // looked up every time, so it goes at once.
-            Node::Root | Node::Facet(..) => Fixed::Attributes,
+            // looked up every time, so it goes at once. A view's link has
+            // the same attributes for its life (its target's length, the
+            // mount's start), while its entry is asked every time: a
+            // session leaves a view without the kernel seeing it go.
+            Node::Root | Node::Facet(..) | Node::ViewLink(..) => Fixed::Attributes,
             Node::Session(_, SessionFile::Dir) => Fixed::Directory,
             // Always there, never renamed, removed or replaced.
             Node::View(_) | Node::SlotsDir | Node::TranscriptsDir => Fixed::RootDirectory,

@@ -498,6 +498,14 @@ fn views_sessions_json_and_the_root_list_the_same_sessions() {
     let link = m.files.lookup(web, os("shell:a"), PID).unwrap();
     assert_eq!(link.kind, Kind::Symlink);
     assert_eq!(m.files.readlink(link.ino).unwrap(), b"../../shell:a");
+    // A link's attributes hold for its life (so `lstat` after a lookup
+    // asks nothing more); its entry does not, as a session leaves a view
+    // without the kernel seeing it go.
+    assert_eq!(link.fixed, super::files::Fixed::Attributes);
+    assert_eq!(
+        link.mtime,
+        m.files.getattr(link.ino, None, PID).unwrap().mtime
+    );
     let doc: serde_json::Value =
         serde_json::from_slice(&m.read_all(ROOT, "sessions.json")).unwrap();
     let mut in_json: Vec<String> = doc["sessions"]
