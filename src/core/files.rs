@@ -1799,11 +1799,13 @@ impl Files {
 
 /// Whether the attributes of entry `name` of directory `parent` cost a
 /// listing much to give, even to find out that it exists: `sessions.json`
-/// is every session's document; everything in a transcript directory is
-/// counted or rendered from the conversation's store.
+/// is every session's document; `screen`'s size is the VT mirror's text,
+/// made (and fed the whole ring) for it; everything in a transcript
+/// directory is counted or rendered from the conversation's store.
 fn costly(parent: &Node, name: &str) -> bool {
     match parent {
         Node::Root => name == "sessions.json",
+        Node::Session(_, SessionFile::Dir) => name == "screen",
         Node::Session(_, SessionFile::TranscriptDir) => true,
         _ => false,
     }

@@ -98,6 +98,21 @@ impl Mount {
         got
     }
 
+    /// Every reply of a listing with attributes, on from where each one
+    /// ended, as the kernel asks, to an empty one; and where each began.
+    fn plus_all(&self, dir: u64) -> (Vec<(u64, String, super::Attr)>, Vec<u64>) {
+        let (mut all, mut starts) = (Vec::new(), Vec::new());
+        loop {
+            let from = all.len() as u64;
+            let reply = self.plus(dir, from, usize::MAX);
+            if reply.is_empty() {
+                return (all, starts);
+            }
+            starts.push(from);
+            all.extend(reply);
+        }
+    }
+
     fn names(&self, dir: u64) -> Vec<String> {
         let fh = self.files.opendir(dir).unwrap();
         let names = self
@@ -724,9 +739,13 @@ fn a_listing_with_attributes_counts_what_it_sent_as_lookups() {
     let (made, fh) = m.files.create_by(dir, os("notes"), PID).unwrap();
     m.files.release(fh);
     m.files.forget(made.ino, 1);
-    let all = m.plus(dir, 0, usize::MAX);
+    let (all, starts) = m.plus_all(dir);
     let names: Vec<&str> = all.iter().map(|(_, n, _)| n.as_str()).collect();
-    assert_eq!(names, m.names(dir), "the whole directory in one reply");
+    assert_eq!(names, m.names(dir), "the whole directory");
+    // The second reply begins at `screen`, which comes only at a head.
+    let second = starts[1] as usize;
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert_eq!(all[second].1, "screen");
     let offsets: Vec<u64> = all.iter().map(|(o, _, _)| *o).collect();
     assert_eq!(offsets, (1..=all.len() as u64).collect::<Vec<_>>());
     // Each entry as a lookup gives it.
@@ -748,8 +767,9 @@ fn a_listing_with_attributes_counts_what_it_sent_as_lookups() {
     m.files.forget(notes, 1);
     assert!(m.files.known_node(notes).is_none(), "and no more");
     // An entry that does not fit is not sent, nor counted.
-    let short = m.plus(dir, 0, all.len() - 1);
-    assert_eq!(short.len(), all.len() - 1);
+    let short = m.plus(dir, second as u64, 1);
+    assert_eq!(short.len(), 1);
+    m.files.forget(short[0].2.ino, 1);
     m.files.lookup(dir, os("notes"), PID).unwrap();
     m.files.forget(notes, 1);
     assert!(
@@ -757,7 +777,7 @@ fn a_listing_with_attributes_counts_what_it_sent_as_lookups() {
         "nothing held past the lookup"
     );
     // From where the kernel asks next.
-    let rest = m.plus(dir, short.len() as u64, usize::MAX);
+    let rest = m.plus(dir, second as u64 + 1, usize::MAX);
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].1, "notes");
     m.files.forget(rest[0].2.ino, 1);
@@ -765,6 +785,21 @@ fn a_listing_with_attributes_counts_what_it_sent_as_lookups() {
         m.plus(dir, all.len() as u64, usize::MAX).is_empty(),
         "the end"
     );
+}
+
+/// `ls KEY` (whose first batch the kernel asks with attributes) makes no
+/// VT mirror: `screen` comes only at the head of a reply.
+#[test]
+fn a_listing_with_attributes_gives_screen_only_at_the_head_of_a_reply() {
+    let m = mount();
+    let dir = m.session("shell:a");
+    let first = m.plus(dir, 0, usize::MAX);
+    let names: Vec<&str> = first.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert!(!names.contains(&"screen"), "{names:?}");
+    let rest = m.plus(dir, first.len() as u64, usize::MAX);
+    assert_eq!(rest[0].1, "screen");
+    let (_, _, screen) = &rest[0];
+    assert_eq!(*screen, m.files.lookup(dir, os("screen"), PID).unwrap());
 }
 
 #[test]

@@ -69,9 +69,11 @@ pub enum SessionFile {
 }
 
 impl SessionFile {
+    /// In listing order: `screen` last, as a listing with attributes
+    /// gives it only at the head of a reply (its size is the VT mirror's
+    /// text), so the files before it come in the first.
     pub const FILES: [SessionFile; 14] = [
         SessionFile::Scrollback,
-        SessionFile::Screen,
         SessionFile::Input,
         SessionFile::Status,
         SessionFile::Ctl,
@@ -84,6 +86,7 @@ impl SessionFile {
         SessionFile::Wait,
         SessionFile::Events,
         SessionFile::Prompt,
+        SessionFile::Screen,
     ];
 
     pub fn name(self) -> &'static str {
