@@ -655,6 +655,60 @@ fn a_project_view_follows_a_project_change_at_once() {
     assert_eq!(listing_of(&m, "engines/shell"), ["shell:c"]);
 }
 
+/// A view's link is kept by the kernel for a moment, and dropped the
+/// moment its session leaves the view: every check right after the write
+/// that changed it, twice (the second may be answered from the kernel).
+#[test]
+fn a_views_link_goes_at_once_when_its_session_leaves_the_view() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for key in ["shell:a", "shell:b"] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+        sh_ok(&format!("echo web > {}", m.q(&format!("{key}/project"))));
+    }
+    let link = |rel: &str| std::fs::read_link(m.path(rel)).ok();
+    let gone = |rel: &str, why: &str| {
+        for _ in 0..2 {
+            assert_eq!(link(rel), None, "{rel}: {why}");
+        }
+    };
+    sh_ok(&format!("echo 1 > {}", m.q("shell:a/favourite")));
+    // Looked up, kept by the kernel.
+    for _ in 0..2 {
+        assert_eq!(
+            link("favourites/shell:a").unwrap(),
+            std::path::Path::new("../shell:a")
+        );
+        assert!(link("projects/web/shell:a").is_some());
+        assert!(link("engines/shell/shell:a").is_some());
+    }
+    sh_ok(&format!("echo 0 > {}", m.q("shell:a/favourite")));
+    gone("favourites/shell:a", "no longer a favourite");
+    sh_ok(&format!("echo api > {}", m.q("shell:a/project")));
+    gone("projects/web/shell:a", "moved to another project");
+    assert!(link("projects/web/shell:b").is_some());
+    assert!(link("projects/api/shell:a").is_some());
+    // Through meta.json, as an editor saves it.
+    let meta = m.read("shell:a/meta.json").replace("\"api\"", "\"web\"");
+    std::fs::write(m.path("shell:a/meta.json"), meta).unwrap();
+    gone("projects/api/shell:a", "moved back by meta.json");
+    assert!(link("projects/web/shell:a").is_some());
+    sh_ok(&format!("echo 1 > {}", m.q("shell:a/favourite")));
+    assert!(link("favourites/shell:a").is_some());
+    // Archived through its file, then by `mv`: in no view.
+    sh_ok(&format!("echo 1 > {}", m.q("shell:a/archive")));
+    gone("favourites/shell:a", "archived");
+    gone("projects/web/shell:a", "archived");
+    gone("engines/shell/shell:a", "archived");
+    sh_ok(&format!("mv {} {}", m.q("archived/shell:a"), m.q("")));
+    assert!(link("favourites/shell:a").is_some());
+    assert!(link("engines/shell/shell:a").is_some());
+    sh_ok(&format!("mv {} {}", m.q("shell:a"), m.q("archived/")));
+    gone("favourites/shell:a", "archived by mv");
+    gone("engines/shell/shell:a", "archived by mv");
+    assert!(link("engines/shell/shell:b").is_some());
+}
+
 /// `mv KEY archived/` of a session whose program ignores HUP and TERM: the
 /// rename (which holds the kernel's locks on the root and `archived/` until
 /// it is answered) is answered at once, the root lists meanwhile, the

@@ -99,6 +99,28 @@ fn ls_l_takes_attributes_from_the_listing() {
     }
 }
 
+/// A view's links come with the listing and are kept for a moment: `ls
+/// -l` of a view (a `lstat` and a `readlink` a link) looks none up.
+#[test]
+fn ls_l_of_a_view_looks_no_link_up() {
+    let host = traced();
+    let mut m = host.mount("mnt");
+    for i in 0..SESSIONS {
+        let key = format!("shell:v{i:02}");
+        std::fs::create_dir(m.path(&key)).unwrap();
+        std::fs::write(m.path(&format!("{key}/favourite")), "1\n").unwrap();
+    }
+    m.terminate();
+    let m = host.mount("mnt");
+    let (view_lookups, lines) = lookups_of_ls_l(&m, "favourites");
+    assert_eq!(lines, SESSIONS + 1, "a total and each link");
+    eprintln!("ls -l of a view of {SESSIONS} links: {view_lookups} lookups");
+    assert!(
+        view_lookups < 10,
+        "ls -l of {SESSIONS} links took {view_lookups} lookups"
+    );
+}
+
 #[test]
 fn lookups_a_listing_hands_out_are_forgotten() {
     if !running_as_root("lookups_a_listing_hands_out_are_forgotten", "drop_caches")

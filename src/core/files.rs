@@ -56,6 +56,12 @@ pub enum Fixed {
     /// A directory of the root (`archived/`, `slots/`, ...): its entry for
     /// good, its attributes for a while.
     RootDirectory,
+    /// A view's link: its attributes and its entry for a while. Its session
+    /// can leave the view (a project, favourite or archive changed); the
+    /// kernel is told to drop the entry then ([`Core::on_members_changed`]).
+    ///
+    /// [`Core::on_members_changed`]: crate::core::Core::on_members_changed
+    Member,
     /// Its attributes and its entry: `input` and `ctl` (size 0, write-only)
     /// exist as long as their directory.
     AttributesAndEntry,
@@ -339,11 +345,11 @@ impl Files {
             Node::Session(_, SessionFile::Input | SessionFile::Ctl | SessionFile::Prompt)
             | Node::RootFile(RootFile::Ctl) => Fixed::AttributesAndEntry,
             // Their mtime may show a change late; a facet's entry is
-            // looked up every time, so it goes at once. A view's link has
-            // the same attributes for its life (its target's length, the
-            // mount's start), while its entry is asked every time: a
-            // session leaves a view without the kernel seeing it go.
-            Node::Root | Node::Facet(..) | Node::ViewLink(..) => Fixed::Attributes,
+            // looked up every time, so it goes at once.
+            Node::Root | Node::Facet(..) => Fixed::Attributes,
+            // The same attributes for its life (its target's length, the
+            // mount's start); its entry until its session leaves the view.
+            Node::ViewLink(..) => Fixed::Member,
             Node::Session(_, SessionFile::Dir) => Fixed::Directory,
             // Always there, never renamed, removed or replaced.
             Node::View(_) | Node::SlotsDir | Node::TranscriptsDir => Fixed::RootDirectory,
@@ -420,6 +426,12 @@ impl Files {
         if self.crowded.set(hook).is_err() {
             log::debug!("the crowded-entries hook was already set");
         }
+    }
+
+    /// The entries of `key`'s links in the views that the kernel holds:
+    /// what it is to drop when the session's membership changes.
+    pub fn held_links_of(&self, key: &SessionKey) -> Vec<Entry> {
+        self.inodes.held_links_of(key)
     }
 
     /// `forget`: the kernel dropped `n` lookups of `ino`.

@@ -513,10 +513,9 @@ fn views_sessions_json_and_the_root_list_the_same_sessions() {
     let link = m.files.lookup(web, os("shell:a"), PID).unwrap();
     assert_eq!(link.kind, Kind::Symlink);
     assert_eq!(m.files.readlink(link.ino).unwrap(), b"../../shell:a");
-    // A link's attributes hold for its life (so `lstat` after a lookup
-    // asks nothing more); its entry does not, as a session leaves a view
-    // without the kernel seeing it go.
-    assert_eq!(link.fixed, super::files::Fixed::Attributes);
+    // A link's attributes hold for its life, its entry until its session
+    // leaves the view (the kernel is told then).
+    assert_eq!(link.fixed, super::files::Fixed::Member);
     assert_eq!(
         link.mtime,
         m.files.getattr(link.ino, None, PID).unwrap().mtime

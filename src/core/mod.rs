@@ -122,6 +122,9 @@ pub struct Core {
     /// (archived or unarchived through a file): the kernel may still hold
     /// the old entry. Set once by the FUSE adapter.
     moved_hook: std::sync::OnceLock<MovedHook>,
+    /// Told when a session's metadata changed, so that it may have left a
+    /// view: the kernel may hold its link there. Set once by the adapter.
+    members_hook: std::sync::OnceLock<MovedHook>,
 }
 
 /// Whose `status` `error` a refusal goes to.
@@ -242,6 +245,7 @@ impl Core {
             waits: waits::Waits::default(),
             output_readers: Default::default(),
             moved_hook: std::sync::OnceLock::new(),
+            members_hook: std::sync::OnceLock::new(),
         }))
     }
 

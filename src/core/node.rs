@@ -781,6 +781,23 @@ impl InodeTable {
         }
     }
 
+    /// The entries (parent, name) the kernel holds of `key`'s links in
+    /// the views, as it last looked them up. One pass over what it holds
+    /// (at most [`HELD_MAX`] and a quarter), made when a session's
+    /// metadata changes.
+    pub fn held_links_of(&self, key: &SessionKey) -> Vec<Entry> {
+        let t = self.table();
+        let named = &t.named;
+        named
+            .held
+            .iter()
+            .filter(|(slot, _)| {
+                matches!(named.by_slot.get(slot), Some(Node::ViewLink(_, _, k)) if k == key)
+            })
+            .map(|(_, held)| held.entry.clone())
+            .collect()
+    }
+
     /// How many numbers the table holds.
     pub fn count(&self) -> usize {
         let t = self.table();

@@ -249,6 +249,7 @@ impl Core {
                 if raced {
                     self.reap_detached(key);
                 }
+                self.record_changed(key);
                 log::info!("{key}: archived");
                 Ok(())
             }
@@ -298,7 +299,9 @@ impl Core {
             });
             change(meta);
             Ok(())
-        })
+        })?;
+        self.record_changed(key);
+        Ok(())
     }
 
     /// Whether the session has ever run (its workspace is then fixed).
@@ -362,6 +365,21 @@ impl Core {
 
     fn moved(&self, key: &SessionKey) {
         if let Some(hook) = self.moved_hook.get() {
+            (hook.0)(key);
+        }
+    }
+
+    /// Lets the FUSE adapter know once: called after any change of a
+    /// session's record (project, favourite, archive...), after which its
+    /// links in the views may name nothing.
+    pub fn on_members_changed(&self, hook: super::MovedHook) {
+        if self.members_hook.set(hook).is_err() {
+            log::debug!("a second members hook is ignored");
+        }
+    }
+
+    fn record_changed(&self, key: &SessionKey) {
+        if let Some(hook) = self.members_hook.get() {
             (hook.0)(key);
         }
     }

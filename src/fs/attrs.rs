@@ -27,6 +27,7 @@ pub(super) fn ttls(fixed: Fixed, expirable: bool) -> (Duration, Duration) {
         Fixed::AttributesAndEntry => (KEPT, KEPT),
         Fixed::Attributes => (MOMENT, TTL),
         Fixed::RootDirectory => (MOMENT, KEPT),
+        Fixed::Member => (MOMENT, MOMENT),
         Fixed::Directory if expirable => (MOMENT, MOMENT),
         Fixed::Directory => (MOMENT, TTL),
         Fixed::Entry => (TTL, KEPT),

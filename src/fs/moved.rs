@@ -18,7 +18,7 @@
 //! deadline.
 
 use super::notify::{inval_entry, Inval};
-use crate::core::node::{ViewDir, ROOT};
+use crate::core::node::{Entry, ViewDir, ROOT};
 use crate::key::SessionKey;
 use std::fs::File;
 use std::io::Write;
@@ -33,8 +33,16 @@ const TOLD_WITHIN: Duration = Duration::from_millis(200);
 /// their own within a second).
 const QUEUE: usize = 1024;
 
+/// What the thread tells the kernel.
+enum Told {
+    /// A session's directory moved between the root and `archived/`.
+    Moved(String),
+    /// A session left views: its links there are dropped.
+    LeftViews(Vec<Entry>),
+}
+
 struct Moved {
-    name: String,
+    told: Told,
     done: Sender<()>,
 }
 
@@ -58,14 +66,24 @@ impl MovedEntries {
     /// `KEY` moved between the root and `archived/`: waits up to a deadline
     /// for the kernel to have been told.
     pub fn session_moved(&self, key: &SessionKey) {
-        let (done, told) = bounded(1);
-        let job = Moved {
-            name: key.to_string(),
-            done,
-        };
+        self.tell(key, Told::Moved(key.to_string()));
+    }
+
+    /// `key`'s record changed, and the kernel holds `links` of it in the
+    /// views: they are dropped (the next path walk asks again), waiting up
+    /// to a deadline for the kernel to have been told.
+    pub fn links_changed(&self, key: &SessionKey, links: Vec<Entry>) {
+        if !links.is_empty() {
+            self.tell(key, Told::LeftViews(links));
+        }
+    }
+
+    fn tell(&self, key: &SessionKey, told: Told) {
+        let (done, was_told) = bounded(1);
+        let job = Moved { told, done };
         match self.queue.try_send(job) {
             Ok(()) => {
-                if told.recv_timeout(TOLD_WITHIN).is_err() {
+                if was_told.recv_timeout(TOLD_WITHIN).is_err() {
                     log::debug!("{key}: the kernel was not told of the move in time");
                 }
             }
@@ -80,23 +98,37 @@ impl MovedEntries {
 fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) {
     let archived = mountpoint.join(ViewDir::Archived.name());
     for job in jobs {
-        for parent in [ROOT, ViewDir::Archived.ino()] {
-            let message = inval_entry(parent, job.name.as_bytes(), Inval::ExpireOnly);
-            // One write is one message; ENOENT means the kernel held no
-            // such entry, which is fine.
-            match device.write(&message) {
-                Ok(n) if n == message.len() => {}
-                Ok(n) => log::debug!("entry expiry: short write of {n} bytes"),
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => log::debug!("entry expiry of {}: {e}", job.name),
+        match &job.told {
+            Told::Moved(name) => {
+                for parent in [ROOT, ViewDir::Archived.ino()] {
+                    write_inval(&mut device, parent, name, Inval::ExpireOnly);
+                }
+                // Only the new name exists; the lookup of the other one
+                // finds nothing and changes nothing.
+                for dir in [mountpoint, archived.as_path()] {
+                    look_up(&dir.join(name), &job.done);
+                }
+            }
+            // A link is no directory: nothing is below it to keep.
+            Told::LeftViews(links) => {
+                for (parent, name) in links {
+                    write_inval(&mut device, *parent, name, Inval::Drop);
+                }
             }
         }
-        // Only the new name exists; the lookup of the other one finds
-        // nothing and changes nothing.
-        for dir in [mountpoint, archived.as_path()] {
-            look_up(&dir.join(&job.name), &job.done);
-        }
         let _ = job.done.try_send(());
+    }
+}
+
+/// One write is one message; ENOENT means the kernel held no such entry,
+/// which is fine.
+fn write_inval(device: &mut File, parent: u64, name: &str, how: Inval) {
+    let message = inval_entry(parent, name.as_bytes(), how);
+    match device.write(&message) {
+        Ok(n) if n == message.len() => {}
+        Ok(n) => log::debug!("entry invalidation: short write of {n} bytes"),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => log::debug!("entry invalidation of {name}: {e}"),
     }
 }
 
