@@ -92,12 +92,12 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .map_err(|e| Error::io("cannot start the moved-entries thread", &e))?;
     let moved = std::sync::Arc::new(moved);
     let for_moves = moved.clone();
-    core.on_moved(crate::core::MovedHook(Box::new(move |key| {
+    core.on_moved(crate::core::SessionHook(Box::new(move |key| {
         for_moves.session_moved(key)
     })));
     // Weak: the core holds the hook, and the files hold the core.
     let weak_files = std::sync::Arc::downgrade(&files);
-    core.on_members_changed(crate::core::MovedHook(Box::new(move |key| {
+    core.on_members_changed(crate::core::SessionHook(Box::new(move |key| {
         if let Some(files) = weak_files.upgrade() {
             moved.links_changed(key, files.held_links_of(key));
         }

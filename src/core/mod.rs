@@ -121,10 +121,10 @@ pub struct Core {
     /// Told when a session leaves its directory other than by a rename
     /// (archived or unarchived through a file): the kernel may still hold
     /// the old entry. Set once by the FUSE adapter.
-    moved_hook: std::sync::OnceLock<MovedHook>,
+    moved_hook: HookSlot,
     /// Told when a session's metadata changed, so that it may have left a
     /// view: the kernel may hold its link there. Set once by the adapter.
-    members_hook: std::sync::OnceLock<MovedHook>,
+    members_hook: HookSlot,
 }
 
 /// Whose `status` `error` a refusal goes to.
@@ -136,12 +136,31 @@ pub enum Concern {
     Root,
 }
 
-/// What [`Core::on_moved`] calls.
-pub struct MovedHook(pub Box<dyn Fn(&SessionKey) + Send + Sync>);
+/// What [`Core::on_moved`] and [`Core::on_members_changed`] call with the
+/// session concerned.
+pub struct SessionHook(pub Box<dyn Fn(&SessionKey) + Send + Sync>);
 
-impl std::fmt::Debug for MovedHook {
+impl std::fmt::Debug for SessionHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MovedHook")
+        f.write_str("SessionHook")
+    }
+}
+
+/// A [`SessionHook`] the FUSE adapter sets once; called if set.
+#[derive(Debug, Default)]
+struct HookSlot(std::sync::OnceLock<SessionHook>);
+
+impl HookSlot {
+    fn set(&self, hook: SessionHook, what: &str) {
+        if self.0.set(hook).is_err() {
+            log::debug!("a second {what} hook is ignored");
+        }
+    }
+
+    fn call(&self, key: &SessionKey) {
+        if let Some(hook) = self.0.get() {
+            (hook.0)(key);
+        }
     }
 }
 
@@ -244,8 +263,8 @@ impl Core {
             warnings: Default::default(),
             waits: waits::Waits::default(),
             output_readers: Default::default(),
-            moved_hook: std::sync::OnceLock::new(),
-            members_hook: std::sync::OnceLock::new(),
+            moved_hook: HookSlot::default(),
+            members_hook: HookSlot::default(),
         }))
     }
 

@@ -357,31 +357,23 @@ impl Core {
     /// Lets the FUSE adapter know once: called after a session moved
     /// between the root and `archived/` by anything but a rename (a rename
     /// moves the kernel's entry itself).
-    pub fn on_moved(&self, hook: super::MovedHook) {
-        if self.moved_hook.set(hook).is_err() {
-            log::debug!("a second moved hook is ignored");
-        }
+    pub fn on_moved(&self, hook: super::SessionHook) {
+        self.moved_hook.set(hook, "moved");
     }
 
     fn moved(&self, key: &SessionKey) {
-        if let Some(hook) = self.moved_hook.get() {
-            (hook.0)(key);
-        }
+        self.moved_hook.call(key);
     }
 
     /// Lets the FUSE adapter know once: called after any change of a
     /// session's record (project, favourite, archive...), after which its
     /// links in the views may name nothing.
-    pub fn on_members_changed(&self, hook: super::MovedHook) {
-        if self.members_hook.set(hook).is_err() {
-            log::debug!("a second members hook is ignored");
-        }
+    pub fn on_members_changed(&self, hook: super::SessionHook) {
+        self.members_hook.set(hook, "members");
     }
 
     fn record_changed(&self, key: &SessionKey) {
-        if let Some(hook) = self.members_hook.get() {
-            (hook.0)(key);
-        }
+        self.members_hook.call(key);
     }
 
     /// Checks a whole new `meta.json` from an editor that read `seen`,
