@@ -9,6 +9,13 @@ use common::{running_as_root, sh_ok, wait_for, Host, Mount};
 
 const SESSIONS: usize = 60;
 
+/// The tests count the kernel's lookups, and one drops the machine's
+/// caches: they run one at a time.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Lookups the daemon has answered: each is a line of its log at `trace`.
 fn lookups(m: &Mount) -> usize {
     m.log_text().matches("] lookup \"").count()
@@ -41,6 +48,7 @@ fn lookups_of_ls_l(m: &Mount, rel: &str) -> (usize, usize) {
 
 #[test]
 fn ls_l_takes_attributes_from_the_listing() {
+    let _alone = alone();
     let host = traced();
     let mut m = host.mount("mnt");
     for i in 0..SESSIONS {
@@ -103,6 +111,7 @@ fn ls_l_takes_attributes_from_the_listing() {
 /// -l` of a view (a `lstat` and a `readlink` a link) looks none up.
 #[test]
 fn ls_l_of_a_view_looks_no_link_up() {
+    let _alone = alone();
     let host = traced();
     let mut m = host.mount("mnt");
     for i in 0..SESSIONS {
@@ -123,6 +132,7 @@ fn ls_l_of_a_view_looks_no_link_up() {
 
 #[test]
 fn lookups_a_listing_hands_out_are_forgotten() {
+    let _alone = alone();
     if !running_as_root("lookups_a_listing_hands_out_are_forgotten", "drop_caches")
         || !drop_caches()
     {
