@@ -9,11 +9,10 @@
 //! there may hold that lock waiting on a request thread: so the drops are
 //! written by one thread of their own, and never waited for.
 
-use super::notify::{inval_entry, Inval};
+use super::notify::{write_inval, Inval};
 use crate::core::node::Entry;
 use crate::core::CrowdedHook;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender, TrySendError};
 
@@ -44,14 +43,7 @@ fn serve(mut device: File, batches: Receiver<Vec<Entry>>) {
             batch.len()
         );
         for (parent, name) in batch {
-            let message = inval_entry(parent, name.as_bytes(), Inval::Drop);
-            // ENOENT: the kernel held no such entry any more.
-            match device.write(&message) {
-                Ok(n) if n == message.len() => {}
-                Ok(n) => log::debug!("entry drop: short write of {n} bytes"),
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => log::debug!("entry drop of {name}: {e}"),
-            }
+            write_inval(&mut device, parent, &name, Inval::Drop);
         }
     }
 }

@@ -17,11 +17,10 @@
 //! by one thread of their own, and the caller waits for it only up to a
 //! deadline.
 
-use super::notify::{inval_entry, Inval};
+use super::notify::{write_inval, Inval};
 use crate::core::node::{Entry, ViewDir, ROOT};
 use crate::key::SessionKey;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender as Sender, TrySendError};
@@ -117,18 +116,6 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
             }
         }
         let _ = job.done.try_send(());
-    }
-}
-
-/// One write is one message; ENOENT means the kernel held no such entry,
-/// which is fine.
-fn write_inval(device: &mut File, parent: u64, name: &str, how: Inval) {
-    let message = inval_entry(parent, name.as_bytes(), how);
-    match device.write(&message) {
-        Ok(n) if n == message.len() => {}
-        Ok(n) => log::debug!("entry invalidation: short write of {n} bytes"),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => log::debug!("entry invalidation of {name}: {e}"),
     }
 }
 

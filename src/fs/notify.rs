@@ -36,6 +36,20 @@ pub(super) fn inval_entry(parent: u64, name: &[u8], how: Inval) -> Vec<u8> {
     m
 }
 
+/// Tells the kernel through `device` (the mount's `/dev/fuse`) what to do
+/// with entry `name` of `parent`. One write is one message; ENOENT means
+/// the kernel held no such entry, which is fine.
+pub(super) fn write_inval(device: &mut std::fs::File, parent: u64, name: &str, how: Inval) {
+    use std::io::Write;
+    let message = inval_entry(parent, name.as_bytes(), how);
+    match device.write(&message) {
+        Ok(n) if n == message.len() => {}
+        Ok(n) => log::debug!("entry invalidation: short write of {n} bytes"),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => log::debug!("entry invalidation of {name}: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
