@@ -247,6 +247,13 @@ pub struct Files {
     crowded: std::sync::OnceLock<CrowdedHook>,
 }
 
+/// What a buffering handle holds, out of the handle table.
+enum Buffer {
+    Record(Arc<Mutex<RecordWrite>>),
+    Meta(Arc<Mutex<MetaWrite>>),
+    Prompt(Arc<Mutex<PromptWrite>>),
+}
+
 /// The most a buffering handle holds: a prompt, a slot record or a
 /// transcript entry (1 MiB; metadata 64 KiB).
 const BUFFERED_MAX: u64 = 1 << 20;
@@ -1037,17 +1044,7 @@ impl Files {
     /// `write` to a handle that buffers (metadata, records, scratch files).
     /// Each write is checked as it arrives, so a refusal reaches the writer.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
-        enum Buffer {
-            Record(Arc<Mutex<RecordWrite>>),
-            Meta(Arc<Mutex<MetaWrite>>),
-            Prompt(Arc<Mutex<PromptWrite>>),
-        }
-        let buffer = match self.handles.files().get(&fh) {
-            Some(Handle::Record(b)) => Some(Buffer::Record(b.buffer())),
-            Some(Handle::Meta(b)) => Some(Buffer::Meta(b.buffer())),
-            Some(Handle::Prompt(b)) => Some(Buffer::Prompt(b.buffer())),
-            _ => None,
-        };
+        let buffer = self.buffer(fh);
         // A write grows a buffer to where it ends (a stream: by its
         // length); each handle's own cap, at most 1 MiB, bounds that.
         let len = data.len() as u64;
@@ -1116,6 +1113,17 @@ impl Files {
         }
     }
 
+    /// The buffer of `fh` when it is a handle that buffers, taken out of
+    /// the table so that it is locked with the table unlocked.
+    fn buffer(&self, fh: u64) -> Option<Buffer> {
+        match self.handles.files().get(&fh)? {
+            Handle::Record(b) => Some(Buffer::Record(b.buffer())),
+            Handle::Meta(b) => Some(Buffer::Meta(b.buffer())),
+            Handle::Prompt(b) => Some(Buffer::Prompt(b.buffer())),
+            _ => None,
+        }
+    }
+
     /// Whether `flush`/`fsync` on `fh` does anything: only buffered writes
     /// (metadata, records) commit there; the kernel may skip the others.
     pub fn finish_does_work(&self, fh: u64) -> bool {
@@ -1129,9 +1137,8 @@ impl Files {
     /// (the adapter hands it to [`Core::prompt_at_close`]), or why it cannot
     /// be; `None` for any other handle or one that sent its text already.
     pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
-        let prompt = match self.handles.files().get(&fh) {
-            Some(Handle::Prompt(p)) => p.buffer(),
-            _ => return None,
+        let Some(Buffer::Prompt(prompt)) = self.buffer(fh) else {
+            return None;
         };
         let mut prompt = locked(&prompt);
         let key = prompt.key.clone();
@@ -1169,16 +1176,11 @@ impl Files {
     /// `flush` and `fsync`: commits what a buffered handle still holds.
     /// Errors here reach `close()`: what is buffered must stand alone.
     pub fn finish(&self, fh: u64) -> Result<()> {
-        let (record, meta) = match self.handles.files().get(&fh) {
-            Some(Handle::Record(r)) => (Some(r.buffer()), None),
-            Some(Handle::Meta(m)) => (None, Some(m.buffer())),
-            _ => (None, None),
-        };
         // With the table unlocked: another call on the same handle under
         // way is waited for.
-        let finished = match (record, meta) {
-            (Some(r), _) => locked(&r).finish(&self.core),
-            (_, Some(m)) => locked(&m).finish(&self.core),
+        let finished = match self.buffer(fh) {
+            Some(Buffer::Record(r)) => locked(&r).finish(&self.core),
+            Some(Buffer::Meta(m)) => locked(&m).finish(&self.core),
             _ => Ok(()),
         };
         finished.map_err(|e| {
@@ -1232,12 +1234,10 @@ impl Files {
     /// A metadata file is written whole: it may be cut (to 0, or within
     /// what this handle wrote), never extended with NUL bytes.
     fn check_meta_size(&self, node: &Node, size: u64, fh: Option<u64>) -> Result<()> {
-        let buffer = fh.and_then(|fh| match self.handles.files().get(&fh) {
-            Some(Handle::Meta(m)) => Some(m.buffer()),
-            _ => None,
-        });
-        // Locked with the table unlocked, as every buffer is.
-        let written = buffer.map_or(0, |b| locked(&b).len());
+        let written = match fh.and_then(|fh| self.buffer(fh)) {
+            Some(Buffer::Meta(m)) => locked(&m).len(),
+            _ => 0,
+        };
         if size <= written {
             return Ok(());
         }
@@ -1269,11 +1269,7 @@ impl Files {
             return Err(Error::perm("modes and owners here are fixed"));
         }
         if let (Some(size), Some(fh)) = (set.size, fh) {
-            let meta = match self.handles.files().get(&fh) {
-                Some(Handle::Meta(m)) => Some(m.buffer()),
-                _ => None,
-            };
-            if let Some(m) = meta {
+            if let Some(Buffer::Meta(m)) = self.buffer(fh) {
                 locked(&m).truncate(size);
             }
         }
