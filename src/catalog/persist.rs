@@ -14,18 +14,18 @@ use std::sync::Arc;
 /// Bumped when the saved form changes; another version is ignored.
 const VERSION: u32 = 1;
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Saved {
     version: u32,
     files: Vec<SavedFile>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct SavedFile {
     key: String,
     path: PathBuf,
     at: Stamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     summary: Option<Summary>,
 }
 
@@ -41,7 +41,9 @@ pub fn load(path: &Path, roots: &[Root]) -> Vec<(SessionKey, Indexed)> {
             return Vec::new();
         }
     };
-    let saved: Saved = match serde_json::from_slice(&bytes) {
+    let parsed = serde_json::from_slice::<Saved>(&bytes);
+    drop(bytes);
+    let saved = match parsed {
         Ok(s) => s,
         Err(e) => {
             log::warn!(
@@ -79,29 +81,59 @@ pub fn load(path: &Path, roots: &[Root]) -> Vec<(SessionKey, Indexed)> {
         .collect()
 }
 
-/// Writes the index atomically (temporary file, then rename).
+/// Writes the index atomically (temporary file, then rename), streamed
+/// from the index itself: with 100,000 conversations a copy of every
+/// summary and the whole JSON body in memory would double the daemon's size.
 pub fn save(path: &Path, files: &HashMap<SessionKey, Arc<Indexed>>) -> std::io::Result<()> {
-    let saved = Saved {
+    let saving = Saving {
         version: VERSION,
-        files: files
-            .iter()
-            // JSON holds only UTF-8 paths; another one is read again next time.
-            .filter(|(_, e)| e.file.path.to_str().is_some())
-            .map(|(key, e)| SavedFile {
-                key: key.to_string(),
-                path: e.file.path.clone(),
-                at: e.stamp,
-                summary: e.summary.as_deref().cloned(),
-            })
-            .collect(),
+        files: SavingFiles(files),
     };
-    let body = serde_json::to_vec(&saved).map_err(std::io::Error::other)?;
     let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
     let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&body))
+        .and_then(|f| {
+            let mut out = std::io::BufWriter::with_capacity(64 << 10, f);
+            serde_json::to_writer(&mut out, &saving).map_err(std::io::Error::other)?;
+            out.flush()
+        })
         .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// The saved form of `Saved`, borrowing from the index.
+#[derive(Serialize)]
+struct Saving<'a> {
+    version: u32,
+    files: SavingFiles<'a>,
+}
+
+struct SavingFiles<'a>(&'a HashMap<SessionKey, Arc<Indexed>>);
+
+#[derive(Serialize)]
+struct SavingFile<'a> {
+    key: String,
+    path: &'a Path,
+    at: Stamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a Summary>,
+}
+
+impl Serialize for SavingFiles<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(
+            self.0
+                .iter()
+                // JSON holds only UTF-8 paths; another one is read again next time.
+                .filter(|(_, e)| e.file.path.to_str().is_some())
+                .map(|(key, e)| SavingFile {
+                    key: key.to_string(),
+                    path: &e.file.path,
+                    at: e.stamp,
+                    summary: e.summary.as_deref(),
+                }),
+        )
+    }
 }
