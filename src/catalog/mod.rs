@@ -24,7 +24,7 @@ use crate::engine::{EngineTable, Store};
 use crate::key::SessionKey;
 use crate::transcript::StoreKind;
 pub use decoded::{DecodedCopies, NotDecoded, MAX_DECODED_BYTES};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -92,6 +92,10 @@ struct Index {
     /// Shared with readers: a listing holds it while it works, changes
     /// copy it only if one does.
     files: Arc<Files>,
+    /// The keys of `files` whose summary is missing or of an older state
+    /// of the file: what a listing reads first, found without a look at
+    /// every conversation.
+    stale: BTreeSet<SessionKey>,
     /// Bumped by every change, so a walk does not undo what changed after
     /// it started.
     seq: u64,
@@ -114,7 +118,29 @@ struct Index {
     overflow: bool,
 }
 
+/// Keeps `stale` in step with one entry of `files` (None: it is gone).
+fn note_stale(stale: &mut BTreeSet<SessionKey>, key: &SessionKey, entry: Option<&Indexed>) {
+    if entry.is_some_and(|e| !e.is_summarised()) {
+        if !stale.contains(key) {
+            stale.insert(key.clone());
+        }
+    } else {
+        stale.remove(key);
+    }
+}
+
 impl Index {
+    /// Every stale key found by looking at every entry: after a change of
+    /// the whole index (a load, a walk).
+    fn restale(&mut self) {
+        self.stale = self
+            .files
+            .iter()
+            .filter(|(_, e)| !e.is_summarised())
+            .map(|(k, _)| k.clone())
+            .collect();
+    }
+
     fn touch(&mut self) {
         self.seq += 1;
         self.dirty = true;
@@ -209,6 +235,7 @@ impl Catalog {
             let loaded = persist::load(&saved, &catalog.roots);
             let mut index = lock(&catalog.index);
             index.files = Arc::new(loaded.into_iter().map(|(k, e)| (k, Arc::new(e))).collect());
+            index.restale();
         }
         catalog.saved = Some(saved);
         if watch {
@@ -400,6 +427,7 @@ impl Catalog {
             index.keys_version += 1;
         }
         index.files = Arc::new(next);
+        index.restale();
         index.tombs.retain(|_, t| *t > started);
         index.walked = Some(Instant::now());
     }
@@ -489,6 +517,7 @@ impl Catalog {
                     .collect();
                 for key in gone {
                     files.remove(&key);
+                    index.stale.remove(&key);
                     index.tombs.insert(key, seq);
                     changed = true;
                     keys_changed = true;
@@ -500,6 +529,7 @@ impl Catalog {
                     .is_some_and(|e| e.file.path == path && e.seq <= seq)
                 {
                     files.remove(&key);
+                    index.stale.remove(&key);
                     let tomb = index.tombs.entry(key).or_insert(seq);
                     *tomb = (*tomb).max(seq);
                     changed = true;
@@ -525,19 +555,18 @@ impl Catalog {
                         None
                     }
                 };
-                files.insert(
-                    key,
-                    Arc::new(Indexed {
-                        file: StoreFile {
-                            kind: self.roots[s.root].kind,
-                            mtime_ms: s.mtime_ms,
-                            path: s.path,
-                        },
-                        stamp,
-                        summary,
-                        seq,
-                    }),
-                );
+                let entry = Indexed {
+                    file: StoreFile {
+                        kind: self.roots[s.root].kind,
+                        mtime_ms: s.mtime_ms,
+                        path: s.path,
+                    },
+                    stamp,
+                    summary,
+                    seq,
+                };
+                note_stale(&mut index.stale, &key, Some(&entry));
+                files.insert(key, Arc::new(entry));
                 changed = true;
             }
         }
@@ -627,11 +656,10 @@ impl Catalog {
         let stale: Vec<(SessionKey, Arc<Indexed>)> = {
             let index = lock(&self.index);
             index
-                .files
+                .stale
                 .iter()
-                .filter(|(_, e)| !e.is_summarised())
                 .take(limit.unwrap_or(usize::MAX))
-                .map(|(k, e)| (k.clone(), e.clone()))
+                .filter_map(|k| Some((k.clone(), index.files.get(k)?.clone())))
                 .collect()
         };
         let n = stale.len();
@@ -655,6 +683,7 @@ impl Catalog {
         let mut fresh = 0;
         let mut changed = false;
         {
+            let index = &mut *index;
             let files = Arc::make_mut(&mut index.files);
             for (key, was, summary) in read {
                 let Some(now) = files.get_mut(&key) else {
@@ -669,6 +698,7 @@ impl Catalog {
                 }
                 changed |= now.summary.as_deref() != Some(&summary);
                 Arc::make_mut(now).summary = Some(Arc::new(summary));
+                note_stale(&mut index.stale, &key, Some(&**now));
             }
         }
         index.new_summaries += fresh;
@@ -743,7 +773,7 @@ impl Catalog {
         let index = lock(&self.index);
         CatalogStats {
             conversations: index.files.len(),
-            summarised: index.files.values().filter(|e| e.is_summarised()).count(),
+            summarised: index.files.len() - index.stale.len(),
             watching,
             saved: index.new_summaries == index.saved_summaries,
             files_read: self.reads.load(Ordering::Relaxed),
@@ -968,6 +998,64 @@ mod tests {
             .files()
             .contains_key(&SessionKey::new("claude", "w0").unwrap()));
         assert_eq!(title(&c, "w2").as_deref(), Some("third"));
+    }
+
+    /// The index's stale keys are those a look at every entry finds.
+    fn stale_keys(c: &Catalog) -> Vec<String> {
+        let index = lock(&c.index);
+        let scanned: BTreeSet<SessionKey> = index
+            .files
+            .iter()
+            .filter(|(_, e)| !e.is_summarised())
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(index.stale, scanned, "the stale keys kept in step");
+        scanned.iter().map(|k| k.id().to_string()).collect()
+    }
+
+    #[test]
+    fn stale_keys_follow_loads_walks_events_and_summaries() {
+        let (dir, engines) = claude_world();
+        let state = dir.path().join("state");
+        let a = conversation(dir.path(), "a", "first");
+        conversation(dir.path(), "b", "second");
+        let c = Catalog::open(&engines, &state, true);
+        assert_eq!(stale_keys(&c), ["a", "b"], "a walk finds them unread");
+        assert_eq!(c.stats().summarised, 0);
+        c.summarised();
+        assert!(stale_keys(&c).is_empty());
+        assert_eq!(c.stats().summarised, 2);
+
+        // An event of a write makes one stale; reading it makes it fresh.
+        append(
+            &a,
+            "{\"type\":\"custom-title\",\"customTitle\":\"Later\"}\n",
+        );
+        later(&a);
+        c.sync();
+        assert_eq!(stale_keys(&c), ["a"]);
+        assert_eq!(c.stats().summarised, 1);
+        assert_eq!(title(&c, "a").as_deref(), Some("Later"));
+        assert!(stale_keys(&c).is_empty());
+
+        // A new one comes stale, and leaves the set when its file goes.
+        let n = conversation(dir.path(), "n", "third");
+        c.sync();
+        assert_eq!(stale_keys(&c), ["n"]);
+        std::fs::remove_file(&n).unwrap();
+        c.sync();
+        assert!(stale_keys(&c).is_empty());
+        assert_eq!(c.stats().conversations, 2);
+        c.save_if_new();
+
+        // A load keeps what was saved: nothing stale; a walk agrees.
+        let again = Catalog::open(&engines, &state, false);
+        assert!(stale_keys(&again).is_empty());
+        assert_eq!(again.stats().summarised, 2);
+        append(&a, "{\"type\":\"user\"}\n");
+        later(&a);
+        again.rescan();
+        assert_eq!(stale_keys(&again), ["a"]);
     }
 
     #[test]

@@ -117,7 +117,7 @@ impl Core {
             "pid": std::process::id(),
             "mounts": [self.mountpoint],
             "started": utc_text(self.started_ms),
-            "sessions": self.keys().len(),
+            "sessions": self.rows(false).len(),
             "catalog": self.catalog.stats(),
             // Sessions holding a ring and a VT mirror here: only those opened.
             "runtimes": lock(&self.sessions).len(),
