@@ -432,9 +432,45 @@ impl Core {
         };
         let mut rows: Vec<Row> = Vec::with_capacity(metas.len() + files.len() + hosted.len());
 
+        // Every key any of the checks below may say something of, so that
+        // each of the (many) other conversations costs one look, not six.
+        let mut hashed_sockets = false;
+        let mut special: HashSet<&SessionKey> = metas.keys().chain(live.iter().copied()).collect();
+        special.extend(claimed.iter());
+        special.extend(runtimes.keys());
+        special.extend(stamps.keys());
+        let socket_keys: Vec<SessionKey> = sockets
+            .iter()
+            .filter_map(|name| {
+                let stem = name.to_str()?.strip_suffix(super::stamps::SOCKET)?;
+                let key = SessionKey::parse(stem).ok();
+                // A hash of a long key: such keys take the long way.
+                hashed_sockets |= key.is_none();
+                key
+            })
+            .collect();
+        special.extend(socket_keys.iter());
+        let plain = |key: &SessionKey| {
+            (special.is_empty() || !special.contains(key))
+                && (!hashed_sockets || self.paths.stem_is_key(key))
+        };
+
         // Each session once: conversations no record or live session is
         // (a conversation bound to a session shows as that session only)...
         for (key, entry) in files.iter() {
+            if plain(key) {
+                let parts = Parts {
+                    meta: None,
+                    store: Some(entry.clone()),
+                    runtime: None,
+                    socket: false,
+                    other_mtime_ms: None,
+                    hosted_created_ms: None,
+                    record_ms: None,
+                };
+                rows.push(self.make_row(key.clone(), parts));
+                continue;
+            }
             if taken(key) || (!claimed.is_empty() && claimed.contains(key)) {
                 continue;
             }
@@ -902,6 +938,52 @@ mod tests {
                 "{query:?}"
             );
         }
+    }
+
+    /// Most conversations take the short way through a gathering; those a
+    /// record, a live runtime or a socket says something of do not, sockets
+    /// named by a hash of a long key included.
+    #[test]
+    fn conversations_with_sockets_show_live_whatever_their_socket_is_named() {
+        let store = tempfile::tempdir().unwrap();
+        let project = store.path().join("projects/-w");
+        std::fs::create_dir_all(&project).unwrap();
+        let long = format!("l{}", "o".repeat(100));
+        for id in ["quiet", "plain", "recorded", long.as_str()] {
+            let row = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
+            std::fs::write(project.join(format!("{id}.jsonl")), format!("{row}\n")).unwrap();
+        }
+        let claude = store.path().display().to_string();
+        let (core, _dir) = Core::for_tests(&[("CLAUDE_CONFIG_DIR", &claude)]);
+        let key = |id: &str| SessionKey::new("claude", id).unwrap();
+        let state = |core: &Core, id: &str| {
+            let rows = core.gather_rows();
+            let row = rows.iter().find(|r| r.key == key(id));
+            row.map(|r| r.state).unwrap_or("absent")
+        };
+        assert_eq!(state(&core, "quiet"), "stopped");
+
+        // A master another daemon runs: its socket answers.
+        assert!(core.paths.stem_is_key(&key("plain")));
+        assert!(!core.paths.stem_is_key(&key(&long)));
+        let _plain =
+            std::os::unix::net::UnixListener::bind(core.paths.socket(&key("plain"))).unwrap();
+        let _hashed =
+            std::os::unix::net::UnixListener::bind(core.paths.socket(&key(&long))).unwrap();
+        core.sidecar
+            .update(|all| {
+                let meta = all.entry("claude:recorded".to_string()).or_default();
+                meta.favourite = true;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(state(&core, "plain"), "live");
+        assert_eq!(state(&core, &long), "live");
+        assert_eq!(state(&core, "quiet"), "stopped");
+        let rows = core.gather_rows();
+        let recorded = rows.iter().find(|r| r.key == key("recorded")).unwrap();
+        assert!(recorded.meta.favourite);
+        assert_eq!(rows.len(), 4, "each conversation once");
     }
 
     #[test]

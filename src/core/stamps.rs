@@ -21,7 +21,7 @@ use std::os::unix::fs::DirEntryExt;
 use std::sync::{Arc, Mutex};
 
 const RECORD: &str = ".run.json";
-const SOCKET: &str = ".sock";
+pub(super) const SOCKET: &str = ".sock";
 
 /// What was last read of one run record.
 #[derive(Debug, Clone)]

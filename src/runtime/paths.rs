@@ -30,14 +30,18 @@ impl RuntimePaths {
     /// The file stem used for a key's socket and run record: the key itself
     /// when the socket path fits, else a hash (the run record names the key).
     fn stem(&self, key: &SessionKey) -> String {
-        let plain = key.to_string();
-        let fits =
-            self.runtime_dir.as_os_str().len() + 1 + plain.len() + ".sock".len() <= MAX_SOCKET_PATH;
-        if fits {
-            plain
+        if self.stem_is_key(key) {
+            key.to_string()
         } else {
-            format!("h-{:016x}", fnv1a(&plain))
+            format!("h-{:016x}", fnv1a(key.as_str()))
         }
+    }
+
+    /// Whether the key's socket and run record are named by the key itself
+    /// (not by a hash of it).
+    pub fn stem_is_key(&self, key: &SessionKey) -> bool {
+        self.runtime_dir.as_os_str().len() + 1 + key.as_str().len() + ".sock".len()
+            <= MAX_SOCKET_PATH
     }
 
     pub fn socket(&self, key: &SessionKey) -> PathBuf {
