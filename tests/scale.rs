@@ -273,7 +273,15 @@ fn sessionfs_ls_asks_the_daemon_that_knows_the_live_sessions() {
     // newest activity, which only the daemon knows.
     sh_ok(&format!("mkdir {}", m.q("shell:old")));
     std::thread::sleep(Duration::from_millis(20));
-    sh_ok(&format!("mkdir {}", m.q("shell:new")));
+    m.live_shell("shell:new");
+    // `new` prints its prompt after its first command; from then on it is
+    // quiet, so no late output of its own can make it the newest again.
+    wait_for(10, "shell:new's prompt after its first command", || {
+        let text = m.read("shell:new/scrollback");
+        text.rsplit("ready")
+            .next()
+            .is_some_and(|after| !after.trim().is_empty())
+    });
     m.type_line("shell:old", "echo typed");
     m.wait_output_line("shell:old", "typed");
 
