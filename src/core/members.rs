@@ -82,6 +82,22 @@ impl Membership {
         by.get(name).is_some_and(|n| *n > 0)
     }
 
+    /// What `projects/` (or `engines/`) lists: every project (engine) an
+    /// active session has, in name order, without a look at the sessions.
+    pub(super) fn facet_names(&self, view: ViewDir) -> Vec<String> {
+        let by = match view {
+            ViewDir::Projects => &self.projects,
+            _ => &self.engines,
+        };
+        let mut names: Vec<String> = by
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// Changes when a session comes or goes or changes what views group it by.
     pub(super) fn digest(&self) -> u64 {
         self.digest
@@ -228,9 +244,17 @@ mod tests {
             files.getattr(ROOT, None, 0).unwrap();
             let missing = files.lookup(projects, OsStr::new("api"), 0).unwrap_err();
             assert_eq!(missing.errno, libc::ENOENT);
+            // `ls projects/`: the facets' names, not every session's row.
+            let fh = files.opendir(projects).unwrap();
+            let listed = files.readdir(projects, fh).unwrap();
+            assert!(listed.iter().any(|e| e.name == "web"));
+            files.releasedir(fh);
         }
         let gathered = core.listings.gathered() - before;
-        assert!(gathered <= 1, "{gathered} listings gathered for 100 walks");
+        assert!(
+            gathered <= 1,
+            "{gathered} listings gathered for 100 walks and listings"
+        );
     }
 
     #[test]
@@ -240,15 +264,27 @@ mod tests {
         let files = Files::new(core.clone());
         let projects = files.lookup(ROOT, OsStr::new("projects"), 0).unwrap().ino;
         let found = |name: &str| files.lookup(projects, OsStr::new(name), 0).is_ok();
+        let listed = |dir: u64| {
+            let fh = files.opendir(dir).unwrap();
+            let names: Vec<String> = (files.readdir(dir, fh).unwrap().iter())
+                .map(|e| e.name.clone())
+                .filter(|n| n != "." && n != "..")
+                .collect();
+            files.releasedir(fh);
+            names
+        };
         assert!(found("web") && !found("api"));
+        assert_eq!(listed(projects), ["web"]);
         let root_time = files.getattr(ROOT, None, 0).unwrap().mtime;
 
         set_project(&core, "shell:s1", Some("api"));
         assert!(found("web") && found("api"));
+        assert_eq!(listed(projects), ["api", "web"]);
         set_project(&core, "shell:s0", None);
         set_project(&core, "shell:s2", Some("api"));
         assert!(!found("web"), "its last session left");
         assert!(found("api"));
+        assert_eq!(listed(projects), ["api"]);
         assert!(files.getattr(ROOT, None, 0).unwrap().mtime >= root_time);
 
         // Archived sessions are in no facet; a new record is in its engine's.
@@ -262,9 +298,12 @@ mod tests {
             .unwrap();
         let engines = files.lookup(ROOT, OsStr::new("engines"), 0).unwrap().ino;
         assert!(!found("api"));
+        assert!(listed(projects).is_empty());
         assert!(files.lookup(engines, OsStr::new("shell"), 0).is_err());
+        assert!(listed(engines).is_empty());
         core.create("shell:new").unwrap();
         assert!(files.lookup(engines, OsStr::new("shell"), 0).is_ok());
+        assert_eq!(listed(engines), ["shell"]);
     }
 
     #[test]

@@ -6,7 +6,6 @@ use super::files::Files;
 use super::node::{Kind, Node, SessionFile, ViewDir};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use std::collections::BTreeSet;
 
 impl Files {
     /// Active sessions with what the views group them by, in listing order.
@@ -45,20 +44,14 @@ impl Files {
                 .filter(|(_, fav, _)| *fav)
                 .map(|(k, _, _)| link(ViewDir::Favourites, None, k))
                 .collect(),
-            Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) => {
-                let names: BTreeSet<String> = self
-                    .active()
-                    .into_iter()
-                    .filter_map(|(k, _, p)| match view {
-                        ViewDir::Projects => p,
-                        _ => Some(k.engine().to_string()),
-                    })
-                    .collect();
-                names
-                    .into_iter()
-                    .map(|n| (Node::Facet(*view, n.clone()), Kind::Dir, n))
-                    .collect()
-            }
+            // From the members' index: no look at every session.
+            Node::View(view @ (ViewDir::Projects | ViewDir::Engines)) => self
+                .core
+                .membership()
+                .facet_names(*view)
+                .into_iter()
+                .map(|n| (Node::Facet(*view, n.clone()), Kind::Dir, n))
+                .collect(),
             Node::Facet(view, name) => self
                 .active()
                 .into_iter()
