@@ -1742,7 +1742,7 @@ impl Files {
                 entries.push(self.entry(&Node::SlotsDir, Kind::Dir, "slots"));
                 entries.push(self.entry(&Node::TranscriptsDir, Kind::Dir, "agent-transcripts"));
                 for key in self.core.keys_in(false) {
-                    let name = key.to_string();
+                    let name = key.as_str().to_owned();
                     entries.push(self.entry(
                         &Node::Session(key, SessionFile::Dir),
                         Kind::Dir,

@@ -41,6 +41,8 @@ pub(super) struct Membership {
     engines: HashMap<String, usize>,
     /// Every session's key and the flags views group by, digested.
     digest: u64,
+    /// How many sessions there are, archived ones too.
+    sessions: usize,
 }
 
 impl Membership {
@@ -69,6 +71,7 @@ impl Membership {
             projects: owned(projects),
             engines: owned(engines),
             digest,
+            sessions: rows.len(),
         }
     }
 
@@ -96,6 +99,11 @@ impl Membership {
             .collect();
         names.sort_unstable();
         names
+    }
+
+    /// How many sessions there are (the root `status`'s `sessions`).
+    pub(super) fn sessions(&self) -> usize {
+        self.sessions
     }
 
     /// Changes when a session comes or goes or changes what views group it by.
@@ -301,8 +309,10 @@ mod tests {
         assert!(listed(projects).is_empty());
         assert!(files.lookup(engines, OsStr::new("shell"), 0).is_err());
         assert!(listed(engines).is_empty());
+        assert_eq!(core.membership().sessions(), 4, "archived ones count");
         core.create("shell:new").unwrap();
         assert!(files.lookup(engines, OsStr::new("shell"), 0).is_ok());
+        assert_eq!(core.membership().sessions(), 5);
         assert_eq!(listed(engines), ["shell"]);
     }
 

@@ -117,7 +117,9 @@ impl Core {
             "pid": std::process::id(),
             "mounts": [self.mountpoint],
             "started": utc_text(self.started_ms),
-            "sessions": self.rows(false).len(),
+            // Counted by the members' index: output and writes to a
+            // conversation change no member, so no gathering for them.
+            "sessions": self.membership().sessions(),
             "catalog": self.catalog.stats(),
             // Sessions holding a ring and a VT mirror here: only those opened.
             "runtimes": lock(&self.sessions).len(),

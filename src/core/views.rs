@@ -21,7 +21,7 @@ impl Files {
 
     pub(super) fn views_entries(&self, node: &Node) -> Result<Vec<(Node, Kind, String)>> {
         let link = |view, facet: Option<&String>, key: SessionKey| {
-            let name = key.to_string();
+            let name = key.as_str().to_owned();
             (
                 Node::ViewLink(view, facet.cloned(), key),
                 Kind::Symlink,
@@ -34,7 +34,7 @@ impl Files {
                 .keys_in(true)
                 .into_iter()
                 .map(|k| {
-                    let name = k.to_string();
+                    let name = k.as_str().to_owned();
                     (Node::Session(k, SessionFile::Dir), Kind::Dir, name)
                 })
                 .collect(),
