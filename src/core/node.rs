@@ -662,7 +662,7 @@ impl Default for Table {
 }
 
 fn key_hash(key: &SessionKey) -> u64 {
-    stable_hash(&[key.to_string().as_bytes()])
+    stable_hash(&[key.as_str().as_bytes()])
 }
 
 fn named_hash(node: &Node) -> u64 {
@@ -676,10 +676,10 @@ fn named_hash(node: &Node) -> u64 {
             b"link",
             view(v),
             facet.as_deref().unwrap_or("").as_bytes(),
-            key.to_string().as_bytes(),
+            key.as_str().as_bytes(),
         ]),
         Node::Scratch(key, name) => {
-            stable_hash(&[b"scratch", key.to_string().as_bytes(), name.as_bytes()])
+            stable_hash(&[b"scratch", key.as_str().as_bytes(), name.as_bytes()])
         }
         other => stable_hash(&[format!("{other:?}").as_bytes()]),
     }
