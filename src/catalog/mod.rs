@@ -112,6 +112,10 @@ struct Index {
     /// its value in the last file written.
     new_summaries: u64,
     saved_summaries: u64,
+    /// Counts summaries read again after their file changed;
+    /// `saved_resummaries` is its value in the last file written.
+    resummaries: u64,
+    saved_resummaries: u64,
     changed_at: Option<Instant>,
     saved_at: Option<Instant>,
     /// Events were lost: walk everything.
@@ -295,7 +299,13 @@ impl Catalog {
                 .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
             let long_ago = index.saved_at.is_none_or(|t| t.elapsed() > SAFETY_RESCAN);
             let unsaved = index.new_summaries > index.saved_summaries;
-            index.dirty && quiet && (unsaved || long_ago)
+            // Summaries read again are written out once they are a
+            // hundredth of the index: a restart then reads at most that many
+            // files again, and one busy conversation among 100,000 does not
+            // rewrite every summary each minute.
+            let again = index.resummaries - index.saved_resummaries;
+            let worth = again.saturating_mul(100) >= index.files.len() as u64;
+            index.dirty && quiet && (unsaved || (long_ago && worth))
         };
         if due {
             self.save();
@@ -309,12 +319,16 @@ impl Catalog {
             let mut index = lock(&self.index);
             index.dirty = false;
             index.saved_at = Some(Instant::now());
-            (index.files.clone(), index.new_summaries)
+            (
+                index.files.clone(),
+                (index.new_summaries, index.resummaries),
+            )
         };
         match persist::save(path, &files) {
             Ok(()) => {
                 let mut index = lock(&self.index);
-                index.saved_summaries = index.saved_summaries.max(summaries);
+                index.saved_summaries = index.saved_summaries.max(summaries.0);
+                index.saved_resummaries = index.saved_resummaries.max(summaries.1);
             }
             Err(e) => {
                 log::warn!("cannot save {}: {e}", path.display());
@@ -680,7 +694,7 @@ impl Catalog {
             })
             .collect();
         let mut index = lock(&self.index);
-        let mut fresh = 0;
+        let (mut fresh, mut again) = (0, 0);
         let mut changed = false;
         {
             let index = &mut *index;
@@ -695,6 +709,8 @@ impl Catalog {
                 }
                 if now.summary.is_none() {
                     fresh += 1;
+                } else {
+                    again += 1;
                 }
                 changed |= now.summary.as_deref() != Some(&summary);
                 Arc::make_mut(now).summary = Some(Arc::new(summary));
@@ -702,6 +718,7 @@ impl Catalog {
             }
         }
         index.new_summaries += fresh;
+        index.resummaries += again;
         if changed {
             index.touch();
         }
@@ -971,6 +988,51 @@ mod tests {
         let fourth = Catalog::open(&engines, &state, false);
         assert_eq!(fourth.summarised().len(), 4);
         assert_eq!(fourth.stats().files_read, 4);
+    }
+
+    #[test]
+    fn summaries_read_again_are_saved_once_they_are_a_hundredth_of_the_index() {
+        let (dir, engines) = claude_world();
+        let state = dir.path().join("state");
+        let paths: Vec<PathBuf> = (0..200)
+            .map(|i| conversation(dir.path(), &format!("c{i}"), "p"))
+            .collect();
+        let c = Catalog::open(&engines, &state, false);
+        c.summarised();
+        c.save_if_new();
+        // Each save writes a new file and renames it over the old one.
+        let saved_at = || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(state.join("catalog.json")).unwrap().ino()
+        };
+        let first = saved_at();
+        // Quiet for long, as a minute after the last save.
+        let long_ago = |c: &Catalog| {
+            let mut index = lock(&c.index);
+            index.changed_at = None;
+            index.saved_at = None;
+        };
+        let change = |path: &Path| {
+            append(path, "{\"type\":\"user\"}\n");
+            later(path);
+        };
+        change(&paths[0]);
+        c.rescan();
+        c.summarised();
+        long_ago(&c);
+        c.save_if_due();
+        assert_eq!(saved_at(), first, "one of 200 read again: not written");
+        change(&paths[1]);
+        c.rescan();
+        c.summarised();
+        long_ago(&c);
+        std::thread::sleep(Duration::from_millis(20));
+        c.save_if_due();
+        assert_ne!(saved_at(), first, "two of 200: written");
+        // A restart reads only what changed since.
+        let again = Catalog::open(&engines, &state, false);
+        again.summarised();
+        assert_eq!(again.stats().files_read, 0);
     }
 
     #[test]
