@@ -790,7 +790,7 @@ impl Catalog {
         let index = lock(&self.index);
         CatalogStats {
             conversations: index.files.len(),
-            summarised: index.files.len() - index.stale.len(),
+            summarised: index.files.len().saturating_sub(index.stale.len()),
             watching,
             saved: index.new_summaries == index.saved_summaries,
             files_read: self.reads.load(Ordering::Relaxed),
