@@ -2381,7 +2381,39 @@ fn a_storm_of_hostile_clients_leaves_the_daemon_answering_and_whole() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    wait_for(20, "every master to end", || host.masters().is_empty());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !host.masters().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = host.masters();
+    if !left.is_empty() {
+        // What a failure needs to be understood: whose masters, and what
+        // the daemon said of those sessions.
+        let archived: Vec<String> = std::fs::read_dir(m.path("archived"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pid in &left {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            eprintln!(
+                "chaos: master {pid} left: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            );
+        }
+        eprintln!("chaos: listed {live_keys:?}; archived {archived:?}");
+        let log = m.log_text();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        for line in tail.iter().rev() {
+            eprintln!("chaos: log: {line}");
+        }
+        panic!(
+            "{} masters outlived the stop of every listed session",
+            left.len()
+        );
+    }
     let home = host.path("home");
     wait_for(20, "every shell and program of the test to end", || {
         host_processes(&home).iter().all(|(pid, _)| *pid == daemon)
