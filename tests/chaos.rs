@@ -2381,12 +2381,8 @@ fn a_storm_of_hostile_clients_leaves_the_daemon_answering_and_whole() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !host.masters().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = host.masters();
-    if !left.is_empty() {
+    if !wait_until(20, || host.masters().is_empty()) {
+        let left = host.masters();
         // What a failure needs to be understood: whose masters, and what
         // the daemon said of those sessions.
         let archived: Vec<String> = std::fs::read_dir(m.path("archived"))
@@ -2409,10 +2405,7 @@ fn a_storm_of_hostile_clients_leaves_the_daemon_answering_and_whole() {
         for line in tail.iter().rev() {
             eprintln!("chaos: log: {line}");
         }
-        panic!(
-            "{} masters outlived the stop of every listed session",
-            left.len()
-        );
+        panic!("masters {left:?} outlived the stop of every listed session");
     }
     let home = host.path("home");
     wait_for(20, "every shell and program of the test to end", || {

@@ -315,20 +315,17 @@ impl Catalog {
     /// Writes the index to the state directory.
     pub fn save(&self) {
         let Some(path) = &self.saved else { return };
-        let (files, summaries) = {
+        let (files, new, again) = {
             let mut index = lock(&self.index);
             index.dirty = false;
             index.saved_at = Some(Instant::now());
-            (
-                index.files.clone(),
-                (index.new_summaries, index.resummaries),
-            )
+            (index.files.clone(), index.new_summaries, index.resummaries)
         };
         match persist::save(path, &files) {
             Ok(()) => {
                 let mut index = lock(&self.index);
-                index.saved_summaries = index.saved_summaries.max(summaries.0);
-                index.saved_resummaries = index.saved_resummaries.max(summaries.1);
+                index.saved_summaries = index.saved_summaries.max(new);
+                index.saved_resummaries = index.saved_resummaries.max(again);
             }
             Err(e) => {
                 log::warn!("cannot save {}: {e}", path.display());
@@ -1026,7 +1023,6 @@ mod tests {
         c.rescan();
         c.summarised();
         long_ago(&c);
-        std::thread::sleep(Duration::from_millis(20));
         c.save_if_due();
         assert_ne!(saved_at(), first, "two of 200: written");
         // A restart reads only what changed since.

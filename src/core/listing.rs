@@ -458,30 +458,18 @@ impl Core {
         // Each session once: conversations no record or live session is
         // (a conversation bound to a session shows as that session only)...
         for (key, entry) in files.iter() {
-            if plain(key) {
-                let parts = Parts {
-                    meta: None,
-                    store: Some(entry.clone()),
-                    runtime: None,
-                    socket: false,
-                    other_mtime_ms: None,
-                    hosted_created_ms: None,
-                    record_ms: None,
-                };
-                rows.push(self.make_row(key.clone(), parts));
-                continue;
-            }
-            if taken(key) || (!claimed.is_empty() && claimed.contains(key)) {
+            let special = !plain(key);
+            if special && (taken(key) || (!claimed.is_empty() && claimed.contains(key))) {
                 continue;
             }
             let parts = Parts {
                 meta: None,
                 store: Some(entry.clone()),
-                runtime: runtime(key),
-                socket: socket(key),
+                runtime: special.then(|| runtime(key)).flatten(),
+                socket: special && socket(key),
                 other_mtime_ms: None,
                 hosted_created_ms: None,
-                record_ms: record_ms(key),
+                record_ms: special.then(|| record_ms(key)).flatten(),
             };
             rows.push(self.make_row(key.clone(), parts));
         }

@@ -78,21 +78,22 @@ impl Membership {
     /// Whether `projects/NAME` (or `engines/NAME`) exists: an active
     /// session has that project (or engine).
     pub(super) fn has_facet(&self, view: ViewDir, name: &str) -> bool {
-        let by = match view {
+        self.counts(view).get(name).is_some_and(|n| *n > 0)
+    }
+
+    /// Active sessions by project (`projects/`) or by engine (`engines/`).
+    fn counts(&self, view: ViewDir) -> &HashMap<String, usize> {
+        match view {
             ViewDir::Projects => &self.projects,
             _ => &self.engines,
-        };
-        by.get(name).is_some_and(|n| *n > 0)
+        }
     }
 
     /// What `projects/` (or `engines/`) lists: every project (engine) an
     /// active session has, in name order, without a look at the sessions.
     pub(super) fn facet_names(&self, view: ViewDir) -> Vec<String> {
-        let by = match view {
-            ViewDir::Projects => &self.projects,
-            _ => &self.engines,
-        };
-        let mut names: Vec<String> = by
+        let mut names: Vec<String> = self
+            .counts(view)
             .iter()
             .filter(|(_, n)| **n > 0)
             .map(|(name, _)| name.clone())

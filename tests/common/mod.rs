@@ -7,14 +7,22 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Waits for `probe` to hold, polling, up to `secs` seconds; panics with `what`.
-pub fn wait_for(secs: u64, what: &str, mut probe: impl FnMut() -> bool) {
+pub fn wait_for(secs: u64, what: &str, probe: impl FnMut() -> bool) {
+    assert!(wait_until(secs, probe), "timed out waiting for {what}");
+}
+
+/// Waits for `probe` to hold, polling, up to `secs` seconds; whether it did.
+pub fn wait_until(secs: u64, mut probe: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + Duration::from_secs(secs);
     let mut pause = Duration::from_millis(5);
     while !probe() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
+        if Instant::now() >= until {
+            return false;
+        }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(100));
     }
+    true
 }
 
 /// Whether this process is root; when not, prints why `test` is skipped.
