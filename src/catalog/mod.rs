@@ -1003,27 +1003,23 @@ mod tests {
             std::fs::metadata(state.join("catalog.json")).unwrap().ino()
         };
         let first = saved_at();
-        // Quiet for long, as a minute after the last save.
-        let long_ago = |c: &Catalog| {
-            let mut index = lock(&c.index);
-            index.changed_at = None;
-            index.saved_at = None;
-        };
-        let change = |path: &Path| {
+        // One file written and read again, then quiet for long, as a
+        // minute after the last save; then a save if one is due.
+        let written_then_quiet = |path: &Path| {
             append(path, "{\"type\":\"user\"}\n");
             later(path);
+            c.rescan();
+            c.summarised();
+            {
+                let mut index = lock(&c.index);
+                index.changed_at = None;
+                index.saved_at = None;
+            }
+            c.save_if_due();
         };
-        change(&paths[0]);
-        c.rescan();
-        c.summarised();
-        long_ago(&c);
-        c.save_if_due();
+        written_then_quiet(&paths[0]);
         assert_eq!(saved_at(), first, "one of 200 read again: not written");
-        change(&paths[1]);
-        c.rescan();
-        c.summarised();
-        long_ago(&c);
-        c.save_if_due();
+        written_then_quiet(&paths[1]);
         assert_ne!(saved_at(), first, "two of 200: written");
         // A restart reads only what changed since.
         let again = Catalog::open(&engines, &state, false);
