@@ -20,6 +20,7 @@ pub mod listing;
 pub mod metaedit;
 pub mod mounting;
 pub mod procinfo;
+pub mod ring_file;
 pub mod runtime;
 pub mod screen;
 pub mod scrollback;

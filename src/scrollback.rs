@@ -5,13 +5,19 @@
 //! see it through a [`View`], which maps a file offset to a stream offset so
 //! that one open file handle stays self-consistent while old bytes are
 //! evicted under it.
+//!
+//! The bytes live in a [`RingFile`]: a session's is kept in the runtime
+//! directory, so the next daemon shows what this one did. A byte is shown
+//! to readers only once the file holds it.
 
-use std::collections::VecDeque;
+use crate::ring_file::{Bounds, Opened, RingFile};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-/// Size of one storage chunk; eviction drops whole chunks.
+/// Eviction drops whole chunks of this size, so the header that says what
+/// is held is rewritten once a chunk, not at every append.
 pub const CHUNK_SIZE: usize = 16 * 1024;
 
 /// One session's replay ring, shared as `Arc<Scrollback>` between the PTY
@@ -19,19 +25,29 @@ pub const CHUNK_SIZE: usize = 16 * 1024;
 pub struct Scrollback {
     cap: usize,
     chunk: usize,
+    /// Where the ring is kept for the next daemon, and whose it is.
+    keep: Option<Keep>,
     inner: Mutex<Inner>,
 }
 
+#[derive(Debug)]
+struct Keep {
+    path: PathBuf,
+    key: String,
+}
+
 struct Inner {
-    /// Every chunk but the last is exactly `chunk` bytes and none is empty,
-    /// so the chunk holding a stream offset is found by division.
-    chunks: VecDeque<Vec<u8>>,
     start: u64,
     total: u64,
     last_append: SystemTime,
-    /// An evicted chunk kept for reuse, so a full ring appends without
-    /// allocating.
-    spare: Option<Vec<u8>>,
+    /// The bytes; `None` until the first is written (or the kept file was
+    /// looked for, see `looked`).
+    store: Option<RingFile>,
+    /// The kept file has been looked for: a ring is opened on first use,
+    /// not when its session's runtime is made.
+    looked: bool,
+    /// Why bytes could not be kept, said once in the log.
+    failed: bool,
     /// Who asked to hear of the next output (`poll` on a caught-up handle).
     wakers: Vec<Waker>,
 }
@@ -84,9 +100,20 @@ impl View {
 }
 
 impl Scrollback {
-    /// A ring holding at most `cap_bytes`, stored in [`CHUNK_SIZE`] chunks.
+    /// A ring holding at most `cap_bytes`, in memory only.
     pub fn new(cap_bytes: usize) -> Self {
         Self::with_chunk_size(cap_bytes, CHUNK_SIZE)
+    }
+
+    /// A ring kept at `path` for the daemon that comes next, holding what
+    /// the one before kept there for `key`.
+    pub fn kept(cap_bytes: usize, path: PathBuf, key: &str) -> Self {
+        let mut ring = Self::new(cap_bytes);
+        ring.keep = Some(Keep {
+            path,
+            key: key.to_string(),
+        });
+        ring
     }
 
     /// A ring with a chosen chunk size. A chunk larger than the cap is
@@ -96,12 +123,14 @@ impl Scrollback {
         Scrollback {
             cap: cap_bytes,
             chunk: chunk.min(cap_bytes).max(1),
+            keep: None,
             inner: Mutex::new(Inner {
-                chunks: VecDeque::new(),
                 start: 0,
                 total: 0,
                 last_append: SystemTime::now(),
-                spare: None,
+                store: None,
+                looked: false,
+                failed: false,
                 wakers: Vec::new(),
             }),
         }
@@ -109,9 +138,17 @@ impl Scrollback {
 
     // No step inside a critical section panics, so a poisoned lock still
     // guards a valid ring; ignoring poison keeps one panic from spreading to
-    // every handler of the session.
+    // every handler of the session. The kept file is looked for here, on
+    // the ring's first use, under its own lock only.
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if !inner.looked {
+            inner.looked = true;
+            if let Some(keep) = &self.keep {
+                inner.find_kept(keep, self.cap);
+            }
+        }
+        inner
     }
 
     /// Appends PTY output, evicting whole chunks from the front so that at
@@ -123,7 +160,7 @@ impl Scrollback {
         let now = SystemTime::now();
         let mut inner = self.lock();
         inner.last_append = now;
-        inner.push(data, self.cap, self.chunk);
+        inner.push(data, self.cap, self.chunk, self.keep.as_ref());
         let wakers = std::mem::take(&mut inner.wakers);
         drop(inner);
         for wake in wakers {
@@ -179,7 +216,7 @@ impl Scrollback {
     /// first: a reader that reuses one buffer allocates nothing per read.
     pub fn read_into(&self, view: &mut View, offset: u64, size: usize, out: &mut Vec<u8>) {
         out.clear();
-        let inner = self.lock();
+        let mut inner = self.lock();
         let Some(mut pos) = view.base.checked_add(offset) else {
             return;
         };
@@ -198,7 +235,7 @@ impl Scrollback {
         let n = (inner.total - pos).min(size as u64) as usize;
         view.read_to = offset + n as u64;
         view.dry = 0;
-        inner.copy_out(pos, n, self.chunk, out);
+        inner.copy_out(pos, n, out);
     }
 
     /// Up to `size` bytes from stream offset `pos` (or from the oldest byte
@@ -206,35 +243,49 @@ impl Scrollback {
     /// stream offset the bytes start at.
     pub fn read_stream(&self, pos: u64, size: usize, out: &mut Vec<u8>) -> u64 {
         out.clear();
-        let inner = self.lock();
+        let mut inner = self.lock();
         let pos = pos.max(inner.start);
         if pos < inner.total && size > 0 {
             let n = (inner.total - pos).min(size as u64) as usize;
-            inner.copy_out(pos, n, self.chunk, out);
+            inner.copy_out(pos, n, out);
         }
         pos
     }
 
-    /// Drops every held byte (the stream offsets keep counting).
+    /// Drops every held byte and gives their memory back (the stream
+    /// offsets keep counting).
     pub fn clear(&self) {
         let mut inner = self.lock();
         inner.start = inner.total;
-        let chunks = std::mem::take(&mut inner.chunks);
-        let spare = inner.spare.take();
-        drop(inner);
-        // Freed outside the lock so the reader thread is not held up.
-        drop(chunks);
-        drop(spare);
+        let total = inner.total;
+        let key = self.keep.as_ref().map_or("", |k| k.key.as_str());
+        if let Some(store) = &inner.store {
+            if let Err(e) = store.reset(key, total) {
+                log::warn!("cannot empty the scrollback ring of {key}: {e}");
+                inner.store = None;
+            }
+        }
+    }
+
+    /// Drops every held byte and the kept file with them: the session's
+    /// runtime is freed. A later byte makes the file again.
+    pub fn discard(&self) {
+        let mut inner = self.lock();
+        inner.start = inner.total;
+        if let Some(mut store) = inner.store.take() {
+            if let Err(e) = store.unlink() {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    log::warn!("cannot remove a scrollback ring: {e}");
+                }
+            }
+        }
     }
 
     /// Everything held, oldest first.
-    #[cfg(test)]
     pub fn snapshot(&self) -> Vec<u8> {
-        let inner = self.lock();
-        let mut out = Vec::with_capacity((inner.total - inner.start) as usize);
-        for c in &inner.chunks {
-            out.extend_from_slice(c);
-        }
+        let mut out = Vec::new();
+        let start = self.lock().start;
+        self.read_stream(start, self.cap, &mut out);
         out
     }
 
@@ -251,6 +302,22 @@ impl Scrollback {
     /// Bytes ever appended.
     pub fn total(&self) -> u64 {
         self.lock().total
+    }
+
+    /// Memory (or disk) the held bytes take: the ring file's blocks.
+    pub fn resident_bytes(&self) -> u64 {
+        self.lock()
+            .store
+            .as_ref()
+            .map_or(0, RingFile::resident_bytes)
+    }
+
+    /// Whether the ring is kept in a file the next daemon finds.
+    pub fn is_kept(&self) -> bool {
+        self.lock()
+            .store
+            .as_ref()
+            .is_some_and(|s| s.kept().is_some())
     }
 
     /// Stream offset of the oldest byte held.
@@ -277,58 +344,117 @@ impl Scrollback {
 }
 
 impl Inner {
-    fn push(&mut self, mut data: &[u8], cap: usize, chunk: usize) {
+    /// Takes up what the kept file at `keep` holds, if there is one.
+    fn find_kept(&mut self, keep: &Keep, cap: usize) {
+        match RingFile::open(&keep.path, &keep.key, cap as u64) {
+            Ok(Opened::Absent) => {}
+            Ok(Opened::Kept(store, bounds)) | Ok(Opened::Copy(store, bounds)) => {
+                if let Ok(modified) = std::fs::metadata(&keep.path).and_then(|m| m.modified()) {
+                    self.last_append = modified;
+                }
+                self.start = bounds.start;
+                self.total = bounds.total;
+                self.store = Some(store);
+            }
+            Err(e) => log::warn!(
+                "{}: cannot read its kept scrollback {}: {e}",
+                keep.key,
+                keep.path.display()
+            ),
+        }
+    }
+
+    /// Where bytes go: the kept file (made now if need be), else an
+    /// anonymous one.
+    fn store(&mut self, cap: usize, keep: Option<&Keep>) -> Option<&RingFile> {
+        if self.store.is_none() {
+            let made = keep
+                .and_then(|k| {
+                    RingFile::create(&k.path, &k.key, cap as u64, self.total)
+                        .inspect_err(|e| log::warn!("{}: cannot keep its scrollback: {e}", k.key))
+                        .ok()
+                        .flatten()
+                })
+                .map(Ok)
+                .unwrap_or_else(|| RingFile::anonymous(cap as u64));
+            match made {
+                Ok(store) => self.store = Some(store),
+                Err(e) => {
+                    if !self.failed {
+                        log::error!("cannot hold scrollback: {e}");
+                    }
+                    self.failed = true;
+                }
+            }
+        }
+        self.store.as_ref()
+    }
+
+    fn push(&mut self, mut data: &[u8], cap: usize, chunk: usize, keep: Option<&Keep>) {
+        let held_max = cap as u64;
+        // What the file's header says now.
+        let (said_start, said_total) = (self.start, self.total);
         if data.len() > cap {
             // Only the last `cap` bytes could survive; skip copying the rest.
             let skip = data.len() - cap;
-            if let Some(c) = self.chunks.pop_front() {
-                self.spare = Some(c);
-            }
-            self.chunks.clear();
             self.total += skip as u64;
             self.start = self.total;
             data = &data[skip..];
         }
-        self.total += data.len() as u64;
-        while !data.is_empty() {
-            if self.chunks.back().is_none_or(|c| c.len() >= chunk) {
-                let mut c = self
-                    .spare
-                    .take()
-                    .unwrap_or_else(|| Vec::with_capacity(chunk));
-                c.clear();
-                self.chunks.push_back(c);
-            }
-            let Some(last) = self.chunks.back_mut() else {
-                break;
-            };
-            let n = (chunk - last.len()).min(data.len());
-            last.extend_from_slice(&data[..n]);
-            data = &data[n..];
+        let end = self.total + data.len() as u64;
+        // Whole chunks go from the front until the new bytes fit.
+        let mut start = self.start;
+        if end - start > held_max {
+            let over = end - held_max - start;
+            let chunks = over.div_ceil(chunk as u64);
+            start = (start + chunks * chunk as u64).min(end);
         }
-        while self.total - self.start > cap as u64 {
-            let Some(c) = self.chunks.pop_front() else {
-                break;
-            };
-            self.start += c.len() as u64;
-            self.spare = Some(c);
+        if data.is_empty() || cap == 0 {
+            self.start = end;
+            self.total = end;
+            return;
+        }
+        let total = self.total;
+        let written = self.store(cap, keep).map(|store| {
+            // The header gives up the evicted bytes before they are
+            // overwritten, and claims the new ones after they are written.
+            if start != said_start {
+                store.save_bounds(Bounds {
+                    start: start.min(said_total),
+                    total: said_total,
+                })?;
+            }
+            store.write_at(total, data)?;
+            store.save_bounds(Bounds { start, total: end })
+        });
+        match written {
+            Some(Ok(())) => {
+                self.start = start;
+                self.total = end;
+            }
+            failed => {
+                if let Some(Err(e)) = failed {
+                    log::error!("cannot write scrollback: {e}; its held bytes are dropped");
+                }
+                // What is held may be torn: hold nothing, and try a new file
+                // at the next byte.
+                self.store = None;
+                self.start = end;
+                self.total = end;
+            }
         }
     }
 
     /// Appends `n` bytes from stream offset `pos`, which the caller has
     /// checked lie within `[start, total)`, to `out`.
-    fn copy_out(&self, pos: u64, n: usize, chunk: usize, out: &mut Vec<u8>) {
-        let rel = (pos - self.start) as usize;
-        let mut off = rel % chunk;
-        let end = out.len() + n;
-        out.reserve(n);
-        for c in self.chunks.range(rel / chunk..) {
-            let take = (c.len() - off).min(end - out.len());
-            out.extend_from_slice(&c[off..off + take]);
-            off = 0;
-            if out.len() == end {
-                break;
-            }
+    fn copy_out(&mut self, pos: u64, n: usize, out: &mut Vec<u8>) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        if let Err(e) = store.read_at(pos, n, out) {
+            log::error!("cannot read scrollback: {e}; its held bytes are dropped");
+            self.store = None;
+            self.start = self.total;
         }
     }
 }
@@ -339,9 +465,9 @@ impl fmt::Debug for Scrollback {
         f.debug_struct("Scrollback")
             .field("cap", &self.cap)
             .field("chunk", &self.chunk)
+            .field("keep", &self.keep)
             .field("start", &inner.start)
             .field("total", &inner.total)
-            .field("chunks", &inner.chunks.len())
             .field("last_append", &inner.last_append)
             .field("wakers", &inner.wakers.len())
             .finish()
@@ -609,6 +735,81 @@ mod tests {
         for r in readers {
             r.join().unwrap();
         }
+    }
+
+    #[test]
+    fn a_kept_ring_is_found_again_by_the_next_daemon() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shell:a.ring");
+        let cap = 4 * CHUNK_SIZE;
+        let first = Scrollback::kept(cap, path.clone(), "shell:a");
+        assert!(!path.exists(), "made at the first byte, not before");
+        let mut at = 0u64;
+        for n in [1000usize, CHUNK_SIZE * 3, 5000, CHUNK_SIZE * 2 + 17] {
+            first.append(&pattern(at, n));
+            at += n as u64;
+        }
+        assert!(first.is_kept());
+        let (start, held) = (first.start(), first.snapshot());
+        drop(first);
+
+        let next = Scrollback::kept(cap, path.clone(), "shell:a");
+        assert_eq!((next.start(), next.total()), (start, at));
+        assert_eq!(next.snapshot(), held);
+        assert_eq!(next.snapshot(), pattern(start, (at - start) as usize));
+        next.append(&pattern(at, 10));
+        let mut view = next.open_view();
+        let tail = next.read(&mut view, at - start, 100);
+        assert_eq!(tail, pattern(at, 10));
+    }
+
+    #[test]
+    fn a_second_daemon_reads_a_copy_and_the_first_keeps_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shell:a.ring");
+        let owner = Scrollback::kept(1 << 16, path.clone(), "shell:a");
+        owner.append(b"before ");
+        let second = Scrollback::kept(1 << 16, path.clone(), "shell:a");
+        assert_eq!(second.snapshot(), b"before ");
+        assert!(!second.is_kept());
+        second.append(b"seen by the second");
+        owner.append(b"after");
+        assert_eq!(owner.snapshot(), b"before after");
+        drop(owner);
+        let third = Scrollback::kept(1 << 16, path, "shell:a");
+        assert_eq!(third.snapshot(), b"before after");
+    }
+
+    #[test]
+    fn discard_removes_the_kept_file_and_a_later_byte_makes_it_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shell:a.ring");
+        let ring = Scrollback::kept(1 << 16, path.clone(), "shell:a");
+        ring.append(b"old");
+        ring.discard();
+        assert!(!path.exists());
+        assert!(ring.is_empty());
+        ring.append(b"new");
+        assert!(path.exists());
+        drop(ring);
+        assert_eq!(
+            Scrollback::kept(1 << 16, path, "shell:a").snapshot(),
+            b"new"
+        );
+    }
+
+    #[test]
+    fn a_ring_costs_the_bytes_it_holds() {
+        let ring = Scrollback::new(8 << 20);
+        assert_eq!(ring.resident_bytes(), 0, "nothing before the first byte");
+        ring.append(&[b'x'; 100_000]);
+        let resident = ring.resident_bytes();
+        assert!(
+            (100_000..100_000 + 3 * 4096 + 4096).contains(&resident),
+            "{resident}"
+        );
+        ring.clear();
+        assert!(ring.resident_bytes() <= 4096);
     }
 
     #[test]

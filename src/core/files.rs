@@ -471,14 +471,17 @@ impl Files {
     /// calling process has one open (so `tail -f`, which polls `fstat`, sees
     /// growth past the ring's cap), else the bytes held.
     fn scrollback_size(&self, key: &SessionKey, fh: Option<u64>, pid: u32) -> Result<u64> {
+        if let Some((ring, view)) = fh.and_then(|fh| self.handles.scrollback_ring(fh, key)) {
+            return Ok(ring.view_len(&view));
+        }
+        if let Some(len) = self.core.archived_scrollback_len(key) {
+            return Ok(len);
+        }
         // A session never opened in this daemon has an empty ring.
         let Some(rt) = self.core.existing_runtime(key)? else {
             return Ok(0);
         };
         let ring = rt.scrollback();
-        if let Some(view) = fh.and_then(|fh| self.handles.scrollback_view(fh, key)) {
-            return Ok(ring.view_len(&view));
-        }
         // `/proc` is read only when someone holds this session's open.
         if self.handles.scrollback_open(key) {
             if let Some(view) = self.handles.newest_scrollback_of(key, tgid_of(pid)) {
@@ -818,11 +821,14 @@ impl Files {
                 Handle::meta(MetaWrite::new(&self.core, key, *file)?)
             }
             (Node::Session(key, SessionFile::Scrollback), _) => {
-                let rt = self.core.session_runtime(key)?;
+                let ring = match self.core.archived_scrollback(key) {
+                    Some(kept) => kept,
+                    None => self.core.session_runtime(key)?.scrollback().clone(),
+                };
                 Handle::Scrollback {
                     key: key.clone(),
-                    ring: rt.scrollback().clone(),
-                    view: rt.scrollback().open_view(),
+                    view: ring.open_view(),
+                    ring,
                     tgid: tgid_of(pid),
                 }
             }

@@ -263,6 +263,20 @@ impl HandleTable {
         }
     }
 
+    /// The ring and view of `scrollback` handle `fh`, if it is one of `key`'s.
+    pub(super) fn scrollback_ring(
+        &self,
+        fh: u64,
+        key: &SessionKey,
+    ) -> Option<(Arc<Scrollback>, View)> {
+        match self.files().get(&fh) {
+            Some(Handle::Scrollback {
+                key: k, ring, view, ..
+            }) if k == key => Some((ring.clone(), *view)),
+            _ => None,
+        }
+    }
+
     /// Whether some process holds `key`'s `scrollback` open.
     pub(super) fn scrollback_open(&self, key: &SessionKey) -> bool {
         self.scrollbacks().contains_key(key)

@@ -17,6 +17,7 @@
 //!   (metadata changes, archive).
 
 mod agent_state;
+mod archived_scrollback;
 mod caps;
 mod control;
 mod conversations;

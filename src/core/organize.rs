@@ -226,7 +226,18 @@ impl Core {
                     state.outcome = None;
                     state.record = None;
                 }
-                rt.scrollback.clear();
+                // The reap closed the connection: the ring holds all the
+                // output there will be.
+                let kept = if self.ring_is_history(key) {
+                    self.keep_archived_scrollback(key, &rt.scrollback)
+                } else {
+                    Ok(())
+                };
+                match kept {
+                    Ok(()) => rt.scrollback.discard(),
+                    // Not lost: still read from the ring until a restart.
+                    Err(e) => log::error!("{key}: {}", e.message),
+                }
                 rt.clear_screen();
                 if let Some(copy) = copy {
                     if let Err(e) = copy.install() {
@@ -268,6 +279,9 @@ impl Core {
                 Error::new(e.errno, format!("{key} is not unarchived: {}", e.message)),
             )
         })?;
+        if let Err(e) = self.drop_archived_scrollback(key) {
+            log::warn!("{key}: {}", e.message);
+        }
         log::info!("{key}: unarchived");
         Ok(())
     }

@@ -105,12 +105,19 @@ impl ActivityStamp {
 }
 
 impl SessionRuntime {
-    /// `record`: where the session's run record is (or will be).
-    pub(super) fn new(key: SessionKey, scrollback_bytes: u64, record: PathBuf) -> Self {
+    /// `record`: where the session's run record is (or will be); `ring`:
+    /// where its scrollback is kept.
+    pub(super) fn new(
+        key: SessionKey,
+        scrollback_bytes: u64,
+        record: PathBuf,
+        ring: PathBuf,
+    ) -> Self {
         let stamped = record::stamped_activity_ms(&record).unwrap_or(0);
+        let scrollback = Scrollback::kept(scrollback_bytes as usize, ring, key.as_str());
         SessionRuntime {
             key,
-            scrollback: Arc::new(Scrollback::new(scrollback_bytes as usize)),
+            scrollback: Arc::new(scrollback),
             screen: Mutex::new(Mirror::default()),
             state: Mutex::new(RuntimeState {
                 cols: DEFAULT_COLS,
@@ -286,6 +293,7 @@ impl Core {
                     key.clone(),
                     self.config.scrollback_bytes,
                     self.paths.record(key),
+                    self.paths.ring(key),
                 ))
             })
             .clone()
@@ -338,6 +346,7 @@ mod tests {
             SessionKey::parse("shell:t").unwrap(),
             64 * 1024,
             PathBuf::from("/nonexistent/shell:t.run.json"),
+            PathBuf::from("/nonexistent/shell:t.ring"),
         )
     }
 

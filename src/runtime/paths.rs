@@ -53,6 +53,11 @@ impl RuntimePaths {
             .join(format!("{}.run.json", self.stem(key)))
     }
 
+    /// Where the session's scrollback ring is kept for the next daemon.
+    pub fn ring(&self, key: &SessionKey) -> PathBuf {
+        self.runtime_dir.join(format!("{}.ring", self.stem(key)))
+    }
+
     pub fn lock(&self, key: &SessionKey) -> PathBuf {
         self.lock_dir.join(format!("{key}.lock"))
     }
