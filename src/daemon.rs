@@ -44,6 +44,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .map_err(|e| Error::new(e as i32, format!("cannot block signals: {e}")))?;
 
     release_big_buffers();
+    raise_open_files_limit();
     let core = Core::new(config, &mountpoint)?;
     core.attach_live();
 
@@ -168,5 +169,23 @@ fn release_big_buffers() {
         if set != 1 {
             log::debug!("mallopt(M_MMAP_THRESHOLD) was refused");
         }
+    }
+}
+
+/// Every live session holds a socket and its kept ring open: the soft limit
+/// on open files (often 1024) goes up to the hard one. The masters and
+/// programs it starts get the user's own limit back (see
+/// [`crate::runtime::launch`]).
+fn raise_open_files_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= hard {
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => crate::runtime::launch::keep_user_open_files_limit(soft),
+        Err(e) => log::warn!("cannot raise the open files limit from {soft} to {hard}: {e}"),
     }
 }

@@ -139,3 +139,159 @@ fn an_archived_shell_keeps_what_it_showed() {
     m.wait_output("shell:old", "back-again");
     assert!(!String::from_utf8_lossy(&scrollback(&m, "shell:old")).contains("archived-1"));
 }
+
+/// A terminal program as Node TUIs and bash are: it draws once at start and
+/// again only when its size really changed (a resize to the same size,
+/// which is all `redraw` and `dtach -a` send, it ignores). `first` is what
+/// it draws at start, `later` what it draws after a change.
+fn size_drawer(host: &Host, first: &str, later: &str) -> std::path::PathBuf {
+    let path = host.path("drawer.py");
+    std::fs::write(
+        &path,
+        format!(
+            r#"import os, signal, sys, time
+last = os.get_terminal_size()
+def show(text, size):
+    sys.stdout.write("\x1b[2J\x1b[H" + text + "\r\nsize %dx%d\r\n" % (size.columns, size.lines))
+    sys.stdout.flush()
+def changed(*_):
+    global last
+    size = os.get_terminal_size()
+    if size != last:
+        last = size
+        show({later:?}, size)
+signal.signal(signal.SIGWINCH, changed)
+show({first:?}, last)
+while True:
+    time.sleep(1)
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The session's size as its `status` gives it: `COLSxROWS`.
+fn size_of(m: &Mount, key: &str) -> String {
+    m.json(&format!("{key}/status"))["size"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// What the program drew while no daemon was joined is lost, and it ignores
+/// the join's redraw: a screen still blank a moment after the join gets a
+/// real repaint (a size change and back), unless someone else is attached
+/// to the master.
+#[test]
+fn a_blank_screen_after_a_restart_gets_a_real_repaint() {
+    let host = Host::new();
+    let drawer = size_drawer(&host, "FIRST", "REDRAWN");
+    let mut m = host.mount("mnt");
+    let key = "shell:tui";
+    m.live_shell(key);
+    m.type_line(key, &format!("exec python3 {}", drawer.display()));
+    wait_for(20, "the first drawing", || {
+        m.read(&format!("{key}/screen")).contains("FIRST")
+    });
+    let size = size_of(&m, key);
+    let socket = m.json(&format!("{key}/status"))["socket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The drawing is lost: the ring is gone with the daemon.
+    m.kill9();
+    drop(m);
+    std::fs::remove_file(host.runtime_dir().join(format!("{key}.ring"))).unwrap();
+    let m = host.mount("mnt");
+    wait_for(10, "a real repaint of the blank screen", || {
+        m.read(&format!("{key}/screen")).contains("REDRAWN")
+    });
+    // The size went back: the program's last drawing is at the old size.
+    wait_for(5, "the size put back", || {
+        let screen = m.read(&format!("{key}/screen"));
+        screen.contains("REDRAWN") && screen.lines().any(|l| l.trim() == format!("size {size}"))
+    });
+    assert_eq!(size_of(&m, key), size);
+
+    // Someone is attached with dtach: their terminal is not made to jump.
+    let mut person = std::process::Command::new("script")
+        .args(["-qfc", &format!("dtach -a '{socket}' -r none"), "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(10, "the person's client attached", || {
+        let fds = std::fs::read_dir(format!(
+            "/proc/{}/fd",
+            m.json(&format!("{key}/status"))["master_pid"]
+        ))
+        .unwrap()
+        .filter(|e| {
+            std::fs::read_link(e.as_ref().unwrap().path())
+                .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .count();
+        fds >= 3
+    });
+    let mut m = m;
+    m.kill9();
+    drop(m);
+    std::fs::remove_file(host.runtime_dir().join(format!("{key}.ring"))).unwrap();
+    let m = host.mount("mnt");
+    wait_for(10, "the repaint declined", || {
+        m.log_text().contains("other client(s) attached")
+    });
+    assert!(
+        m.read(&format!("{key}/screen")).trim().is_empty(),
+        "nothing was drawn for the daemon"
+    );
+    let _ = person.kill();
+    let _ = person.wait();
+}
+
+/// A `busy` read from a screen that then stays still (drawn before a
+/// restart, or the program drew nothing since) is judged again after 10 s
+/// of no output, input or hook: the screen is repainted, and the state
+/// follows what it shows.
+#[test]
+fn a_busy_state_the_screen_no_longer_backs_is_judged_again() {
+    let host = Host::new();
+    let drawer = size_drawer(
+        &host,
+        "✻ Working… (esc to interrupt)",
+        "──────────────────────────────\r\n❯ \r\n──────────────────────────────",
+    );
+    let program = host.path("fake-claude");
+    std::fs::write(
+        &program,
+        format!("#!/bin/sh\nexec python3 '{}'\n", drawer.display()),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", program.display()));
+    let host = host.with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string());
+    let m = host.mount("mnt");
+    let key = "claude:11111111-2222-4333-8444-666666666666";
+    sh_ok(&format!("mkdir {}", m.q(key)));
+    sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+    wait_for(20, "busy from the screen", || {
+        m.read(&format!("{key}/state")) == "busy\n"
+    });
+    let busy_at = Instant::now();
+    let judged = wait_until(30, || m.read(&format!("{key}/state")) == "idle\n");
+    assert!(
+        judged,
+        "still {} with the screen:\n{}\nevents:\n{}\nlog:\n{}",
+        m.read(&format!("{key}/state")),
+        m.read(&format!("{key}/screen")),
+        m.read(&format!("{key}/events")),
+        m.log_text()
+    );
+    assert!(
+        busy_at.elapsed() >= Duration::from_secs(8),
+        "judged again after {:?}, before the screen went stale",
+        busy_at.elapsed()
+    );
+    assert!(m.log_text().contains("is stale; repainting"));
+}

@@ -121,6 +121,9 @@ struct Inner {
     tick_output: u64,
     output_changed_ms: u64,
     looked_ms: u64,
+    /// The last hook line, or the last repaint asked for because the state
+    /// had no evidence (ms): with output and input, what backs a state.
+    evidence_ms: u64,
 }
 
 /// How long after its last output a session is looked at every tick: long
@@ -157,6 +160,16 @@ impl Inner {
         }
         ACTIVITY.note(active);
         due
+    }
+
+    /// Whether a TUI's `starting` or `busy` has had no evidence (output,
+    /// input, a hook) for [`super::repaint::STALE_MS`]: a live agent at
+    /// work keeps drawing, so the screen it was read from is stale (drawn
+    /// before a restart, or never drawn), and a repaint shows it anew.
+    fn stale(&self, kind: AgentKind, input_ms: u64, now: u64) -> bool {
+        let judged = matches!(self.tracker.state(), State::Starting | State::Busy);
+        let lately = self.output_changed_ms.max(input_ms).max(self.evidence_ms);
+        kind.tui().is_some() && judged && now.saturating_sub(lately) >= super::repaint::STALE_MS
     }
 
     fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
@@ -306,6 +319,7 @@ impl Default for Agent {
                 tick_output: u64::MAX,
                 output_changed_ms: 0,
                 looked_ms: 0,
+                evidence_ms: 0,
             }),
             changed: Condvar::new(),
             version: AtomicU64::new(0),
@@ -649,6 +663,7 @@ impl Core {
             inner.ending = None;
             inner.entered = false;
             inner.saved = pos;
+            inner.evidence_ms = now;
         }
         {
             let mut log_slot = lock(&rt.agent.log);
@@ -749,6 +764,13 @@ impl Core {
             inner.agent_pid = pid;
             if let Some(id) = &bound {
                 inner.tracker.own_id(id);
+            }
+            if !events.is_empty() {
+                inner.evidence_ms = now;
+            }
+            if inner.stale(kind, input_ms, now) {
+                inner.evidence_ms = now;
+                rt.repaint_now();
             }
             inner.take_hooks(kind, key, events, now, &mut changes);
             inner.end_if_recorded(kind, key, ending, store, now, &mut changes);
@@ -1267,6 +1289,10 @@ pub(super) fn start(core: &Arc<Core>) {
                 .collect();
             for rt in live {
                 let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if rt.repaint_pending() {
+                        ACTIVITY.note(true);
+                        core.repaint_step(&rt);
+                    }
                     core.agent_tick(&rt.key, &rt)
                 }));
                 if looked.is_err() {

@@ -35,6 +35,7 @@ mod organize;
 mod prompt_close;
 mod record_buffers;
 mod records;
+mod repaint;
 mod root_ctl;
 mod save;
 pub mod scratch;

@@ -56,7 +56,7 @@ impl Flight {
 }
 
 /// Hears how a join's redraw went: nobody waits for it.
-struct Repainted;
+pub(super) struct Repainted;
 
 impl crate::work::Answer<()> for Repainted {
     fn done(self, result: Result<()>) {
@@ -356,6 +356,9 @@ impl Core {
             (s.cols, s.rows)
         };
         rt.expect_repaint();
+        // Programs that ignore a redraw get a real repaint if their screen
+        // is still blank a moment later.
+        rt.look_for_blank_at(crate::runtime::record::now_ms() + super::repaint::JOIN_LOOK_MS);
         if client.try_redraw_now(cols, rows) {
             return;
         }

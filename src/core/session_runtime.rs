@@ -17,7 +17,7 @@ use crate::runtime::Outcome;
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A live session's connection and what the last open found.
@@ -64,6 +64,13 @@ pub struct SessionRuntime {
     /// Until when output is the program repainting for this daemon (see
     /// [`SessionRuntime::expect_repaint`]), in ms.
     repaint_until_ms: AtomicU64,
+    /// When to look whether the screen is blank, for a real repaint (ms,
+    /// 0: no look due; see `repaint`).
+    pub(super) blank_look_ms: AtomicU64,
+    /// When to put the size back after a repaint's change (ms, 0: none).
+    pub(super) restore_size_ms: AtomicU64,
+    /// The look due repaints whatever the screen shows (it is stale).
+    pub(super) repaint_any: AtomicBool,
 }
 
 /// How long after a join's redraw the program's output is taken as its
@@ -131,6 +138,9 @@ impl SessionRuntime {
             },
             output_ms: AtomicU64::new(0),
             repaint_until_ms: AtomicU64::new(0),
+            blank_look_ms: AtomicU64::new(0),
+            restore_size_ms: AtomicU64::new(0),
+            repaint_any: AtomicBool::new(false),
         }
     }
 

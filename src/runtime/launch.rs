@@ -16,7 +16,17 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The soft limit on open files the user had before the daemon raised its
+/// own (0: not raised): the masters and programs started get it back.
+static USER_NOFILE: AtomicU64 = AtomicU64::new(0);
+
+/// Remembers the user's own soft limit on open files (see [`USER_NOFILE`]).
+pub fn keep_user_open_files_limit(soft: u64) {
+    USER_NOFILE.store(soft, Ordering::Relaxed);
+}
 
 /// How an open resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -245,14 +255,26 @@ fn launch(req: &OpenRequest<'_>, socket: &Path, lock: std::fs::File) -> Result<(
         .stdout(Stdio::null())
         .stderr(err_file);
     // SAFETY: runs in the forked child before exec and only makes the
-    // async-signal-safe calls fcntl and sigprocmask. Clearing close-on-exec
+    // async-signal-safe calls fcntl, getrlimit, setrlimit and sigprocmask.
+    // The user's own open files limit comes back here. Clearing close-on-exec
     // here, not in the parent, keeps the lock out of every other child this
     // process starts; the daemon blocks its shutdown signals, and the master
     // and agent must not inherit that.
+    let user_nofile = USER_NOFILE.load(Ordering::Relaxed);
     unsafe {
         cmd.pre_exec(move || {
             if libc::fcntl(lock_fd, libc::F_SETFD, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if user_nofile != 0 {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                    limit.rlim_cur = user_nofile.min(limit.rlim_max);
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                }
             }
             nix::sys::signal::SigSet::empty().thread_set_mask()?;
             Ok(())
