@@ -75,6 +75,11 @@ pub struct SessionMeta {
     /// (a new Codex session, a Claude conversation resumed under a new id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
+    /// The conversations its process wrote before the current one (Claude's
+    /// `/clear`, Codex's `/new`), oldest first; the key's own id is first
+    /// when the session began as it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<String>,
     /// When this session's record last changed (milliseconds since the
     /// epoch; 0 in records written before it was kept): the mtime of its
     /// `meta.json` and one-line files.

@@ -56,7 +56,8 @@ impl Run {
         let hook_file = dir.path().join("hooks.jsonl");
         let settings = dir.path().join("hook-settings.json");
         let key = format!("claude:{CLAUDE_ID}");
-        write_claude_settings(&settings, sessionfs_exe(), &hook_file, &key).unwrap();
+        let locks = dir.path().join("locks");
+        write_claude_settings(&settings, sessionfs_exe(), &hook_file, &key, &locks).unwrap();
         let mut cmd = env.command("claude");
         cmd.args(["--session-id", CLAUDE_ID, "--settings"])
             .arg(&settings);

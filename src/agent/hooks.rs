@@ -37,8 +37,10 @@ fn sh_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
-/// The hook command line: `'EXE' hook --events 'FILE' --session 'KEY'`.
-pub fn hook_command(exe: &Path, events_file: &Path, key: &str) -> String {
+/// The hook command line: `'EXE' hook --events 'FILE' --session 'KEY'
+/// --locks 'DIR'` (the lock directory, where a switch of conversation is
+/// claimed).
+pub fn hook_command(exe: &Path, events_file: &Path, key: &str, locks: &Path) -> String {
     [
         sh_quote(&exe.to_string_lossy()),
         "hook".into(),
@@ -46,14 +48,16 @@ pub fn hook_command(exe: &Path, events_file: &Path, key: &str) -> String {
         sh_quote(&events_file.to_string_lossy()),
         "--session".into(),
         sh_quote(key),
+        "--locks".into(),
+        sh_quote(&locks.to_string_lossy()),
     ]
     .join(" ")
 }
 
 /// The contents of the file given to `claude --settings`: one command hook
 /// per event in [`CLAUDE_EVENTS`]. Claude adds it to the user's own settings.
-pub fn claude_settings(exe: &Path, events_file: &Path, key: &str) -> Value {
-    let command = hook_command(exe, events_file, key);
+pub fn claude_settings(exe: &Path, events_file: &Path, key: &str, locks: &Path) -> Value {
+    let command = hook_command(exe, events_file, key, locks);
     let mut hooks = Map::new();
     for event in CLAUDE_EVENTS {
         let handler = json!({"type": "command", "command": command, "timeout": 10});
@@ -72,6 +76,7 @@ pub fn write_claude_settings(
     exe: &Path,
     events_file: &Path,
     key: &str,
+    locks: &Path,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
@@ -82,7 +87,7 @@ pub fn write_claude_settings(
         .mode(0o600)
         .open(&tmp)?;
     f.write_all(
-        claude_settings(exe, events_file, key)
+        claude_settings(exe, events_file, key, locks)
             .to_string()
             .as_bytes(),
     )?;
@@ -159,6 +164,13 @@ pub fn hook_line(payload: &[u8], key: &str, ts_ms: u64) -> String {
     line.insert("key".into(), json!(cut(key, MAX_FIELD)));
     let event = field(&["hook_event_name", "type"]).unwrap_or_else(|| "unknown".into());
     line.insert("event".into(), json!(event));
+    // The agent process the hook speaks for: Claude names it; Codex runs
+    // its notify program itself.
+    let pid = std::env::var("CLAUDE_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        .unwrap_or_else(std::os::unix::process::parent_id);
+    line.insert("pid".into(), json!(pid));
     let fields: [(&str, &[&str]); 5] = [
         ("session_id", &["session_id", "thread-id", "thread_id"]),
         ("tool_name", &["tool_name"]),
@@ -192,6 +204,7 @@ pub fn parse_hook_line(line: &str) -> Option<(u64, String, HookEvent)> {
             notification_type: s("notification_type"),
             tool_name: s("tool_name"),
             reason: s("reason"),
+            pid: v.get("pid").and_then(Value::as_u64).map(|p| p as u32),
         },
     ))
 }
@@ -220,13 +233,38 @@ pub fn append_line(file: &Path, line: &str) -> std::io::Result<()> {
 /// The hidden `sessionfs hook` subcommand: reads the payload (Codex passes
 /// it as the last argument, Claude on stdin), appends its line. Never fails
 /// the agent: every error is swallowed, the caller exits 0.
-pub fn run_hook(events_file: &Path, key: &str, arg_payload: Option<&str>) {
+/// Records one hook event; a switch of conversation inside the agent's own
+/// process is claimed in `locks` at once (see [`super::claims`]), so that
+/// no daemon launches the conversation it now writes, even while none runs.
+pub fn run_hook(events_file: &Path, key: &str, arg_payload: Option<&str>, locks: Option<&Path>) {
     let payload = match arg_payload {
         Some(p) => p.as_bytes().to_vec(),
         None => read_stdin_capped(),
     };
     let ts_ms = super::events::now_ms();
-    let _ = append_line(events_file, &hook_line(&payload, key, ts_ms));
+    let line = hook_line(&payload, key, ts_ms);
+    let _ = append_line(events_file, &line);
+    let (Some(locks), Some((_, _, event))) = (locks, parse_hook_line(&line)) else {
+        return;
+    };
+    let Some((engine, id)) = key.split_once(':') else {
+        return;
+    };
+    let switched = super::claims::claude_switch(
+        &event.name,
+        event.reason.as_deref(),
+        event.session_id.as_deref(),
+    );
+    if let Some(to) = switched.filter(|to| to != id) {
+        let claim = super::claims::Claim {
+            conversation: format!("{engine}:{to}"),
+            by: key.to_string(),
+            agent_pid: event.pid.unwrap_or(0),
+            ts_ms,
+        };
+        // Refused when a master of its own writes it: the daemon says so.
+        let _ = super::claims::make(locks, &claim);
+    }
 }
 
 /// Reads stdin up to [`MAX_PAYLOAD`] and drains the rest so the writer sees
@@ -255,6 +293,7 @@ mod tests {
             Path::new("/usr/bin/session fs"),
             Path::new("/state/it's/hooks.jsonl"),
             "claude:abc",
+            Path::new("/run/locks"),
         );
         for event in CLAUDE_EVENTS {
             let entry = &v["hooks"][event][0];
@@ -270,7 +309,7 @@ mod tests {
                 .unwrap();
             assert_eq!(
                 String::from_utf8_lossy(&out.stdout),
-                "hook\n--events\n/state/it's/hooks.jsonl\n--session\nclaude:abc\n"
+                "hook\n--events\n/state/it's/hooks.jsonl\n--session\nclaude:abc\n--locks\n/run/locks\n"
             );
             assert!(cmd.starts_with("'/usr/bin/session fs' hook"));
             assert_eq!(entry.get("matcher").is_some(), TOOL_EVENTS.contains(event));

@@ -5,6 +5,7 @@
 //! signals (the process, hook lines from [`events::Follower`], screen
 //! verdicts from [`screen`]) and serves what [`state::Tracker`] decides.
 
+pub mod claims;
 pub mod events;
 pub mod hooks;
 pub mod screen;

@@ -100,6 +100,8 @@ pub struct HookEvent {
     pub tool_name: Option<String>,
     /// SessionStart's `source` or SessionEnd's `reason`.
     pub reason: Option<String>,
+    /// The agent process the hook ran for, when the line says.
+    pub pid: Option<u32>,
 }
 
 /// What the screen shows, as judged by a per-engine classifier.

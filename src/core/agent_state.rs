@@ -529,6 +529,7 @@ impl Core {
                     &self.wrapper,
                     &files.hooks,
                     key.as_str(),
+                    &self.config.lock_dir,
                 ) {
                     Ok(()) => {
                         argv.push("--settings".into());

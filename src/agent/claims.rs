@@ -1,0 +1,211 @@
+//! Which master writes a conversation it was not launched for. An agent may
+//! switch conversations inside its own process (Claude's `/clear` and
+//! `/resume`, Codex's `/new` and `/resume`): the master of `claude:A` then
+//! writes `claude:B`. The claim "B is written by A" is a file in the lock
+//! directory, `claims/<ENGINE>:<B>.json`, made under B's lock by whatever
+//! learns of the switch first (the agent's hook runs even when no daemon
+//! does), and every daemon looks at it before it launches B: one writer per
+//! conversation, across switches and across daemons. A claim lasts while
+//! the claiming session's master lives and has not switched again.
+
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a claim's writer waits for the conversation's lock: a LAUNCH
+/// holds it for a moment; a live master of its own holds it for good.
+const LOCK_WAIT: Duration = Duration::from_millis(300);
+/// The largest claim file read back.
+const MAX_CLAIM: u64 = 4096;
+
+/// "`conversation` is written by the master of `by`".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The conversation's key, `ENGINE:ID`.
+    pub conversation: String,
+    /// The session whose master writes it, `ENGINE:ID`.
+    pub by: String,
+    /// The agent process that switched (0: not known).
+    #[serde(default)]
+    pub agent_pid: u32,
+    /// When it was made, in ms since the epoch.
+    #[serde(default)]
+    pub ts_ms: u64,
+}
+
+/// Why a claim could not be made.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The conversation's lock is held: a master of its own writes it.
+    Held,
+    /// The claims directory or file could not be written.
+    Io(String),
+}
+
+/// The claims directory of a lock directory.
+pub fn dir(lock_dir: &Path) -> PathBuf {
+    lock_dir.join("claims")
+}
+
+fn path(lock_dir: &Path, conversation: &str) -> PathBuf {
+    dir(lock_dir).join(format!("{conversation}.json"))
+}
+
+/// The conversation's own lock file (the one its LAUNCH takes).
+fn lock_path(lock_dir: &Path, conversation: &str) -> PathBuf {
+    lock_dir.join(format!("{conversation}.lock"))
+}
+
+/// Takes `conversation`'s lock, waiting at most [`LOCK_WAIT`].
+fn take_lock(lock_dir: &Path, conversation: &str) -> Result<File, Refused> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(lock_path(lock_dir, conversation))
+        .map_err(|e| Refused::Io(e.to_string()))?;
+    let until = Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(TryLockError::WouldBlock) => return Err(Refused::Held),
+            Err(TryLockError::Error(e)) => return Err(Refused::Io(e.to_string())),
+        }
+    }
+}
+
+/// Records `claim` under its conversation's lock (written aside, then
+/// renamed, so a reader sees a whole claim or none).
+pub fn make(lock_dir: &Path, claim: &Claim) -> Result<(), Refused> {
+    let io = |e: std::io::Error| Refused::Io(e.to_string());
+    let claims = dir(lock_dir);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&claims)
+        .map_err(io)?;
+    let _lock = take_lock(lock_dir, &claim.conversation)?;
+    let target = path(lock_dir, &claim.conversation);
+    let tmp = target.with_extension(format!("tmp{}", std::process::id()));
+    let body = serde_json::to_vec(claim).map_err(|e| Refused::Io(e.to_string()))?;
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&body)?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io)
+}
+
+/// The claim on `conversation`, if one was made (live or not).
+pub fn read(lock_dir: &Path, conversation: &str) -> Option<Claim> {
+    use std::io::Read;
+    let mut text = Vec::new();
+    File::open(path(lock_dir, conversation))
+        .ok()?
+        .take(MAX_CLAIM)
+        .read_to_end(&mut text)
+        .ok()?;
+    let claim: Claim = serde_json::from_slice(&text).ok()?;
+    (claim.conversation == conversation).then_some(claim)
+}
+
+/// Ends the claim on `conversation` if `by` made it: its master switched
+/// again or ended.
+pub fn end(lock_dir: &Path, conversation: &str, by: &str) {
+    if read(lock_dir, conversation).is_some_and(|c| c.by == by) {
+        let _ = std::fs::remove_file(path(lock_dir, conversation));
+    }
+}
+
+/// What a Claude hook payload says of a switch inside the agent's own
+/// process: `SessionStart` with `source` `clear` or `resume` names the
+/// conversation it writes from now on (`compact` keeps the same one).
+pub fn claude_switch(
+    event: &str,
+    source: Option<&str>,
+    session_id: Option<&str>,
+) -> Option<String> {
+    let switched = event == "SessionStart" && matches!(source, Some("clear" | "resume"));
+    session_id.filter(|_| switched).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(conversation: &str, by: &str) -> Claim {
+        Claim {
+            conversation: conversation.into(),
+            by: by.into(),
+            agent_pid: 7,
+            ts_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_claim_is_made_read_and_ended_by_its_maker_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = claim("claude:b", "claude:a");
+        make(dir.path(), &c).unwrap();
+        assert_eq!(read(dir.path(), "claude:b"), Some(c));
+        end(dir.path(), "claude:b", "claude:x");
+        assert!(read(dir.path(), "claude:b").is_some(), "not x's to end");
+        end(dir.path(), "claude:b", "claude:a");
+        assert!(read(dir.path(), "claude:b").is_none());
+    }
+
+    #[test]
+    fn a_conversation_whose_lock_is_held_cannot_be_claimed() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = take_lock(dir.path(), "claude:b").unwrap();
+        assert_eq!(
+            make(dir.path(), &claim("claude:b", "claude:a")),
+            Err(Refused::Held)
+        );
+        drop(held);
+        make(dir.path(), &claim("claude:b", "claude:a")).unwrap();
+    }
+
+    #[test]
+    fn a_foreign_or_damaged_claim_file_is_no_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(super::dir(dir.path())).unwrap();
+        std::fs::write(path(dir.path(), "claude:b"), b"{not json").unwrap();
+        assert!(read(dir.path(), "claude:b").is_none());
+        make(dir.path(), &claim("claude:c", "claude:a")).unwrap();
+        std::fs::rename(path(dir.path(), "claude:c"), path(dir.path(), "claude:b")).unwrap();
+        assert!(read(dir.path(), "claude:b").is_none(), "it names another");
+    }
+
+    #[test]
+    fn only_clear_and_resume_switch() {
+        assert_eq!(
+            claude_switch("SessionStart", Some("clear"), Some("b")),
+            Some("b".into())
+        );
+        assert_eq!(
+            claude_switch("SessionStart", Some("resume"), Some("b")),
+            Some("b".into())
+        );
+        for source in [Some("startup"), Some("compact"), None] {
+            assert_eq!(claude_switch("SessionStart", source, Some("b")), None);
+        }
+        assert_eq!(claude_switch("Stop", Some("clear"), Some("b")), None);
+    }
+}
