@@ -356,9 +356,12 @@ impl Tracker {
             },
             "Stop" => (State::Idle, Source::Hook),
             "agent-turn-complete" => (State::Idle, Source::Notify),
-            // `/clear` ends one conversation and starts the next in the same
-            // program; any other end means the program is on its way out.
-            "SessionEnd" if event.reason.as_deref() == Some("clear") => return Outcome::Unchanged,
+            // `/clear` and `/resume` end one conversation and go on with the
+            // next in the same program; any other end means the program is
+            // on its way out.
+            "SessionEnd" if matches!(event.reason.as_deref(), Some("clear" | "resume")) => {
+                return Outcome::Unchanged
+            }
             "SessionEnd" => (State::Exited, Source::Hook),
             // SessionStart comes before the prompt box can take input: the
             // screen (or the first prompt's hooks) says when it is ready.

@@ -278,6 +278,35 @@ impl Inner {
     }
 }
 
+/// Whether `key`'s tracker knows no id of its own yet: a Codex session
+/// started afresh is bound to its first thread by the catalog, not here.
+fn lock_inner_ids_empty(core: &Core, key: &SessionKey) -> bool {
+    let rt = lock(&core.sessions).get(key).cloned();
+    rt.is_none_or(|rt| lock(&rt.agent.inner).tracker.own_ids().is_empty())
+}
+
+/// Whether a process of the agent's session (the agent is its leader)
+/// holds open the Codex rollout of thread `thread`.
+fn codex_writes(agent_pid: u32, thread: &str) -> bool {
+    let suffix = format!("-{thread}.jsonl");
+    crate::procinfo::session_members(agent_pid)
+        .into_iter()
+        .chain(std::iter::once(agent_pid))
+        .any(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .any(|target| {
+                    target.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n.starts_with("rollout-") && n.ends_with(&suffix)
+                    })
+                })
+        })
+}
+
 /// What a look at a session's store found: nothing while there is none.
 #[derive(Debug, Default, Clone, Copy)]
 struct StoreLook {
@@ -348,6 +377,12 @@ impl Agent {
 
     fn kind(&self) -> Option<AgentKind> {
         lock(&self.inner).kind
+    }
+
+    /// Hook events naming conversation `id` are the session's own from now
+    /// on: its process switched to it.
+    pub(super) fn own_id(&self, id: &str) {
+        lock(&self.inner).tracker.own_id(id);
     }
 
     /// Nothing has happened to it: never opened, never changed.
@@ -692,7 +727,7 @@ impl Core {
 
     /// One look at a live session: new hook lines, the screen or the
     /// foreground group. Runs on the `agents` thread.
-    fn agent_tick(&self, key: &SessionKey, rt: &SessionRuntime) {
+    fn agent_tick(&self, key: &SessionKey, rt: &Arc<SessionRuntime>) {
         let output = rt.scrollback.total();
         let input_ms = lock(&rt.state).last_input_ms;
         let (kind, follower, opens, seen, pid, ending, look) = {
@@ -742,6 +777,11 @@ impl Core {
             }),
         };
         let pid = self.program_pid(key, rt, pid);
+        // The agent switched conversations in its own process: the session
+        // goes on as the new one before its events are taken.
+        if let Some((to, why)) = self.switch_in(key, kind, pid, &events) {
+            self.switch_conversation(key, rt, &to, &why);
+        }
         // A Codex session started afresh learns its thread from its rollout.
         let unbound = kind == AgentKind::Codex && {
             let inner = lock(&rt.agent.inner);
@@ -804,6 +844,55 @@ impl Core {
             write_saved(&files, &saved);
         }
         self.agent_changed(rt, changes, now);
+    }
+
+    /// The conversation the agent's own process switched to, if these
+    /// events say it did, and how that was learnt. Claude: a `SessionStart`
+    /// of source `clear` or `resume` from the session's agent process itself
+    /// (a `claude -p` a tool started is another process). Codex: a turn's
+    /// end in a thread that is not the session's, whose rollout a process
+    /// of the agent's holds open (its title thread has none).
+    fn switch_in(
+        &self,
+        key: &SessionKey,
+        kind: AgentKind,
+        agent_pid: Option<u32>,
+        events: &[(u64, HookEvent)],
+    ) -> Option<(String, String)> {
+        let current = self.conversation_id(key);
+        let mut found = None;
+        for (_, event) in events {
+            let to = match kind {
+                AgentKind::Claude => crate::agent::claims::claude_switch(
+                    &event.name,
+                    event.reason.as_deref(),
+                    event.session_id.as_deref(),
+                )
+                .filter(|_| event.pid.is_none() || event.pid == agent_pid)
+                .map(|to| {
+                    let how = event.reason.clone().unwrap_or_default();
+                    (to, format!("its hook's SessionStart, source {how}"))
+                }),
+                AgentKind::Codex => event
+                    .session_id
+                    .clone()
+                    .filter(|_| is_turn_end(event))
+                    .filter(|to| *to != current && *to != key.id())
+                    .filter(|_| !lock_inner_ids_empty(self, key))
+                    .filter(|to| agent_pid.is_some_and(|pid| codex_writes(pid, to)))
+                    .map(|to| {
+                        (
+                            to,
+                            "a turn ended in a thread whose rollout it writes".into(),
+                        )
+                    }),
+                AgentKind::Shell => None,
+            };
+            if let Some(to) = to {
+                found = Some(to);
+            }
+        }
+        found.filter(|(to, _)| *to != current)
     }
 
     /// The program's pid: `known`, else from the run record (a launch may

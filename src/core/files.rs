@@ -563,6 +563,10 @@ impl Files {
             }
             // A view's link always names the same session.
             Node::ViewLink(..) => (self.link_target(node)?.len() as u64, started),
+            Node::Written(conversation) => (
+                self.link_target(node)?.len() as u64,
+                self.core.meta_changed(conversation),
+            ),
             Node::Scratch(key, name) => {
                 let f = self
                     .scratch_get(key, name)
@@ -696,6 +700,11 @@ impl Files {
                 }
                 let key =
                     SessionKey::parse(name).map_err(|_| Error::not_found(format!("no {name}")))?;
+                // A conversation another session's process writes is that
+                // session, whose link it is.
+                if self.core.written_by_other(&key) {
+                    return Ok(Node::Written(key));
+                }
                 // Archived sessions live under archived/ only.
                 if self.core.exists(&key) && !self.core.is_archived(&key) {
                     Ok(Node::Session(key, SessionFile::Dir))
@@ -1583,6 +1592,15 @@ impl Files {
                 Ok(latest_target(self.core.transcript_pages(key)?))
             }
             Node::ViewLink(..) => Ok(super::views::link_target(node)),
+            Node::Written(conversation) => self
+                .core
+                .conversation_owner(conversation)
+                .map(|owner| owner.to_string())
+                .ok_or_else(|| {
+                    Error::not_found(format!(
+                        "{conversation} is no longer written by another session"
+                    ))
+                }),
             Node::Scratch(key, name) => self
                 .scratch_get(key, name)
                 .and_then(|f| f.symlink)

@@ -56,6 +56,10 @@ pub(crate) struct MetaDoc<'a> {
     // In key order, as a parsed document (`sessionfs ls`) prints them.
     agent_state: &'a str,
     archived: bool,
+    /// The engine's id of the conversation its process writes now.
+    conversation: &'a str,
+    /// The ones it wrote before, oldest first.
+    conversations: &'a [String],
     created: String,
     engine: &'a str,
     favourite: bool,
@@ -299,6 +303,11 @@ impl Core {
             .and_then(|m| m.modified())
             .ok()
             .hash(&mut runtimes);
+        // A claim made or ended (a switch seen by a hook or another daemon).
+        std::fs::metadata(crate::agent::claims::dir(&self.config.lock_dir))
+            .and_then(|m| m.modified())
+            .ok()
+            .hash(&mut runtimes);
         for (key, rt) in lock(&self.sessions).iter() {
             let state = lock(&rt.state);
             (
@@ -395,8 +404,17 @@ impl Core {
             if meta.conversation.is_some() {
                 claimed.insert(Self::conversation_key(&key, Some(&meta)));
             }
+            // What its process wrote before a switch is the session too.
+            for id in &meta.conversations {
+                if let Ok(earlier) = SessionKey::new(key.engine(), id) {
+                    if earlier != key {
+                        claimed.insert(earlier);
+                    }
+                }
+            }
             metas.insert(key, meta);
         }
+        claimed.extend(self.switched_conversations());
         let live: HashSet<&SessionKey> = runtimes
             .iter()
             .filter(|(_, rt)| rt.live_client().is_some())
@@ -599,6 +617,8 @@ impl Core {
         MetaDoc {
             agent_state: row.agent_state,
             archived: row.meta.archived,
+            conversation: row.meta.conversation.as_deref().unwrap_or(row.key.id()),
+            conversations: &row.meta.conversations,
             created: super::utc_text(row.meta.created_ms),
             engine: row.key.engine(),
             favourite: row.meta.favourite,

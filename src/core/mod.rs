@@ -43,6 +43,7 @@ mod session_runtime;
 mod shell_line;
 mod stamps;
 mod status;
+mod switches;
 mod times;
 mod transcripts;
 mod views;
@@ -111,6 +112,8 @@ pub struct Core {
     members: members::Members,
     /// Sessions launched here whose conversation may still be bound.
     pending_binds: conversations::PendingBinds,
+    /// Which session each conversation it switched to belongs to.
+    owners: switches::Owners,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// The key the root `ctl`'s last `new` made (root `status`'s `new`).
@@ -260,6 +263,7 @@ impl Core {
             listings: listing::ListingCache::default(),
             members: members::Members::default(),
             pending_binds: Default::default(),
+            owners: Default::default(),
             root_error: Mutex::new(None),
             last_new: Mutex::new(None),
             warnings: Default::default(),

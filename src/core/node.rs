@@ -178,6 +178,9 @@ pub enum Node {
     Facet(ViewDir, String),
     /// A symlink to a session directory inside a view.
     ViewLink(ViewDir, Option<String>, SessionKey),
+    /// A conversation another session writes or wrote (its agent switched
+    /// to it in its own process): a symlink in the root to that session.
+    Written(SessionKey),
     /// A file an editor made in a session directory, kept in memory.
     Scratch(SessionKey, String),
 }
@@ -359,7 +362,7 @@ impl Node {
             Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => DIR,
             Node::Session(_, SessionFile::Dir) => DIR,
             Node::Session(_, SessionFile::TranscriptDir) => READ_DIR,
-            Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) => LINK,
+            Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) | Node::Written(_) => LINK,
             Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
             Node::Page(..) => GENERATED,
             Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
@@ -430,6 +433,7 @@ impl Node {
             Node::View(v) => v.name().to_string(),
             Node::Facet(v, name) => format!("{}/{name}", v.name()),
             Node::ViewLink(v, _, key) => format!("{}/{key}", v.name()),
+            Node::Written(key) => format!("{key} (a link to the session that writes it)"),
             Node::Scratch(key, name) => format!("scratch file {key}/{name}"),
         }
     }
@@ -681,6 +685,7 @@ fn named_hash(node: &Node) -> u64 {
         Node::Scratch(key, name) => {
             stable_hash(&[b"scratch", key.as_str().as_bytes(), name.as_bytes()])
         }
+        Node::Written(key) => stable_hash(&[b"written", key.as_str().as_bytes()]),
         other => stable_hash(&[format!("{other:?}").as_bytes()]),
     }
 }
@@ -694,6 +699,7 @@ fn is_named(node: &Node) -> bool {
             | Node::HostedFile(_)
             | Node::Facet(..)
             | Node::ViewLink(..)
+            | Node::Written(_)
             | Node::Scratch(..)
     )
 }
@@ -730,6 +736,7 @@ impl InodeTable {
             | Node::HostedFile(_)
             | Node::Facet(..)
             | Node::ViewLink(..)
+            | Node::Written(_)
             | Node::Scratch(..) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
             Node::Page(key, n) => {
                 let slot = self.table().pages.slot(key, key_hash(key));

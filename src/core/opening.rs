@@ -71,6 +71,9 @@ impl crate::work::Answer<()> for Repainted {
 pub(super) enum OpenMode {
     AttachOrLaunch,
     AttachOnly,
+    /// As `AttachOrLaunch`, for the session that writes the conversation
+    /// first asked for: opened as it is, never sent on again.
+    Owner,
 }
 
 impl Core {
@@ -115,6 +118,14 @@ impl Core {
             return Err(Error::perm(format!(
                 "{key} is archived; unarchive it first"
             )));
+        }
+        // A conversation another session's process writes is opened as that
+        // session: never a second process on it.
+        if mode == OpenMode::AttachOrLaunch && self.written_by_other(key) {
+            if let Some(owner) = self.conversation_owner(key).filter(|o| o != key) {
+                log::info!("{key}: written by the master of {owner}; opening that");
+                return self.ensure_open(&owner, OpenMode::Owner, deadline);
+            }
         }
         let rt = self.runtime(key);
         let (flight, stops) = loop {

@@ -375,7 +375,7 @@ impl Core {
         self.moved_hook.set(hook, "moved");
     }
 
-    fn moved(&self, key: &SessionKey) {
+    pub(super) fn moved(&self, key: &SessionKey) {
         self.moved_hook.call(key);
     }
 
@@ -386,7 +386,7 @@ impl Core {
         self.members_hook.set(hook, "members");
     }
 
-    fn record_changed(&self, key: &SessionKey) {
+    pub(super) fn record_changed(&self, key: &SessionKey) {
         self.members_hook.call(key);
     }
 

@@ -77,8 +77,11 @@ impl Core {
             error = RunRecord::read(&self.paths.record(key)).and_then(|r| r.exec_error);
         }
         let record = if live { record } else { None };
+        let earlier = self.meta(key).conversations;
         Ok(to_json_text(&json!({
             "key": key.to_string(),
+            "conversation": self.conversation_id(key),
+            "conversations": earlier,
             "state": state_name,
             "agent_state": self.agent_state(key).as_str(),
             "outcome": outcome,
