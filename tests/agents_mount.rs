@@ -423,3 +423,105 @@ fn bench_prompt_to_busy_and_last_byte_to_idle() {
         );
     }
 }
+
+/// The processes of a real Claude Code that the test's agents started.
+fn claude_processes(a: &Agents) -> Vec<u32> {
+    agents::processes_with_env(&[a.env.claude_dir.to_string_lossy().into_owned()])
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe.to_string_lossy().ends_with("claude.exe"))
+        })
+        .collect()
+}
+
+/// A session's current conversation, from its `status`.
+fn conversation(a: &Agents, key: &str) -> String {
+    a.m.json(&format!("{key}/status"))["conversation"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Claude's `/clear` starts a new conversation in the same process: the
+/// session follows it. Prompts to the old key and to the new one (a link to
+/// the session) reach the one process, and each answer is the session's
+/// `transcript/last` in turn; a second daemon on the same host opening the
+/// new key joins that process too.
+#[test]
+fn after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link() {
+    let Some(a) =
+        Agents::start("after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link")
+    else {
+        return;
+    };
+    let id = "c1a0de00-0000-4000-8000-0000000000c1";
+    let key = a.session("claude", id);
+    a.api.push_text("Answer before the clear.");
+    a.prompt(&key, "first question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+
+    a.prompt(&key, "/clear");
+    wait_for(30, "the session to follow /clear", || {
+        conversation(&a, &key) != id
+    });
+    let new_id = conversation(&a, &key);
+    let new_key = format!("claude:{new_id}");
+    // The record is written in the background, at once.
+    wait_for(5, "the earlier conversation recorded", || {
+        a.m.json(&format!("{key}/status"))["conversations"] == serde_json::json!([id])
+    });
+    assert_eq!(
+        a.m.json(&format!("{key}/meta.json"))["conversations"],
+        serde_json::json!([id])
+    );
+    assert_eq!(
+        a.m.json(&format!("{key}/meta.json"))["conversation"],
+        new_id
+    );
+    // The new conversation is a link to the session, and not listed apart.
+    let link = std::fs::read_link(a.m.path(&new_key)).unwrap();
+    assert_eq!(link.to_string_lossy(), key);
+    let listing = sh_ok(&format!("ls {}", a.m.q("")));
+    assert!(!listing.lines().any(|l| l == new_key), "{listing}");
+    assert!(listing.lines().any(|l| l == key), "{listing}");
+
+    a.api.push_text("Answer two, to the old key.");
+    a.prompt(&key, "second question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("second question"), "{last}");
+    assert!(last.contains("Answer two, to the old key."), "{last}");
+    assert!(
+        !last.contains("first question"),
+        "the old conversation: {last}"
+    );
+
+    a.api.push_text("Answer three, to the new key.");
+    a.prompt(&new_key, "third question");
+    assert_eq!(a.wait(&new_key, 60), "idle\n");
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("third question"), "{last}");
+    assert!(last.contains("Answer three, to the new key."), "{last}");
+    assert_eq!(claude_processes(&a).len(), 1, "one Claude process");
+    assert_eq!(a.host.masters().len(), 1, "one master");
+
+    // A second daemon on the same host: the new key is the same session.
+    let second = a.host.mount("second");
+    let link = std::fs::read_link(second.path(&new_key)).unwrap();
+    assert_eq!(link.to_string_lossy(), key);
+    a.api.push_text("Answer four, through the second daemon.");
+    sh_ok(&format!(
+        "env printf '%s\\n' 'fourth question' > {}",
+        second.q(&format!("{new_key}/prompt"))
+    ));
+    let state = sh_ok(&format!(
+        "timeout 60 cat {}",
+        second.q(&format!("{new_key}/wait"))
+    ));
+    assert_eq!(state, "idle\n");
+    let last = second.read(&format!("{key}/transcript/last"));
+    assert!(last.contains("fourth question"), "{last}");
+    assert_eq!(claude_processes(&a).len(), 1, "still one Claude process");
+    assert_eq!(a.host.masters().len(), 1, "still one master");
+}
