@@ -524,4 +524,56 @@ fn after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link() {
     assert!(last.contains("fourth question"), "{last}");
     assert_eq!(claude_processes(&a).len(), 1, "still one Claude process");
     assert_eq!(a.host.masters().len(), 1, "still one master");
+    drop(second);
+
+    // Stopped, the session's next open resumes the conversation it wrote last.
+    sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    a.api.push_text("Answer five, after a stop.");
+    a.prompt(&key, "fifth question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let claude = claude_processes(&a);
+    assert_eq!(claude.len(), 1);
+    let argv = std::fs::read(format!("/proc/{}/cmdline", claude[0])).unwrap();
+    let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+    assert!(argv.contains(&format!("--resume {new_id}")), "{argv}");
+    assert_eq!(conversation(&a, &key), new_id);
+}
+
+/// Codex's `/new` starts a new thread in the same process: once a turn
+/// ends in it, the session follows it (its notify names the thread, and the
+/// agent's process holds the thread's rollout open), and both threads are
+/// links to the session.
+#[test]
+fn after_new_the_session_follows_its_codex_thread() {
+    let Some(a) = Agents::start("after_new_the_session_follows_its_codex_thread") else {
+        return;
+    };
+    let key = a.session("codex", "switcher");
+    a.api.push_text("Codex before new.");
+    a.prompt(&key, "first codex question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    wait_for(10, "the first thread bound", || {
+        conversation(&a, &key) != "switcher"
+    });
+    let first = conversation(&a, &key);
+
+    a.prompt(&key, "/new");
+    a.api.push_text("Codex after new.");
+    a.prompt(&key, "second codex question");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    wait_for(20, "the session to follow /new", || {
+        conversation(&a, &key) != first
+    });
+    let second = conversation(&a, &key);
+    wait_for(5, "the earlier thread recorded", || {
+        a.m.json(&format!("{key}/status"))["conversations"] == serde_json::json!([first])
+    });
+    for thread in [&first, &second] {
+        let link = std::fs::read_link(a.m.path(&format!("codex:{thread}"))).unwrap();
+        assert_eq!(link.to_string_lossy(), key);
+    }
+    let last = a.read(&key, "transcript/last");
+    assert!(last.contains("second codex question"), "{last}");
+    assert!(last.contains("Codex after new."), "{last}");
+    assert_eq!(a.host.masters().len(), 1, "one master");
 }
