@@ -21,12 +21,15 @@ use std::sync::{Arc, Mutex};
 /// The most earlier conversations a session's record keeps.
 const EARLIER_MAX: usize = 64;
 
+/// Conversation key → the session that writes or wrote it.
+type OwnerMap = HashMap<SessionKey, SessionKey>;
+
 /// Which session each conversation recorded in the sidecar belongs to,
 /// made again only when the sidecar changed.
 #[derive(Debug, Default)]
 pub(super) struct Owners {
-    /// (sidecar generation, conversation key → owning session key).
-    recorded: Mutex<Option<(u64, Arc<HashMap<SessionKey, SessionKey>>)>>,
+    /// (sidecar generation, its map).
+    recorded: Mutex<Option<(u64, Arc<OwnerMap>)>>,
     /// Switches this daemon saw, before (and while) the sidecar records them.
     seen: Mutex<HashMap<SessionKey, SessionKey>>,
 }
@@ -50,9 +53,9 @@ impl Core {
     pub(super) fn written_by_other(&self, conversation: &SessionKey) -> bool {
         self.catalog.kind_of(conversation.engine()).is_some()
             && self.conversation_owner(conversation).is_some()
-            && !lock(&self.sessions)
+            && lock(&self.sessions)
                 .get(conversation)
-                .is_some_and(|rt| rt.live_client().is_some())
+                .is_none_or(|rt| rt.live_client().is_none())
     }
 
     /// The conversations this daemon saw sessions switch to, and those
@@ -78,7 +81,7 @@ impl Core {
     }
 
     /// The sidecar's conversations and their sessions.
-    fn recorded_owners(&self) -> Arc<HashMap<SessionKey, SessionKey>> {
+    fn recorded_owners(&self) -> Arc<OwnerMap> {
         let generation = self.sidecar.generation();
         if let Some((g, map)) = lock(&self.owners.recorded).as_ref() {
             if *g == generation {
