@@ -295,3 +295,224 @@ fn a_busy_state_the_screen_no_longer_backs_is_judged_again() {
     );
     assert!(m.log_text().contains("is stale; repainting"));
 }
+
+/// A Claude stand-in that speaks through the hooks sessionfs gives it, as
+/// the real one does: `SessionStart` at start, and on a typed `/clear` a
+/// `SessionEnd` (reason `clear`) and a `SessionStart` (source `clear`) for
+/// a new conversation, whose store it starts; on `/resume ID` the same for
+/// conversation ID, as Claude's own picker does. It shows Claude's prompt
+/// box.
+fn claude_with_clear(host: &Host) -> std::path::PathBuf {
+    let path = host.path("fake-claude.py");
+    std::fs::write(
+        &path,
+        r#"import json, os, subprocess, sys, uuid
+args = sys.argv[1:]
+def arg(name):
+    return args[args.index(name) + 1] if name in args else None
+settings = arg("--settings")
+sid = arg("--session-id") or arg("--resume") or str(uuid.uuid4())
+def hook(event, **fields):
+    if not settings:
+        return
+    command = json.load(open(settings))["hooks"][event][0]["hooks"][0]["command"]
+    payload = dict(hook_event_name=event, session_id=sid, **fields)
+    env = dict(os.environ, CLAUDE_PID=str(os.getpid()))
+    subprocess.run(["sh", "-c", command], input=json.dumps(payload).encode(), env=env)
+def store(text):
+    folder = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "projects", "p")
+    os.makedirs(folder, exist_ok=True)
+    row = {"type": "user", "sessionId": sid, "cwd": os.getcwd(),
+           "timestamp": "2026-01-01T00:00:00.000Z",
+           "message": {"role": "user", "content": text}}
+    with open(os.path.join(folder, sid + ".jsonl"), "a") as f:
+        f.write(json.dumps(row) + "\n")
+def draw():
+    rule = "\u2500" * 30
+    sys.stdout.write("\x1b[2J\x1b[H" + rule + "\r\n\u276f \r\n" + rule + "\r\n")
+    sys.stdout.flush()
+hook("SessionStart", source="startup")
+draw()
+for line in sys.stdin:
+    if line.strip() == "/clear":
+        hook("SessionEnd", reason="clear")
+        sid = str(uuid.uuid4())
+        store("/clear")
+        hook("SessionStart", source="clear")
+    elif line.startswith("/resume "):
+        hook("SessionEnd", reason="resume")
+        sid = line.split()[1]
+        store("/resume")
+        hook("SessionStart", source="resume")
+    draw()
+"#,
+    )
+    .unwrap();
+    let program = host.path("fake-claude");
+    std::fs::write(
+        &program,
+        format!("#!/bin/sh\nexec python3 '{}' \"$@\"\n", path.display()),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", program.display()));
+    program
+}
+
+/// `kill -9` of the daemon in the middle of a launch, a prompt, an archive
+/// or a `/clear`, 20 rounds: after each remount every session settles
+/// (`timeout 10 cat wait` returns), no two masters write one conversation,
+/// and the sidecar is whole.
+#[test]
+fn kill_9_at_any_moment_leaves_every_session_settled() {
+    let host = Host::new();
+    let claude_dir = host.path("claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let program = claude_with_clear(&host);
+    let host = host
+        .with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string())
+        .with_env("CLAUDE_CONFIG_DIR", &claude_dir.display().to_string());
+    let claude = "claude:11111111-2222-4333-8444-777777777777";
+    {
+        let m = host.mount("mnt");
+        m.live_shell("shell:steady");
+        sh_ok(&format!("mkdir {}", m.q(claude)));
+        sh_ok(&format!("echo open > {}", m.q(&format!("{claude}/ctl"))));
+        wait_for(20, "the stand-in's prompt box", || {
+            m.read(&format!("{claude}/state")) == "idle\n"
+        });
+    }
+    for round in 0..20u64 {
+        let mut m = host.mount("mnt");
+        let key = format!("shell:r{round}");
+        let action = match round % 4 {
+            0 => format!("mkdir {k} && echo open > {k}/ctl", k = m.q(&key)),
+            1 => format!(
+                "echo 'sleep 0.1; echo round-{round}' > {}",
+                m.q("shell:steady/prompt")
+            ),
+            2 => {
+                m.live_shell(&key);
+                format!("mv {} {}", m.q(&key), m.q("archived/"))
+            }
+            _ => format!("printf '/clear\\r' > {}", m.q(&format!("{claude}/input"))),
+        };
+        let mut client = std::process::Command::new("bash")
+            .args(["-c", &action])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Somewhere in the first 150 ms of it.
+        std::thread::sleep(Duration::from_millis(round * 37 % 150));
+        m.kill9();
+        let _ = client.wait();
+        drop(m);
+
+        let m = host.mount("mnt");
+        let root = sh_ok(&format!("ls {}", m.q("")));
+        let archived = sh_ok(&format!("ls {}", m.q("archived")));
+        let keys: Vec<String> = root
+            .lines()
+            .filter(|l| l.contains(':'))
+            .map(str::to_string)
+            .chain(archived.lines().map(|l| format!("archived/{l}")))
+            .collect();
+        for key in &keys {
+            let waited = sh(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait"))));
+            assert!(
+                waited.status.success(),
+                "round {round}: {key}/wait did not settle ({}): state {}\nlog:\n{}",
+                waited.status,
+                m.read(&format!("{key}/state")),
+                m.log_text()
+            );
+        }
+        let masters = host.masters();
+        let mut conversations: Vec<String> = keys
+            .iter()
+            .filter(|k| !k.starts_with("archived/"))
+            .map(|k| m.json(&format!("{k}/status")))
+            .filter(|s| s["state"] == "live")
+            .map(|s| {
+                let engine = s["key"]
+                    .as_str()
+                    .unwrap()
+                    .split(':')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                format!("{engine}:{}", s["conversation"].as_str().unwrap())
+            })
+            .collect();
+        let live = conversations.len();
+        conversations.sort();
+        conversations.dedup();
+        assert_eq!(
+            conversations.len(),
+            live,
+            "round {round}: {conversations:?}"
+        );
+        assert!(
+            masters.len() <= live,
+            "round {round}: {masters:?} for {live} live sessions"
+        );
+        let sidecar = std::fs::read(host.path("state/sessionfs/sidecar.json")).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&sidecar)
+            .unwrap_or_else(|e| panic!("round {round}: the sidecar is torn: {e}"));
+    }
+    // The /clear rounds moved the stand-in's session on, each recorded.
+    let m = host.mount("mnt");
+    let status = m.json(&format!("{claude}/status"));
+    let earlier = status["conversations"].as_array().unwrap().len();
+    assert!(earlier >= 3, "{status}");
+    let now = format!("claude:{}", status["conversation"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_link(m.path(&now)).unwrap().to_string_lossy(),
+        claude
+    );
+}
+
+/// The agent's own `/resume` may pick a conversation another master
+/// writes: sessionfs cannot stop it, but says so in both sessions'
+/// `status.error`, and claims nothing for the second writer.
+#[test]
+fn an_agent_resuming_a_conversation_another_master_writes_is_told_in_both() {
+    let host = Host::new();
+    let claude_dir = host.path("claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let program = claude_with_clear(&host);
+    let host = host
+        .with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string())
+        .with_env("CLAUDE_CONFIG_DIR", &claude_dir.display().to_string());
+    let m = host.mount("mnt");
+    let a = "claude:11111111-2222-4333-8444-aaaaaaaaaaaa";
+    let c_id = "11111111-2222-4333-8444-cccccccccccc";
+    let c = format!("claude:{c_id}");
+    for key in [a, c.as_str()] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+        sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+        wait_for(20, "the prompt box", || {
+            m.read(&format!("{key}/state")) == "idle\n"
+        });
+    }
+    sh_ok(&format!(
+        "printf '/resume {c_id}\\r' > {}",
+        m.q(&format!("{a}/input"))
+    ));
+    for key in [a, c.as_str()] {
+        wait_for(10, &format!("{key} told of the second writer"), || {
+            m.json(&format!("{key}/status"))["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("two processes write it"))
+        });
+    }
+    assert!(
+        !host
+            .path("run/sessionfs/locks/claims")
+            .join(format!("{c}.json"))
+            .exists(),
+        "no claim over a conversation its own master holds"
+    );
+    // It stays a session of its own: its master is live.
+    assert!(std::fs::symlink_metadata(m.path(&c)).unwrap().is_dir());
+}
