@@ -340,11 +340,24 @@ fn the_state_and_events_of_a_live_claude_survive_a_daemon_restart() {
     a.prompt(&key, "first question");
     assert_eq!(a.wait(&key, 60), "idle\n");
     let before = a.read(&key, "events");
+    let shown = std::fs::read(a.m.path(&format!("{key}/scrollback"))).unwrap();
     a.restart();
     assert!(
         a.read(&key, "events").starts_with(&before),
         "the events were kept"
     );
+    // What the old daemon read of Claude's output is still there, and the
+    // screen is rebuilt from it at once.
+    let kept = std::fs::read(a.m.path(&format!("{key}/scrollback"))).unwrap();
+    assert!(
+        kept.starts_with(&shown),
+        "{} bytes before, {} after",
+        shown.len(),
+        kept.len()
+    );
+    wait_for(2, "Claude's screen after the restart", || {
+        !a.read(&key, "screen").trim().is_empty()
+    });
     assert_eq!(
         a.read(&key, "state"),
         "idle\n",
@@ -496,6 +509,13 @@ fn after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link() {
         !last.contains("first question"),
         "the old conversation: {last}"
     );
+    // The conversation before the clear stays readable.
+    let listing = sh_ok(&format!("ls {}", a.m.q(&format!("{key}/transcript"))));
+    assert!(listing.lines().any(|l| l == id), "{listing}");
+    let earlier = a.read(&key, &format!("transcript/{id}/page-0"));
+    assert!(earlier.contains("first question"), "{earlier}");
+    assert!(earlier.contains("Answer before the clear."), "{earlier}");
+    assert!(!a.read(&key, "transcript/page-0").contains("first question"));
 
     a.api.push_text("Answer three, to the new key.");
     a.prompt(&new_key, "third question");
@@ -576,4 +596,24 @@ fn after_new_the_session_follows_its_codex_thread() {
     assert!(last.contains("second codex question"), "{last}");
     assert!(last.contains("Codex after new."), "{last}");
     assert_eq!(a.host.masters().len(), 1, "one master");
+
+    // A second daemon opening the new thread's key joins the same process.
+    let other = a.host.mount("second");
+    let thread_key = format!("codex:{second}");
+    let link = std::fs::read_link(other.path(&thread_key)).unwrap();
+    assert_eq!(link.to_string_lossy(), key);
+    a.api.push_text("Codex through the second daemon.");
+    sh_ok(&format!(
+        "env printf '%s\\n' 'third codex question' > {}",
+        other.q(&format!("{thread_key}/prompt"))
+    ));
+    let state = sh_ok(&format!(
+        "timeout 60 cat {}",
+        other.q(&format!("{thread_key}/wait"))
+    ));
+    assert_eq!(state, "idle\n");
+    let last = other.read(&format!("{key}/transcript/last"));
+    assert!(last.contains("third codex question"), "{last}");
+    assert_eq!(a.host.masters().len(), 1, "still one master");
+    assert_eq!(conversation(&a, &key), second, "the same thread");
 }

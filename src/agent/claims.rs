@@ -145,6 +145,25 @@ pub fn claude_switch(
     session_id.filter(|_| switched).map(str::to_string)
 }
 
+/// The conversation Claude's process `pid` says it writes now: its own
+/// status file, `CONFIG/sessions/<pid>.json` (`{"pid", "sessionId", ...}`,
+/// rewritten in place on `/clear` and `/resume`, removed at exit).
+pub fn claude_status_file(config_dir: &Path, pid: u32) -> Option<String> {
+    use std::io::Read;
+    let mut text = Vec::new();
+    File::open(config_dir.join("sessions").join(format!("{pid}.json")))
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut text)
+        .ok()?;
+    let status: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    if status.get("pid")?.as_u64()? != u64::from(pid) {
+        return None;
+    }
+    let id = status.get("sessionId")?.as_str()?;
+    (!id.is_empty() && id.len() <= 128).then(|| id.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +210,22 @@ mod tests {
         make(dir.path(), &claim("claude:c", "claude:a")).unwrap();
         std::fs::rename(path(dir.path(), "claude:c"), path(dir.path(), "claude:b")).unwrap();
         assert!(read(dir.path(), "claude:b").is_none(), "it names another");
+    }
+
+    #[test]
+    fn claudes_status_file_names_the_conversation_of_its_own_pid_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
+        let write = |name: &str, body: &str| {
+            std::fs::write(dir.path().join("sessions").join(name), body).unwrap()
+        };
+        write("41.json", r#"{"pid":41,"sessionId":"b","status":"idle"}"#);
+        write("42.json", r#"{"pid":7,"sessionId":"c"}"#);
+        write("43.json", r#"{"pid":43,"sessionId":"#);
+        assert_eq!(claude_status_file(dir.path(), 41), Some("b".into()));
+        assert_eq!(claude_status_file(dir.path(), 42), None, "another pid's");
+        assert_eq!(claude_status_file(dir.path(), 43), None, "half written");
+        assert_eq!(claude_status_file(dir.path(), 44), None, "none");
     }
 
     #[test]

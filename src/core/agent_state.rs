@@ -27,6 +27,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+/// How often Claude's own status file is read for the conversation its
+/// process writes.
+const STATUS_FILE_EVERY_MS: u64 = 1_000;
+
 /// How often the hook files, screens and foreground groups are looked at.
 pub(super) const TICK: Duration = Duration::from_millis(40);
 
@@ -779,7 +783,10 @@ impl Core {
         let pid = self.program_pid(key, rt, pid);
         // The agent switched conversations in its own process: the session
         // goes on as the new one before its events are taken.
-        if let Some((to, why)) = self.switch_in(key, kind, pid, &events) {
+        let switched = self
+            .switch_in(key, kind, pid, &events)
+            .or_else(|| self.claude_status_says(key, rt, kind, pid));
+        if let Some((to, why)) = switched {
             self.switch_conversation(key, rt, &to, &why);
         }
         // A Codex session started afresh learns its thread from its rollout.
@@ -893,6 +900,31 @@ impl Core {
             }
         }
         found.filter(|(to, _)| *to != current)
+    }
+
+    /// What Claude's own status file, `CONFIG/sessions/<pid>.json`, says
+    /// its process writes now, when that is not the session's conversation:
+    /// the agent's own word, for a switch whose hook was lost. Read at most
+    /// once every [`STATUS_FILE_EVERY_MS`] per session.
+    fn claude_status_says(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        kind: AgentKind,
+        pid: Option<u32>,
+    ) -> Option<(String, String)> {
+        let pid = pid.filter(|_| kind == AgentKind::Claude)?;
+        let now = now_ms();
+        let looked = rt.status_file_ms.load(Ordering::Relaxed);
+        if now < looked.saturating_add(STATUS_FILE_EVERY_MS) {
+            return None;
+        }
+        rt.status_file_ms.store(now, Ordering::Relaxed);
+        let Store::Claude(root) = &self.engine(key).ok()?.store else {
+            return None;
+        };
+        let says = crate::agent::claims::claude_status_file(root, pid)?;
+        (says != self.conversation_id(key)).then(|| (says, format!("its sessions/{pid}.json")))
     }
 
     /// The program's pid: `known`, else from the run record (a launch may

@@ -404,7 +404,11 @@ impl Files {
                     .ok_or_else(|| Error::not_found(format!("no inode {ino}")))?
             }
         };
-        if let Node::Session(key, _) | Node::Page(key, _) = &node {
+        if let Node::Session(key, _)
+        | Node::Page(key, _)
+        | Node::Earlier(key, _)
+        | Node::EarlierPage(key, _, _) = &node
+        {
             if !self.core.exists(key) {
                 return Err(Error::not_found(format!("no session {key}")));
             }
@@ -566,6 +570,11 @@ impl Files {
             Node::Written(conversation) => (
                 self.link_target(node)?.len() as u64,
                 self.core.meta_changed(conversation),
+            ),
+            Node::Earlier(key, id) => (0, self.core.earlier_modified(key, id)),
+            Node::EarlierPage(key, id, n) => (
+                self.core.earlier_page(key, id, *n as usize)?.len() as u64,
+                self.core.earlier_modified(key, id),
             ),
             Node::Scratch(key, name) => {
                 let f = self
@@ -731,12 +740,26 @@ impl Files {
                 if name == "last" {
                     return Ok(Node::Session(key, SessionFile::TranscriptLast));
                 }
+                if self.core.is_earlier(&key, name) {
+                    return Ok(Node::Earlier(key, name.to_string()));
+                }
                 let page = parse_page_name(name)
                     .ok_or_else(|| Error::not_found(format!("no {name} in a transcript")))?;
                 if (page as usize) < self.core.transcript_pages(&key)? {
                     Ok(Node::Page(key, page))
                 } else {
                     Err(Error::not_found(format!("{key} has no {name}")))
+                }
+            }
+            Node::Earlier(key, id) => {
+                let page = parse_page_name(name)
+                    .ok_or_else(|| Error::not_found(format!("no {name} in a transcript")))?;
+                if (page as usize) < self.core.earlier_pages(&key, &id)? {
+                    Ok(Node::EarlierPage(key, id, page))
+                } else {
+                    Err(Error::not_found(format!(
+                        "{key}/transcript/{id} has no {name}"
+                    )))
                 }
             }
             _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
@@ -881,6 +904,7 @@ impl Files {
     fn generate_owned(&self, node: &Node) -> Result<Vec<u8>> {
         match node {
             Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
+            Node::EarlierPage(key, id, n) => self.core.earlier_page(key, id, *n as usize),
             Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
             Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.held())),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
@@ -1814,6 +1838,22 @@ impl Files {
                 entries.push(self.entry(&node, Kind::Symlink, "latest"));
                 let node = Node::Session(key.clone(), SessionFile::TranscriptLast);
                 entries.push(self.entry(&node, Kind::File, "last"));
+                for id in self.core.earlier_conversations(&key) {
+                    let node = Node::Earlier(key.clone(), id.clone());
+                    entries.push(self.entry(&node, Kind::Dir, id));
+                }
+            }
+            Node::Earlier(key, id) => {
+                entries[1].ino = self
+                    .inodes
+                    .ino(&Node::Session(key.clone(), SessionFile::TranscriptDir));
+                for n in 0..self.core.earlier_pages(&key, &id)? as u64 {
+                    entries.push(self.entry(
+                        &Node::EarlierPage(key.clone(), id.clone(), n),
+                        Kind::File,
+                        format!("page-{n}"),
+                    ));
+                }
             }
             parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
                 if let Node::World(_) = parent {

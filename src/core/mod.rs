@@ -97,6 +97,9 @@ pub struct Core {
     sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Arc<Catalog>,
     transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
+    /// Turn indexes of conversations sessions wrote before their current
+    /// one, by conversation.
+    earlier_transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
     /// Plain copies of compressed rollouts, for the index and the pages.
     decoded: crate::catalog::DecodedCopies,
     slots: SlotStore,
@@ -249,6 +252,7 @@ impl Core {
             sidecar: Arc::new(Sidecar::open(&config.state_dir)),
             catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
             transcripts: Mutex::new(HashMap::new()),
+            earlier_transcripts: Default::default(),
             decoded: crate::catalog::DecodedCopies::new(config.runtime_dir.join("decoded")),
             slots: SlotStore::open(&config.state_dir),
             hosted: Mutex::new(HashMap::new()),

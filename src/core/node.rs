@@ -181,6 +181,11 @@ pub enum Node {
     /// A conversation another session writes or wrote (its agent switched
     /// to it in its own process): a symlink in the root to that session.
     Written(SessionKey),
+    /// `KEY/transcript/ID/`: a conversation the session's process wrote
+    /// before its current one.
+    Earlier(SessionKey, String),
+    /// `KEY/transcript/ID/page-N`.
+    EarlierPage(SessionKey, String, u64),
     /// A file an editor made in a session directory, kept in memory.
     Scratch(SessionKey, String),
 }
@@ -361,10 +366,10 @@ impl Node {
             Node::Root | Node::View(_) | Node::Facet(..) => DIR,
             Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => DIR,
             Node::Session(_, SessionFile::Dir) => DIR,
-            Node::Session(_, SessionFile::TranscriptDir) => READ_DIR,
+            Node::Session(_, SessionFile::TranscriptDir) | Node::Earlier(..) => READ_DIR,
             Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) | Node::Written(_) => LINK,
             Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
-            Node::Page(..) => GENERATED,
+            Node::Page(..) | Node::EarlierPage(..) => GENERATED,
             Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
             Node::Session(
                 _,
@@ -434,6 +439,8 @@ impl Node {
             Node::Facet(v, name) => format!("{}/{name}", v.name()),
             Node::ViewLink(v, _, key) => format!("{}/{key}", v.name()),
             Node::Written(key) => format!("{key} (a link to the session that writes it)"),
+            Node::Earlier(key, id) => format!("{key}/transcript/{id}"),
+            Node::EarlierPage(key, id, n) => format!("{key}/transcript/{id}/page-{n}"),
             Node::Scratch(key, name) => format!("scratch file {key}/{name}"),
         }
     }
@@ -441,7 +448,11 @@ impl Node {
     /// The session a node belongs to, if any.
     pub fn session(&self) -> Option<&SessionKey> {
         match self {
-            Node::Session(key, _) | Node::Page(key, _) | Node::Scratch(key, _) => Some(key),
+            Node::Session(key, _)
+            | Node::Page(key, _)
+            | Node::Scratch(key, _)
+            | Node::Earlier(key, _)
+            | Node::EarlierPage(key, _, _) => Some(key),
             _ => None,
         }
     }
@@ -686,6 +697,15 @@ fn named_hash(node: &Node) -> u64 {
             stable_hash(&[b"scratch", key.as_str().as_bytes(), name.as_bytes()])
         }
         Node::Written(key) => stable_hash(&[b"written", key.as_str().as_bytes()]),
+        Node::Earlier(key, id) => {
+            stable_hash(&[b"earlier", key.as_str().as_bytes(), id.as_bytes()])
+        }
+        Node::EarlierPage(key, id, n) => stable_hash(&[
+            b"earlier-page",
+            key.as_str().as_bytes(),
+            id.as_bytes(),
+            n.to_string().as_bytes(),
+        ]),
         other => stable_hash(&[format!("{other:?}").as_bytes()]),
     }
 }
@@ -700,6 +720,8 @@ fn is_named(node: &Node) -> bool {
             | Node::Facet(..)
             | Node::ViewLink(..)
             | Node::Written(_)
+            | Node::Earlier(..)
+            | Node::EarlierPage(..)
             | Node::Scratch(..)
     )
 }
@@ -737,6 +759,8 @@ impl InodeTable {
             | Node::Facet(..)
             | Node::ViewLink(..)
             | Node::Written(_)
+            | Node::Earlier(..)
+            | Node::EarlierPage(..)
             | Node::Scratch(..) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
             Node::Page(key, n) => {
                 let slot = self.table().pages.slot(key, key_hash(key));

@@ -71,6 +71,8 @@ pub struct SessionRuntime {
     pub(super) restore_size_ms: AtomicU64,
     /// The look due repaints whatever the screen shows (it is stale).
     pub(super) repaint_any: AtomicBool,
+    /// When the agent's own status file was last read (ms).
+    pub(super) status_file_ms: AtomicU64,
 }
 
 /// How long after a join's redraw the program's output is taken as its
@@ -141,6 +143,7 @@ impl SessionRuntime {
             blank_look_ms: AtomicU64::new(0),
             restore_size_ms: AtomicU64::new(0),
             repaint_any: AtomicBool::new(false),
+            status_file_ms: AtomicU64::new(0),
         }
     }
 

@@ -163,3 +163,86 @@ impl Core {
         Ok(text)
     }
 }
+
+/// The transcripts of the conversations a session's process wrote before
+/// its current one: `KEY/transcript/ID/page-N`.
+impl Core {
+    /// The ids of `key`'s earlier conversations, oldest first.
+    pub fn earlier_conversations(&self, key: &SessionKey) -> Vec<String> {
+        self.meta(key).conversations
+    }
+
+    /// Whether `id` is one of `key`'s earlier conversations.
+    pub fn is_earlier(&self, key: &SessionKey, id: &str) -> bool {
+        self.earlier_conversations(key).iter().any(|c| c == id)
+    }
+
+    /// The turn index of `key`'s earlier conversation `id`, refreshed.
+    fn earlier_index(&self, key: &SessionKey, id: &str) -> Result<Arc<Mutex<TranscriptCache>>> {
+        if !self.is_earlier(key, id) {
+            return Err(Error::not_found(format!(
+                "{key} wrote no conversation {id}"
+            )));
+        }
+        let kind = self
+            .catalog
+            .kind_of(key.engine())
+            .ok_or_else(|| Error::not_found(format!("{key} has no transcript")))?;
+        let conversation = SessionKey::new(key.engine(), id)?;
+        let file = self
+            .catalog
+            .find(&conversation)
+            .ok_or_else(|| Error::not_found(format!("{conversation} has no store file")))?;
+        let path = self.decoded.readable(&file).map_err(|r| r.error)?;
+        let cache = lock(&self.earlier_transcripts)
+            .entry(conversation)
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(TranscriptCache {
+                    path: path.clone(),
+                    index: TurnIndex::new(kind),
+                    last_page: None,
+                }))
+            })
+            .clone();
+        {
+            let mut c = lock(&cache);
+            if c.path != path {
+                c.path = path.clone();
+                c.index = TurnIndex::new(kind);
+                c.last_page = None;
+            }
+            c.index
+                .refresh(&path)
+                .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
+        }
+        Ok(cache)
+    }
+
+    /// How many pages an earlier conversation has (at least one).
+    pub fn earlier_pages(&self, key: &SessionKey, id: &str) -> Result<usize> {
+        let cache = self.earlier_index(key, id)?;
+        let pages = transcript::page_count(&lock(&cache).index, self.limits().page_turns);
+        Ok(pages.max(1))
+    }
+
+    /// Page `page` of an earlier conversation, rendered.
+    pub fn earlier_page(&self, key: &SessionKey, id: &str, page: usize) -> Result<Vec<u8>> {
+        let cache = self.earlier_index(key, id)?;
+        let c = lock(&cache);
+        Ok(transcript::render_page(
+            &c.path,
+            &c.index,
+            page,
+            &self.limits(),
+        )?)
+    }
+
+    /// When an earlier conversation's store last changed.
+    pub fn earlier_modified(&self, key: &SessionKey, id: &str) -> std::time::SystemTime {
+        SessionKey::new(key.engine(), id)
+            .ok()
+            .and_then(|c| self.catalog.find(&c))
+            .and_then(|f| std::fs::metadata(f.path).and_then(|m| m.modified()).ok())
+            .unwrap_or_else(|| self.meta_changed(key))
+    }
+}
