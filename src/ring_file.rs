@@ -125,19 +125,12 @@ impl RingFile {
     /// Makes the kept ring at `path`, empty at stream offset `total`; `None`
     /// when another daemon made it first and holds it.
     pub fn create(path: &Path, key: &str, cap: u64, total: u64) -> io::Result<Option<RingFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Ok(None),
-            Err(TryLockError::Error(e)) => return Err(e),
-        }
+        // Made and locked as a session's lock file is: whoever holds it writes.
+        let Some(file) = crate::runtime::lock::try_lock(path)
+            .map_err(|e| io::Error::from_raw_os_error(e.errno))?
+        else {
+            return Ok(None);
+        };
         let ring = RingFile {
             file,
             cap,
@@ -217,13 +210,19 @@ impl RingFile {
     /// Copies what `old` (a ring of `old_cap`) holds, the newest `cap`
     /// bytes of it, into this empty ring.
     fn take_from(&self, old: &File, old_cap: u64, bounds: Bounds) -> io::Result<Bounds> {
-        let held = (bounds.total - bounds.start).min(self.cap);
-        let from = bounds.total - held;
         let source = RingFile {
             file: old.try_clone()?,
             cap: old_cap,
             kept: None,
         };
+        self.copy_newest(&source, bounds)
+    }
+
+    /// Copies the newest bytes of `bounds` in `source` that fit here, a MiB
+    /// at a time, and records them as held.
+    fn copy_newest(&self, source: &RingFile, bounds: Bounds) -> io::Result<Bounds> {
+        let held = (bounds.total - bounds.start).min(self.cap);
+        let from = bounds.total - held;
         let mut buf = Vec::new();
         let mut pos = from;
         while pos < bounds.total {
@@ -246,23 +245,7 @@ impl RingFile {
         let fresh = RingFile::anonymous(old_cap)?;
         let copied = fresh.take_from(&self.file, old_cap, bounds)?;
         self.reset(key, copied.start)?;
-        let mut buf = Vec::new();
-        let held = (copied.total - copied.start).min(self.cap);
-        let from = copied.total - held;
-        let mut pos = from;
-        while pos < copied.total {
-            let n = (copied.total - pos).min(1 << 20) as usize;
-            buf.clear();
-            fresh.read_at(pos, n, &mut buf)?;
-            self.write_at(pos, &buf)?;
-            pos += n as u64;
-        }
-        let kept = Bounds {
-            start: from,
-            total: copied.total,
-        };
-        self.save_bounds(kept)?;
-        Ok(kept)
+        self.copy_newest(&fresh, copied)
     }
 
     fn write_header(&self, key: &[u8], bounds: Bounds) -> io::Result<()> {

@@ -448,6 +448,27 @@ fn claude_processes(a: &Agents) -> Vec<u32> {
         .collect()
 }
 
+/// A second daemon on the same host: `conversation` (the key of one the
+/// session `key` switched to) is a link to the session there too, and a
+/// prompt through it is answered by the session's one process. The mount.
+fn through_a_second_daemon(a: &Agents, conversation: &str, key: &str, prompt: &str) -> Mount {
+    let second = a.host.mount("second");
+    let link = std::fs::read_link(second.path(conversation)).unwrap();
+    assert_eq!(link.to_string_lossy(), key);
+    sh_ok(&format!(
+        "env printf '%s\\n' '{prompt}' > {}",
+        second.q(&format!("{conversation}/prompt"))
+    ));
+    let state = sh_ok(&format!(
+        "timeout 60 cat {}",
+        second.q(&format!("{conversation}/wait"))
+    ));
+    assert_eq!(state, "idle\n");
+    let last = second.read(&format!("{key}/transcript/last"));
+    assert!(last.contains(prompt), "{last}");
+    second
+}
+
 /// A session's current conversation, from its `status`.
 fn conversation(a: &Agents, key: &str) -> String {
     a.m.json(&format!("{key}/status"))["conversation"]
@@ -527,21 +548,8 @@ fn after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link() {
     assert_eq!(a.host.masters().len(), 1, "one master");
 
     // A second daemon on the same host: the new key is the same session.
-    let second = a.host.mount("second");
-    let link = std::fs::read_link(second.path(&new_key)).unwrap();
-    assert_eq!(link.to_string_lossy(), key);
     a.api.push_text("Answer four, through the second daemon.");
-    sh_ok(&format!(
-        "env printf '%s\\n' 'fourth question' > {}",
-        second.q(&format!("{new_key}/prompt"))
-    ));
-    let state = sh_ok(&format!(
-        "timeout 60 cat {}",
-        second.q(&format!("{new_key}/wait"))
-    ));
-    assert_eq!(state, "idle\n");
-    let last = second.read(&format!("{key}/transcript/last"));
-    assert!(last.contains("fourth question"), "{last}");
+    let second = through_a_second_daemon(&a, &new_key, &key, "fourth question");
     assert_eq!(claude_processes(&a).len(), 1, "still one Claude process");
     assert_eq!(a.host.masters().len(), 1, "still one master");
     drop(second);
@@ -598,22 +606,9 @@ fn after_new_the_session_follows_its_codex_thread() {
     assert_eq!(a.host.masters().len(), 1, "one master");
 
     // A second daemon opening the new thread's key joins the same process.
-    let other = a.host.mount("second");
-    let thread_key = format!("codex:{second}");
-    let link = std::fs::read_link(other.path(&thread_key)).unwrap();
-    assert_eq!(link.to_string_lossy(), key);
     a.api.push_text("Codex through the second daemon.");
-    sh_ok(&format!(
-        "env printf '%s\\n' 'third codex question' > {}",
-        other.q(&format!("{thread_key}/prompt"))
-    ));
-    let state = sh_ok(&format!(
-        "timeout 60 cat {}",
-        other.q(&format!("{thread_key}/wait"))
-    ));
-    assert_eq!(state, "idle\n");
-    let last = other.read(&format!("{key}/transcript/last"));
-    assert!(last.contains("third codex question"), "{last}");
+    let thread_key = format!("codex:{second}");
+    through_a_second_daemon(&a, &thread_key, &key, "third codex question");
     assert_eq!(a.host.masters().len(), 1, "still one master");
     assert_eq!(conversation(&a, &key), second, "the same thread");
 }

@@ -358,19 +358,23 @@ for line in sys.stdin:
     program
 }
 
+/// A host whose Claude is [`claude_with_clear`], with a store of its own.
+fn host_with_claude_stand_in() -> Host {
+    let host = Host::new();
+    let claude_dir = host.path("claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let program = claude_with_clear(&host);
+    host.with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string())
+        .with_env("CLAUDE_CONFIG_DIR", &claude_dir.display().to_string())
+}
+
 /// `kill -9` of the daemon in the middle of a launch, a prompt, an archive
 /// or a `/clear`, 20 rounds: after each remount every session settles
 /// (`timeout 10 cat wait` returns), no two masters write one conversation,
 /// and the sidecar is whole.
 #[test]
 fn kill_9_at_any_moment_leaves_every_session_settled() {
-    let host = Host::new();
-    let claude_dir = host.path("claude");
-    std::fs::create_dir_all(&claude_dir).unwrap();
-    let program = claude_with_clear(&host);
-    let host = host
-        .with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string())
-        .with_env("CLAUDE_CONFIG_DIR", &claude_dir.display().to_string());
+    let host = host_with_claude_stand_in();
     let claude = "claude:11111111-2222-4333-8444-777777777777";
     {
         let m = host.mount("mnt");
@@ -382,7 +386,9 @@ fn kill_9_at_any_moment_leaves_every_session_settled() {
         });
     }
     for round in 0..20u64 {
-        let mut m = host.mount("mnt");
+        // A mount point of its own each round: a client that outlives the
+        // lazy unmount writes into the bare directory.
+        let mut m = host.mount(&format!("mnt{round}"));
         let key = format!("shell:r{round}");
         let action = match round % 4 {
             0 => format!("mkdir {k} && echo open > {k}/ctl", k = m.q(&key)),
@@ -408,7 +414,7 @@ fn kill_9_at_any_moment_leaves_every_session_settled() {
         let _ = client.wait();
         drop(m);
 
-        let m = host.mount("mnt");
+        let m = host.mount(&format!("check{round}"));
         let root = sh_ok(&format!("ls {}", m.q("")));
         let archived = sh_ok(&format!("ls {}", m.q("archived")));
         let keys: Vec<String> = root
@@ -477,13 +483,7 @@ fn kill_9_at_any_moment_leaves_every_session_settled() {
 /// `status.error`, and claims nothing for the second writer.
 #[test]
 fn an_agent_resuming_a_conversation_another_master_writes_is_told_in_both() {
-    let host = Host::new();
-    let claude_dir = host.path("claude");
-    std::fs::create_dir_all(&claude_dir).unwrap();
-    let program = claude_with_clear(&host);
-    let host = host
-        .with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string())
-        .with_env("CLAUDE_CONFIG_DIR", &claude_dir.display().to_string());
+    let host = host_with_claude_stand_in();
     let m = host.mount("mnt");
     let a = "claude:11111111-2222-4333-8444-aaaaaaaaaaaa";
     let c_id = "11111111-2222-4333-8444-cccccccccccc";

@@ -9,7 +9,7 @@
 //! the claiming session's master lives and has not switched again.
 
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -61,23 +61,14 @@ fn lock_path(lock_dir: &Path, conversation: &str) -> PathBuf {
 
 /// Takes `conversation`'s lock, waiting at most [`LOCK_WAIT`].
 fn take_lock(lock_dir: &Path, conversation: &str) -> Result<File, Refused> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(lock_path(lock_dir, conversation))
-        .map_err(|e| Refused::Io(e.to_string()))?;
+    let path = lock_path(lock_dir, conversation);
     let until = Instant::now() + LOCK_WAIT;
     loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(TryLockError::WouldBlock) if Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(TryLockError::WouldBlock) => return Err(Refused::Held),
-            Err(TryLockError::Error(e)) => return Err(Refused::Io(e.to_string())),
+        match crate::runtime::lock::try_lock(&path) {
+            Ok(Some(file)) => return Ok(file),
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => return Err(Refused::Held),
+            Err(e) => return Err(Refused::Io(e.message)),
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
 use crate::transcript::{self, Limits, TurnIndex};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +17,45 @@ pub(super) struct TranscriptCache {
     pub(super) path: PathBuf,
     pub(super) index: TurnIndex,
     pub(super) last_page: Option<(usize, u64, Arc<Vec<u8>>)>,
+}
+
+/// The cached turn index of `key` in `map`, made for `path` or made again
+/// when the store moved to another path, refreshed against the file. The
+/// map's lock is held only to take or store an entry.
+fn cached_index(
+    map: &Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
+    key: &SessionKey,
+    path: PathBuf,
+    kind: transcript::StoreKind,
+) -> Result<Arc<Mutex<TranscriptCache>>> {
+    let cache = lock(map)
+        .entry(key.clone())
+        .or_insert_with(|| {
+            Arc::new(Mutex::new(TranscriptCache {
+                path: path.clone(),
+                index: TurnIndex::new(kind),
+                last_page: None,
+            }))
+        })
+        .clone();
+    {
+        let mut c = lock(&cache);
+        if c.path != path {
+            c.path = path.clone();
+            c.index = TurnIndex::new(kind);
+            c.last_page = None;
+        }
+        let refresh = c
+            .index
+            .refresh(&path)
+            .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
+        // A replaced store can be as long as the old one: the rendered
+        // page is keyed by length, so it goes with the old index.
+        if refresh == transcript::Refresh::Rebuilt {
+            c.last_page = None;
+        }
+    }
+    Ok(cache)
 }
 
 impl Core {
@@ -77,34 +117,7 @@ impl Core {
                 refusal.error
             }
         })?;
-        let cache = lock(&self.transcripts)
-            .entry(key.clone())
-            .or_insert_with(|| {
-                Arc::new(Mutex::new(TranscriptCache {
-                    path: path.clone(),
-                    index: TurnIndex::new(kind),
-                    last_page: None,
-                }))
-            })
-            .clone();
-        {
-            let mut c = lock(&cache);
-            if c.path != path {
-                c.path = path.clone();
-                c.index = TurnIndex::new(kind);
-                c.last_page = None;
-            }
-            let refresh = c
-                .index
-                .refresh(&path)
-                .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
-            // A replaced store can be as long as the old one: the rendered
-            // page is keyed by length, so it goes with the old index.
-            if refresh == transcript::Refresh::Rebuilt {
-                c.last_page = None;
-            }
-        }
-        Ok(Some(cache))
+        cached_index(&self.transcripts, key, path, kind).map(Some)
     }
 
     /// How many transcript pages there are (at least one: `page-0`).
@@ -194,28 +207,7 @@ impl Core {
             .find(&conversation)
             .ok_or_else(|| Error::not_found(format!("{conversation} has no store file")))?;
         let path = self.decoded.readable(&file).map_err(|r| r.error)?;
-        let cache = lock(&self.earlier_transcripts)
-            .entry(conversation)
-            .or_insert_with(|| {
-                Arc::new(Mutex::new(TranscriptCache {
-                    path: path.clone(),
-                    index: TurnIndex::new(kind),
-                    last_page: None,
-                }))
-            })
-            .clone();
-        {
-            let mut c = lock(&cache);
-            if c.path != path {
-                c.path = path.clone();
-                c.index = TurnIndex::new(kind);
-                c.last_page = None;
-            }
-            c.index
-                .refresh(&path)
-                .map_err(|e| Error::io(&format!("cannot index {}", path.display()), &e))?;
-        }
-        Ok(cache)
+        cached_index(&self.earlier_transcripts, &conversation, path, kind)
     }
 
     /// How many pages an earlier conversation has (at least one).

@@ -122,9 +122,12 @@ impl Host {
             log,
             child: Some(child),
         };
-        wait_for(20, "the mount to be ready", || {
-            mount.path("status").exists()
-        });
+        let ready = wait_until(20, || mount.path("status").exists());
+        assert!(
+            ready,
+            "timed out waiting for the mount to be ready; its log:\n{}",
+            mount.log_text()
+        );
         mount
     }
 
