@@ -207,6 +207,12 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("hook") {
         return hook_main(&args[2..]);
     }
+    if let (Some(sessionfs::fs::moved::PROBE), Some(path)) =
+        (args.get(1).map(String::as_str), args.get(2))
+    {
+        let errno = sessionfs::fs::moved::probe(std::path::Path::new(path));
+        return ExitCode::from(u8::try_from(errno).unwrap_or(255));
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Ls {

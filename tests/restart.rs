@@ -2,8 +2,11 @@
 //! scrollback, its screen rebuilt from it, its state settled. Through a real
 //! mount, with real dtach masters and bash.
 
+#[path = "common/claude_stand_in.rs"]
+mod claude_stand_in;
 mod common;
 
+use claude_stand_in::host_with_claude_stand_in;
 use common::*;
 use std::time::{Duration, Instant};
 
@@ -296,78 +299,6 @@ fn a_busy_state_the_screen_no_longer_backs_is_judged_again() {
     assert!(m.log_text().contains("is stale; repainting"));
 }
 
-/// A Claude stand-in that speaks through the hooks sessionfs gives it, as
-/// the real one does: `SessionStart` at start, and on a typed `/clear` a
-/// `SessionEnd` (reason `clear`) and a `SessionStart` (source `clear`) for
-/// a new conversation, whose store it starts; on `/resume ID` the same for
-/// conversation ID, as Claude's own picker does. It shows Claude's prompt
-/// box.
-fn claude_with_clear(host: &Host) -> std::path::PathBuf {
-    let path = host.path("fake-claude.py");
-    std::fs::write(
-        &path,
-        r#"import json, os, subprocess, sys, uuid
-args = sys.argv[1:]
-def arg(name):
-    return args[args.index(name) + 1] if name in args else None
-settings = arg("--settings")
-sid = arg("--session-id") or arg("--resume") or str(uuid.uuid4())
-def hook(event, **fields):
-    if not settings:
-        return
-    command = json.load(open(settings))["hooks"][event][0]["hooks"][0]["command"]
-    payload = dict(hook_event_name=event, session_id=sid, **fields)
-    env = dict(os.environ, CLAUDE_PID=str(os.getpid()))
-    subprocess.run(["sh", "-c", command], input=json.dumps(payload).encode(), env=env)
-def store(text):
-    folder = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "projects", "p")
-    os.makedirs(folder, exist_ok=True)
-    row = {"type": "user", "sessionId": sid, "cwd": os.getcwd(),
-           "timestamp": "2026-01-01T00:00:00.000Z",
-           "message": {"role": "user", "content": text}}
-    with open(os.path.join(folder, sid + ".jsonl"), "a") as f:
-        f.write(json.dumps(row) + "\n")
-def draw():
-    rule = "\u2500" * 30
-    sys.stdout.write("\x1b[2J\x1b[H" + rule + "\r\n\u276f \r\n" + rule + "\r\n")
-    sys.stdout.flush()
-hook("SessionStart", source="startup")
-draw()
-for line in sys.stdin:
-    if line.strip() == "/clear":
-        hook("SessionEnd", reason="clear")
-        sid = str(uuid.uuid4())
-        store("/clear")
-        hook("SessionStart", source="clear")
-    elif line.startswith("/resume "):
-        hook("SessionEnd", reason="resume")
-        sid = line.split()[1]
-        store("/resume")
-        hook("SessionStart", source="resume")
-    draw()
-"#,
-    )
-    .unwrap();
-    let program = host.path("fake-claude");
-    std::fs::write(
-        &program,
-        format!("#!/bin/sh\nexec python3 '{}' \"$@\"\n", path.display()),
-    )
-    .unwrap();
-    sh_ok(&format!("chmod +x '{}'", program.display()));
-    program
-}
-
-/// A host whose Claude is [`claude_with_clear`], with a store of its own.
-fn host_with_claude_stand_in() -> Host {
-    let host = Host::new();
-    let claude_dir = host.path("claude");
-    std::fs::create_dir_all(&claude_dir).unwrap();
-    let program = claude_with_clear(&host);
-    host.with_env("SESSIONFS_ENGINE_CLAUDE", &program.display().to_string())
-        .with_env("CLAUDE_CONFIG_DIR", &claude_dir.display().to_string())
-}
-
 /// `kill -9` of the daemon in the middle of a launch, a prompt, an archive
 /// or a `/clear`, 20 rounds: after each remount every session settles
 /// (`timeout 10 cat wait` returns), no two masters write one conversation,
@@ -398,7 +329,13 @@ fn kill_9_at_any_moment_leaves_every_session_settled() {
             ),
             2 => {
                 m.live_shell(&key);
-                format!("mv {} {}", m.q(&key), m.q("archived/"))
+                // By rename, or through a file: the daemon then tells the
+                // kernel of the move itself, looking the new name up.
+                if round % 8 == 2 {
+                    format!("mv {} {}", m.q(&key), m.q("archived/"))
+                } else {
+                    format!("echo 1 > {}", m.q(&format!("{key}/archive")))
+                }
             }
             _ => format!("printf '/clear\\r' > {}", m.q(&format!("{claude}/input"))),
         };

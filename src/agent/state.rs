@@ -73,6 +73,8 @@ pub enum Source {
     Screen,
     /// The daemon saw its own `prompt` accepted (Codex announces no turn start).
     Prompt,
+    /// Keys written to `input` answered a question.
+    Input,
 }
 
 impl Source {
@@ -83,6 +85,7 @@ impl Source {
             Source::Notify => "notify",
             Source::Screen => "screen",
             Source::Prompt => "prompt",
+            Source::Input => "input",
         }
     }
 }
@@ -143,6 +146,10 @@ pub enum Signal {
     Screen(Verdict),
     /// A prompt written to `prompt` was taken: the turn has started.
     Submitted,
+    /// Keys went to the program while it asked something: taken as its
+    /// answer until the screen or a hook says otherwise (a dialog still
+    /// drawn brings `waiting` back once the hooks are quiet).
+    Answered,
 }
 
 /// A state change, as one line of the `events` log.
@@ -320,6 +327,16 @@ impl Tracker {
                 now_ms,
             ),
             Signal::Submitted => Outcome::Unchanged,
+            Signal::Answered if self.state == State::Waiting => {
+                self.pending = None;
+                self.set(
+                    State::Busy,
+                    Source::Input,
+                    "answered through input".into(),
+                    now_ms,
+                )
+            }
+            Signal::Answered => Outcome::Unchanged,
         }
     }
 

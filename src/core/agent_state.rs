@@ -282,6 +282,16 @@ impl Inner {
     }
 }
 
+/// Why a prompt is refused while the agent waits for an answer.
+fn waiting_refusal(key: &SessionKey) -> Error {
+    Error::new(
+        libc::EBUSY,
+        format!(
+            "{key} is waiting for an answer to a question on its screen, not for a prompt; answer it through {key}/input (or stop the session), then prompt again"
+        ),
+    )
+}
+
 /// Whether `key`'s tracker knows no id of its own yet: a Codex session
 /// started afresh is bound to its first thread by the catalog, not here.
 fn lock_inner_ids_empty(core: &Core, key: &SessionKey) -> bool {
@@ -1071,11 +1081,15 @@ impl Core {
         })
     }
 
-    fn prompt_now(&self, key: &SessionKey, text: &str, stage: &PromptStage) -> Result<()> {
-        let engine = self.engine(key)?.clone();
-        if !engine.launchable() {
+    /// Whether the session takes input now (`prompt`: a prompt), checked
+    /// when `input` or `prompt` is opened for writing: a hosted run's
+    /// transcript and an archived session take none (EPERM), a session
+    /// waiting for an answer takes no prompt (EBUSY) though it takes input.
+    pub(super) fn check_takes_input(&self, key: &SessionKey, prompt: bool) -> Result<()> {
+        let what = if prompt { "prompt" } else { "input" };
+        if !self.engine(key)?.launchable() {
             return Err(Error::perm(format!(
-                "{key} is a hosted run's transcript; it takes no prompt"
+                "{key} is a hosted run's transcript; it takes no {what}"
             )));
         }
         if self.is_archived(key) {
@@ -1083,6 +1097,14 @@ impl Core {
                 "{key} is archived; unarchive it first"
             )));
         }
+        if prompt && self.agent_state(key) == State::Waiting {
+            return Err(waiting_refusal(key));
+        }
+        Ok(())
+    }
+
+    fn prompt_now(&self, key: &SessionKey, text: &str, stage: &PromptStage) -> Result<()> {
+        self.check_takes_input(key, false)?;
         let timeout = self.config.prompt_timeout;
         let deadline = Instant::now() + timeout;
         let rt = self.runtime(key);
@@ -1107,12 +1129,18 @@ impl Core {
                 .map_err(|(_, e)| super::control::send_error(key, "prompt", &e))
         };
         let (ready, state) = self.agent_wait(&rt, deadline, |s, _| {
-            stage.is_withdrawn() || matches!(s, State::Idle | State::Stopped | State::Exited)
+            stage.is_withdrawn()
+                || matches!(
+                    s,
+                    State::Idle | State::Stopped | State::Exited | State::Waiting
+                )
         });
         if stage.is_withdrawn() {
             return Err(withdrawn(key));
         }
         match state {
+            // A question is on the screen: the prompt would answer it.
+            State::Waiting => return Err(waiting_refusal(key)),
             State::Stopped | State::Exited => {
                 return Err(Error::new(
                     libc::EPIPE,

@@ -65,8 +65,7 @@ impl Core {
             let client = self.ensure_open(key, OpenMode::AttachOrLaunch, deadline)?;
             let sent = client.push(data, deadline);
             if !matches!(sent, Err((0, _))) {
-                self.runtime(key).note_input();
-                super::agent_state::poke();
+                self.input_went(&self.runtime(key));
             }
             match sent {
                 Ok(()) => Ok(data.len()),
@@ -108,9 +107,16 @@ impl Core {
             state.client.clone()?
         };
         let went = client.try_push_now(data)?;
-        rt.note_input();
-        super::agent_state::poke();
+        self.input_went(&rt);
         Some(went)
+    }
+
+    /// Bytes of `input` reached the program: its last activity, and, while
+    /// it asks something, its answer (see `Signal::Answered`).
+    fn input_went(&self, rt: &super::SessionRuntime) {
+        rt.note_input();
+        super::agent_state::process(rt, &self.waits, crate::agent::state::Signal::Answered);
+        super::agent_state::poke();
     }
 
     /// One command written to a session's `ctl`.

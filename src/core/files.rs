@@ -820,6 +820,15 @@ impl Files {
         let node = self.node(ino)?;
         Self::check_opens(&node, mode)
             .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))?;
+        // Refusals known now fail the `open`, where a shell's `echo x >`
+        // reports them: a refusal at `close` it would ignore.
+        if let (Node::Session(key, file @ (SessionFile::Input | SessionFile::Prompt)), true) =
+            (&node, mode.writes)
+        {
+            self.core
+                .check_takes_input(key, *file == SessionFile::Prompt)
+                .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))?;
+        }
         // The kernel passes O_TRUNC on with the open rather than as a
         // setattr of its own: it does here exactly what a truncation to 0
         // does (a stream has nothing to cut, a transcript refuses unless

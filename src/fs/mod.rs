@@ -8,7 +8,7 @@ mod attrs;
 pub mod crowded;
 mod follow;
 mod guard;
-mod moved;
+pub mod moved;
 mod notify;
 
 use crate::core::{Access, Attr, Concern, Core, Files, SetAttr};

@@ -96,6 +96,8 @@ impl MovedEntries {
 
 fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) {
     let archived = mountpoint.join(ViewDir::Archived.name());
+    // Taken now: a binary replaced on disk later still runs under this name.
+    let exe = std::env::current_exe().unwrap_or_else(|_| "sessionfs".into());
     for job in jobs {
         match &job.told {
             Told::Moved(name) => {
@@ -105,7 +107,7 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
                 // Only the new name exists; the lookup of the other one
                 // finds nothing and changes nothing.
                 for dir in [mountpoint, archived.as_path()] {
-                    look_up(&dir.join(name), &job.done);
+                    look_up(&exe, &dir.join(name), &job.done);
                 }
             }
             // A link is no directory: nothing is below it to keep.
@@ -122,17 +124,63 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
 /// How long a lookup the kernel answers with ESTALE is tried again.
 const STALE_FOR: Duration = Duration::from_secs(2);
 
+/// The longest one look in the mount may take: the daemon itself answers
+/// it, unless it is going away.
+const PROBE_WITHIN: Duration = Duration::from_secs(2);
+
+/// The daemon's subcommand that `lstat`s one path and exits with the
+/// errno (0: found), run as a child so that no thread of the daemon ever
+/// waits on its own mount: a daemon killed while one of its threads waited
+/// there could never finish dying, and its mount would hang every caller.
+pub const PROBE: &str = "lstat-probe";
+
+/// `sessionfs lstat-probe PATH`: the errno of `lstat(PATH)`, 0 when found.
+pub fn probe(path: &std::path::Path) -> i32 {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+/// `lstat(path)` in a child process, as [`probe`] gives it; killed (EIO)
+/// past [`PROBE_WITHIN`].
+fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
+    let mut child = std::process::Command::new(exe)
+        .arg(PROBE)
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let until = std::time::Instant::now() + PROBE_WITHIN;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return match status.code() {
+                Some(0) => Ok(()),
+                Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+                None => Err(std::io::Error::from_raw_os_error(libc::EIO)),
+            };
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Looks `path` up. The kernel moves the directory's old entry to the new
 /// name only when it can take the locks a rename takes at once; while a
 /// rename or a `mkdir` elsewhere in the mount holds them, it answers
 /// ESTALE and leaves the old entry where it was, so the lookup is tried
 /// again until the way is free. The caller hears it was told once the
 /// first try is made.
-fn look_up(path: &std::path::Path, told: &Sender<()>) {
+fn look_up(exe: &std::path::Path, path: &std::path::Path, told: &Sender<()>) {
     let until = std::time::Instant::now() + STALE_FOR;
     let mut pause = Duration::from_millis(2);
     loop {
-        match std::fs::symlink_metadata(path) {
+        match probe_in_child(exe, path) {
             Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
                 let _ = told.try_send(());
                 if std::time::Instant::now() >= until {

@@ -1,0 +1,83 @@
+//! Answering an agent from a script: what a prompt does while the agent
+//! asks something, and refusals a shell's `echo` reports. Through a real
+//! mount, with a Claude stand-in (the real CLIs are in `agents_mount.rs`).
+
+#[path = "common/claude_stand_in.rs"]
+mod claude_stand_in;
+mod common;
+
+use claude_stand_in::host_with_claude_stand_in;
+use common::*;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "claude:11111111-2222-4333-8444-d1a10900d1a1";
+
+/// `echo x > FILE` through bash: its exit status and what it printed.
+fn echo_into(m: &Mount, rel: &str, text: &str) -> (bool, String) {
+    let out = sh(&format!("echo '{text}' > {}", m.q(rel)));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Refusals known when the file is opened fail the `open`, so a shell's
+/// `echo x > FILE` prints them and fails, where a refusal at `close` would
+/// be ignored.
+#[test]
+fn a_prompt_or_input_an_archived_session_cannot_take_fails_at_open() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    m.live_shell("shell:old");
+    sh_ok(&format!("mv {} {}", m.q("shell:old"), m.q("archived/")));
+    for file in ["prompt", "input"] {
+        let (ok, said) = echo_into(&m, &format!("archived/shell:old/{file}"), "ls");
+        assert!(!ok, "{file}");
+        assert!(said.contains("Operation not permitted"), "{file}: {said}");
+        let error = m.json("archived/shell:old/status")["error"].clone();
+        assert!(
+            error.as_str().is_some_and(|e| e.contains("archived")),
+            "{error}"
+        );
+    }
+    assert!(host.masters().is_empty(), "nothing was started");
+}
+
+/// A prompt to an agent that waits for an answer fails at once (EBUSY, the
+/// reason in `status.error`), at `open` when it already waits; the answer
+/// goes through `input`, and then prompts are taken again.
+#[test]
+fn a_prompt_to_a_waiting_agent_fails_at_once() {
+    let host = host_with_claude_stand_in();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q(KEY)));
+    let made = host.path("made-by-the-tool");
+    sh_ok(&format!(
+        "env printf '%s\\n' '/ask touch {}' > {}",
+        made.display(),
+        m.q(&format!("{KEY}/prompt"))
+    ));
+    wait_for(10, "the agent waiting", || {
+        m.read(&format!("{KEY}/state")) == "waiting\n"
+    });
+    let t0 = Instant::now();
+    let (ok, said) = echo_into(&m, &format!("{KEY}/prompt"), "next question");
+    assert!(!ok);
+    assert!(said.contains("Device or resource busy"), "{said}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let error = m.json(&format!("{KEY}/status"))["error"].clone();
+    assert!(
+        error
+            .as_str()
+            .is_some_and(|e| e.contains("waiting for an answer")),
+        "{error}"
+    );
+    assert!(!made.exists());
+    // The answer, raw: Enter grants it.
+    sh_ok(&format!("printf '\\r' > {}", m.q(&format!("{KEY}/input"))));
+    wait_for(10, "the tool run", || made.exists());
+    let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{KEY}/wait"))));
+    assert_eq!(state, "idle\n");
+    let (ok, said) = echo_into(&m, &format!("{KEY}/prompt"), "next question");
+    assert!(ok, "{said}");
+}
