@@ -40,7 +40,9 @@ fn a_prompt_or_input_an_archived_session_cannot_take_fails_at_open() {
             "{error}"
         );
     }
-    assert!(host.masters().is_empty(), "nothing was started");
+    // The archive's master ends; nothing started it again.
+    wait_for(10, "no master", || host.masters().is_empty());
+    assert_eq!(m.json("archived/shell:old/status")["state"], "archived");
 }
 
 /// A prompt to an agent that waits for an answer fails at once (EBUSY, the
@@ -80,4 +82,62 @@ fn a_prompt_to_a_waiting_agent_fails_at_once() {
     assert_eq!(state, "idle\n");
     let (ok, said) = echo_into(&m, &format!("{KEY}/prompt"), "next question");
     assert!(ok, "{said}");
+}
+
+/// `KEY/ctl` as a script writes it: `printf` (coreutils', which reports a
+/// failed close) of one command; its exit status and what it printed.
+fn ctl(m: &Mount, command: &str) -> (bool, String) {
+    let out = sh(&format!(
+        "env printf '%s\\n' '{command}' > {}",
+        m.q(&format!("{KEY}/ctl"))
+    ));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A question the agent asks is `waiting` with `waiting_for` naming it once
+/// it is drawn; `approve` written the instant `wait` returns runs the tool
+/// and returns with the agent out of the dialog, 20 rounds without a
+/// dropped answer; `deny` runs nothing; with nothing asked, ENOMSG.
+#[test]
+fn approve_and_deny_answer_the_question_on_the_screen() {
+    let host = host_with_claude_stand_in();
+    let m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q(KEY)));
+    let (ok, said) = ctl(&m, "approve");
+    assert!(!ok);
+    assert!(said.contains("No message of desired type"), "{said}");
+    for round in 0..20 {
+        let made = host.path(&format!("made-{round}"));
+        sh_ok(&format!(
+            "env printf '%s\\n' '/ask touch {}' > {}",
+            made.display(),
+            m.q(&format!("{KEY}/prompt"))
+        ));
+        let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{KEY}/wait"))));
+        assert_eq!(state, "waiting\n", "round {round}");
+        let asked = m.json(&format!("{KEY}/status"))["waiting_for"].clone();
+        assert_eq!(asked["kind"], "permission", "{asked}");
+        assert_eq!(asked["tool"], "Bash", "{asked}");
+        assert_eq!(
+            asked["detail"],
+            format!("touch {}", made.display()),
+            "{asked}"
+        );
+        assert_eq!(asked["options"][0], "Yes", "{asked}");
+        let meta = m.json(&format!("{KEY}/meta.json"));
+        assert_eq!(meta["waiting_for"], asked);
+        let deny = round % 5 == 4;
+        let (ok, said) = ctl(&m, if deny { "deny" } else { "approve" });
+        assert!(ok, "round {round}: {said}");
+        assert!(
+            m.json(&format!("{KEY}/status"))["waiting_for"].is_null(),
+            "round {round}: the agent left the dialog"
+        );
+        let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{KEY}/wait"))));
+        assert_eq!(state, "idle\n", "round {round}");
+        assert_eq!(made.exists(), !deny, "round {round}");
+    }
 }

@@ -6,6 +6,7 @@
 //! verdicts from [`screen`]) and serves what [`state::Tracker`] decides.
 
 pub mod claims;
+pub mod dialogs;
 pub mod events;
 pub mod hooks;
 pub mod screen;

@@ -75,6 +75,8 @@ pub enum Source {
     Prompt,
     /// Keys written to `input` answered a question.
     Input,
+    /// The daemon's own `interrupt` (or a refusal) ended the turn.
+    Interrupt,
 }
 
 impl Source {
@@ -86,6 +88,7 @@ impl Source {
             Source::Screen => "screen",
             Source::Prompt => "prompt",
             Source::Input => "input",
+            Source::Interrupt => "interrupt",
         }
     }
 }
@@ -150,6 +153,9 @@ pub enum Signal {
     /// answer until the screen or a hook says otherwise (a dialog still
     /// drawn brings `waiting` back once the hooks are quiet).
     Answered,
+    /// The daemon ended the turn (`interrupt`, or a refused question) and
+    /// saw it end: the agents fire no hook for it.
+    Interrupted,
 }
 
 /// A state change, as one line of the `events` log.
@@ -187,7 +193,9 @@ impl Coverage {
     pub const CLAUDE: Coverage = Coverage {
         turn_start: true,
         turn_end: true,
-        dialog: true,
+        // Its hooks announce a question before it takes keys: the screen
+        // says when it does.
+        dialog: false,
     };
     /// Codex with its `notify` program: turn complete only.
     pub const CODEX_NOTIFY: Coverage = Coverage {
@@ -237,7 +245,15 @@ pub struct Tracker {
     last_hook_ms: Option<u64>,
     /// A screen verdict seen but not yet held long enough: (verdict, first seen).
     pending: Option<(Verdict, u64)>,
+    /// When a hook announced a question (a permission request): `waiting`
+    /// comes once the screen shows it taking keys, or, drawn in a way the
+    /// screen reader does not know, [`ANNOUNCED_WAIT_MS`] later.
+    announced_ms: Option<u64>,
 }
+
+/// How long after a hook announced a question `waiting` comes without
+/// the screen showing it.
+pub const ANNOUNCED_WAIT_MS: u64 = 2_000;
 
 /// The most session ids a tracker remembers (resumes may add new ones).
 const MAX_IDS: usize = 16;
@@ -252,6 +268,7 @@ impl Tracker {
             own_ids: vec![],
             last_hook_ms: None,
             pending: None,
+            announced_ms: None,
         }
     }
 
@@ -289,6 +306,7 @@ impl Tracker {
         if state == self.state {
             return Outcome::Unchanged;
         }
+        self.announced_ms = None;
         self.state = state;
         self.since_ms = now_ms;
         Outcome::Changed(Change {
@@ -337,6 +355,11 @@ impl Tracker {
                 )
             }
             Signal::Answered => Outcome::Unchanged,
+            Signal::Interrupted if matches!(self.state, State::Busy | State::Waiting) => {
+                self.pending = None;
+                self.set(State::Idle, Source::Interrupt, "interrupted".into(), now_ms)
+            }
+            Signal::Interrupted => Outcome::Unchanged,
         }
     }
 
@@ -364,10 +387,12 @@ impl Tracker {
             "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
                 (State::Busy, Source::Hook)
             }
-            "PermissionRequest" => (State::Waiting, Source::Hook),
+            // A question is coming: `waiting` once the screen shows it
+            // taking keys (an answer typed before that is lost).
+            "PermissionRequest" => return self.announce(now_ms),
             "Notification" => match event.notification_type.as_deref() {
                 Some("permission_prompt") | Some("elicitation_dialog") => {
-                    (State::Waiting, Source::Hook)
+                    return self.announce(now_ms)
                 }
                 _ => return Outcome::Unchanged,
             },
@@ -387,7 +412,30 @@ impl Tracker {
         self.set(state, source, detail, now_ms)
     }
 
+    /// A hook said a question is coming (see `announced_ms`).
+    fn announce(&mut self, now_ms: u64) -> Outcome {
+        if self.state != State::Waiting {
+            self.announced_ms.get_or_insert(now_ms);
+        }
+        Outcome::Unchanged
+    }
+
     fn screen(&mut self, verdict: Verdict, now_ms: u64) -> Outcome {
+        // Announced, and never shown as the screen reader knows questions.
+        if let Some(at) = self.announced_ms {
+            if self.state == State::Waiting {
+                self.announced_ms = None;
+            } else if now_ms.saturating_sub(at) >= ANNOUNCED_WAIT_MS
+                && matches!(verdict, Verdict::Unknown | Verdict::Working)
+            {
+                return self.set(
+                    State::Waiting,
+                    Source::Hook,
+                    "a question a hook announced".into(),
+                    now_ms,
+                );
+            }
+        }
         let Some(target) = verdict.state() else {
             self.pending = None;
             return Outcome::Unchanged;
@@ -497,8 +545,18 @@ mod tests {
             State::Busy
         );
         assert_eq!(t.apply(&hook("PreToolUse"), 1200), Outcome::Unchanged);
+        // Announced, but waiting only once the dialog is drawn and held.
         assert_eq!(
-            changed(t.apply(&hook("PermissionRequest"), 1210)),
+            t.apply(&hook("PermissionRequest"), 1210),
+            Outcome::Unchanged
+        );
+        assert_eq!(t.state(), State::Busy);
+        assert_eq!(
+            t.apply(&Signal::Screen(Verdict::Dialog), 1300),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Dialog), 2200)),
             State::Waiting
         );
         let note = Signal::Hook(HookEvent {
@@ -518,6 +576,26 @@ mod tests {
             o => panic!("{o:?}"),
         }
         assert_eq!(t.since_ms(), 7100);
+    }
+
+    #[test]
+    fn a_question_announced_but_never_recognised_on_the_screen_is_waiting_later() {
+        let mut t = claude();
+        t.apply(&hook("UserPromptSubmit"), 0);
+        t.apply(&hook("PermissionRequest"), 100);
+        let unknown = Signal::Screen(Verdict::Unknown);
+        assert_eq!(
+            t.apply(&unknown, 100 + ANNOUNCED_WAIT_MS - 1),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t.apply(&unknown, 100 + ANNOUNCED_WAIT_MS)),
+            State::Waiting
+        );
+        // Answered: busy again, and the announcement is spent.
+        assert_eq!(changed(t.apply(&Signal::Answered, 5000)), State::Busy);
+        assert_eq!(t.apply(&unknown, 9000), Outcome::Unchanged);
+        assert_eq!(changed(t.apply(&Signal::Interrupted, 9100)), State::Idle);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! stop, resize, redraw); stopping and reaping its processes.
 
 use super::{lock, Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
+use crate::agent::dialogs::Answer;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::metaedit::preview;
@@ -125,6 +126,16 @@ impl Core {
         let result = (|| {
             let mut words = command.split_whitespace();
             let verb = words.next().unwrap_or("");
+            // `answer` takes the rest of the line: a number, or free text.
+            if verb == "answer" {
+                let rest = command.trim().strip_prefix("answer").unwrap_or("").trim();
+                let answer = match rest.parse::<usize>() {
+                    Ok(n) => Answer::Option(n),
+                    Err(_) if !rest.is_empty() => Answer::Text(rest.to_string()),
+                    Err(_) => return Err(Error::invalid("answer takes N or TEXT")),
+                };
+                return self.answer(key, answer);
+            }
             let arg = words.next();
             if words.next().is_some() {
                 return Err(Error::invalid(format!(
@@ -160,6 +171,9 @@ impl Core {
                         None => Ok(()),
                     }
                 }
+                ("approve", None) => self.answer(key, Answer::Approve),
+                ("deny", None) => self.answer(key, Answer::Deny),
+                ("interrupt", None) => self.interrupt(key),
                 ("redraw", None) => {
                     let rt = self.runtime(key);
                     let (cols, rows) = {
@@ -177,7 +191,7 @@ impl Core {
                     }
                 }
                 _ => Err(Error::invalid(format!(
-                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw",
+                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw, approve, deny, answer N|TEXT, interrupt",
                     preview(command)
                 ))),
             }

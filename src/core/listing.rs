@@ -70,6 +70,8 @@ pub(crate) struct MetaDoc<'a> {
     project: Option<&'a str>,
     state: &'a str,
     title: Option<&'a str>,
+    /// The question the agent shows while `waiting`, else null.
+    waiting_for: Option<crate::agent::dialogs::Dialog>,
     workspace: Cow<'a, str>,
 }
 
@@ -629,6 +631,9 @@ impl Core {
             project: row.meta.project.as_deref(),
             state: row.state,
             title: row.title(),
+            waiting_for: (row.agent_state == "waiting")
+                .then(|| self.waiting_for(&row.key))
+                .flatten(),
             workspace,
         }
     }

@@ -17,6 +17,7 @@
 //!   (metadata changes, archive).
 
 mod agent_state;
+mod answers;
 mod archived_scrollback;
 mod caps;
 mod control;

@@ -91,6 +91,7 @@ impl Core {
             "lock": self.paths.lock(key),
             "size": format!("{cols}x{rows}"),
             "scrollback_bytes": rt.map_or(0, |rt| rt.scrollback.len()),
+            "waiting_for": self.waiting_for(key),
             "error": error,
         })))
     }

@@ -1,0 +1,438 @@
+//! What an agent asks, read from its screen, and the keys that answer it.
+//! Claude Code and Codex draw their questions as a block of text with a
+//! list of options, one marked as selected (`❯` or `›`): a permission to
+//! run a tool, the workspace's trust, an offer to change a setting, a
+//! question the model asks. The answer moves the mark with the arrow keys
+//! to the option wanted and presses Enter; a refusal is Esc, which every
+//! one of these dialogs takes as "no" or "cancel" and which changes no
+//! setting. (Measured with Claude Code 2.1.328 and Codex 0.169.)
+
+use super::screen::Tui;
+use serde::Serialize;
+
+/// What kind of question it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Leave to run a tool (a command, an edit).
+    Permission,
+    /// Whether the workspace is trusted.
+    Trust,
+    /// The model's own question, with options (and free text).
+    Question,
+    /// An offer to change a setting.
+    Offer,
+}
+
+/// A question on the screen (`waiting_for`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dialog {
+    pub kind: Kind,
+    /// The question, as drawn.
+    pub text: String,
+    /// For a permission: the tool.
+    pub tool: Option<String>,
+    /// For a permission: its command or path.
+    pub detail: Option<String>,
+    /// The agent's options, in order.
+    pub options: Vec<String>,
+    /// Which option is selected now (0-based).
+    #[serde(skip)]
+    pub selected: usize,
+}
+
+/// An answer a script gives (`ctl`'s `approve`, `deny`, `answer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The agent's one-time yes.
+    Approve,
+    /// The agent's no, or cancel.
+    Deny,
+    /// Option N (1-based).
+    Option(usize),
+    /// Free text, where the question takes it.
+    Text(String),
+}
+
+/// One key press, written on its own: the TUIs take a burst as a paste.
+pub type Key = Vec<u8>;
+
+const ENTER: &[u8] = b"\r";
+const ESC: &[u8] = b"\x1b";
+const DOWN: &[u8] = b"\x1b[B";
+const UP: &[u8] = b"\x1b[A";
+
+/// The question on `screen`, if the agent shows one.
+pub fn read(tui: Tui, screen: &str) -> Option<Dialog> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let (kind, at) = find_question(tui, &lines)?;
+    let (options, selected) = options_after(&lines, at);
+    if options.is_empty() {
+        return None;
+    }
+    let text = lines[at].trim().to_string();
+    let (tool, detail) = match kind {
+        Kind::Permission => tool_and_detail(tui, &lines, at),
+        _ => (None, None),
+    };
+    Some(Dialog {
+        kind,
+        text,
+        tool,
+        detail,
+        options,
+        selected,
+    })
+}
+
+/// The line that asks, and what kind of question it is.
+fn find_question(tui: Tui, lines: &[&str]) -> Option<(Kind, usize)> {
+    let has = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    match tui {
+        Tui::Claude => {
+            if let Some(at) = has("Do you want to") {
+                return Some((Kind::Permission, at));
+            }
+            if let Some(at) = has("so this one needs your approval") {
+                return Some((Kind::Permission, at));
+            }
+            if let Some(at) = has("a project you created or one you trust") {
+                return Some((Kind::Trust, at));
+            }
+            if let Some(at) = lines
+                .iter()
+                .position(|l| l.contains("Make ") && l.trim_end().ends_with('?'))
+            {
+                return Some((Kind::Offer, at));
+            }
+            // The model's question: the footer names the keys; the question
+            // is the last line ending in `?` above the options.
+            let footer = has("Enter to select")?;
+            let first_option = lines[..footer]
+                .iter()
+                .position(|l| option_line(l).is_some())?;
+            let at = lines[..first_option]
+                .iter()
+                .rposition(|l| l.trim_end().ends_with('?'))
+                .unwrap_or(first_option.saturating_sub(1));
+            Some((Kind::Question, at))
+        }
+        Tui::Codex => has("Would you like to").map(|at| (Kind::Permission, at)),
+    }
+}
+
+/// An option row: its text, and whether it is the selected one.
+fn option_line(line: &str) -> Option<(String, bool)> {
+    let t = line.trim_start();
+    let (selected, rest) = match t.strip_prefix('❯').or_else(|| t.strip_prefix('›')) {
+        Some(rest) => (true, rest.trim_start()),
+        None => (false, t),
+    };
+    // Numbered (`1. Yes`), or, marked, a bare option (`❯ No`).
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 && rest[digits..].starts_with(". ") {
+        return Some((rest[digits + 2..].trim().to_string(), selected));
+    }
+    (selected && !rest.is_empty()).then(|| (rest.trim().to_string(), true))
+}
+
+/// The options listed after line `at`, and which is selected. Unnumbered
+/// options (Claude's trust and auto-mode questions) are the rows between
+/// the marked one and the first blank or footer row.
+fn options_after(lines: &[&str], at: usize) -> (Vec<String>, usize) {
+    let mut options = Vec::new();
+    let mut selected = 0;
+    let mut numbered = false;
+    let mut started = false;
+    for line in &lines[at + 1..] {
+        let t = line.trim();
+        if let Some((text, marked)) = option_line(line) {
+            numbered |= t
+                .trim_start_matches(['❯', '›', ' '])
+                .starts_with(|c: char| c.is_ascii_digit());
+            if marked {
+                selected = options.len();
+            }
+            options.push(text);
+            started = true;
+            continue;
+        }
+        if !started {
+            continue;
+        }
+        if t.is_empty() || is_footer(t) {
+            break;
+        }
+        // An unnumbered list goes on with plain rows; a numbered one has
+        // descriptions under its options, which are not options.
+        if !numbered && !line.starts_with("     ") {
+            options.push(t.to_string());
+        }
+    }
+    (options, selected)
+}
+
+fn is_footer(line: &str) -> bool {
+    ["Esc to", "Enter to", "esc to", "Press enter", "to navigate"]
+        .iter()
+        .any(|f| line.contains(f))
+}
+
+/// A permission's tool and what it would do: Claude draws the tool's title
+/// (`Bash command`) and then the command; Codex the command after `$ `.
+fn tool_and_detail(tui: Tui, lines: &[&str], at: usize) -> (Option<String>, Option<String>) {
+    match tui {
+        Tui::Codex => {
+            let detail = lines
+                .iter()
+                .find_map(|l| l.trim().strip_prefix("$ ").map(str::to_string));
+            (Some("shell".into()), detail)
+        }
+        Tui::Claude => {
+            // The block above the question, up to a rule or the top.
+            let top = lines[..at]
+                .iter()
+                .rposition(|l| {
+                    let t = l.trim();
+                    t.chars().count() >= 10 && t.chars().all(|c| c == '─' || c == '╌')
+                })
+                .map_or(0, |r| r + 1);
+            let block: Vec<&str> = lines[top..at]
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty())
+                .collect();
+            let Some((title, rest)) = block.split_first() else {
+                return (None, None);
+            };
+            let tool = title
+                .split_whitespace()
+                .next()
+                .map(str::to_string)
+                .filter(|t| t.chars().all(|c| c.is_alphanumeric() || c == '_'));
+            let detail = (!rest.is_empty()).then(|| rest.join("\n"));
+            (tool, detail)
+        }
+    }
+}
+
+/// Whether an option is a plain yes: one-time, changing no mode or rule.
+fn plain_yes(option: &str) -> bool {
+    let o = option.to_lowercase();
+    (o.starts_with("yes") || o.starts_with("allow"))
+        && ![
+            "always",
+            "don't ask",
+            "auto mode",
+            "default",
+            "switch",
+            "and tell",
+        ]
+        .iter()
+        .any(|w| o.contains(w))
+}
+
+/// The keys that give `answer` to `dialog`, each written on its own, or
+/// why it cannot be given.
+pub fn keys(dialog: &Dialog, answer: &Answer) -> Result<Vec<Key>, String> {
+    let pick = |target: usize| -> Vec<Key> {
+        let step = if target >= dialog.selected { DOWN } else { UP };
+        let mut keys: Vec<Key> =
+            std::iter::repeat_n(step.to_vec(), target.abs_diff(dialog.selected)).collect();
+        keys.push(ENTER.to_vec());
+        keys
+    };
+    match answer {
+        Answer::Deny => Ok(vec![ESC.to_vec()]),
+        Answer::Approve => match dialog.kind {
+            Kind::Offer => Err(format!(
+                "approve would take the offer \"{}\", which changes a setting; choose with answer N, or deny",
+                dialog.text
+            )),
+            Kind::Question => Err("a question takes answer N or answer TEXT, not approve".into()),
+            Kind::Permission | Kind::Trust => dialog
+                .options
+                .iter()
+                .position(|o| plain_yes(o))
+                .map(pick)
+                .ok_or_else(|| format!("no one-time yes among {:?}", dialog.options)),
+        },
+        Answer::Option(n) => {
+            if *n == 0 || *n > dialog.options.len() {
+                return Err(format!(
+                    "there is no option {n}: it offers {}",
+                    dialog.options.len()
+                ));
+            }
+            Ok(pick(n - 1))
+        }
+        Answer::Text(text) => {
+            let free = dialog
+                .options
+                .iter()
+                .position(|o| o.starts_with("Type something"))
+                .filter(|_| dialog.kind == Kind::Question)
+                .ok_or("this question takes no free text; answer N")?;
+            let mut keys = pick(free);
+            keys.pop();
+            keys.push(ENTER.to_vec());
+            keys.push(text.as_bytes().to_vec());
+            keys.push(ENTER.to_vec());
+            Ok(keys)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PERMISSION: &str = "\
+────────────────────────────────────────
+ Bash command
+
+   touch /tmp/dialogs/out/x
+   make a file
+
+ Do you want to proceed?
+ ❯ 1. Yes
+   2. Yes, and always allow access to out/ from this project
+   3. Yes, and switch to auto mode · auto mode handles these prompts for you
+   4. No
+
+ Esc to cancel · Tab to amend
+";
+
+    #[test]
+    fn claudes_permission_names_the_tool_its_command_and_the_options() {
+        let d = read(Tui::Claude, PERMISSION).unwrap();
+        assert_eq!(d.kind, Kind::Permission);
+        assert_eq!(d.text, "Do you want to proceed?");
+        assert_eq!(d.tool.as_deref(), Some("Bash"));
+        assert_eq!(
+            d.detail.as_deref(),
+            Some("touch /tmp/dialogs/out/x\nmake a file")
+        );
+        assert_eq!(d.options.len(), 4);
+        assert_eq!(d.options[3], "No");
+        assert_eq!(d.selected, 0);
+        assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
+        assert_eq!(keys(&d, &Answer::Deny).unwrap(), vec![ESC.to_vec()]);
+        assert_eq!(
+            keys(&d, &Answer::Option(4)).unwrap(),
+            vec![DOWN.to_vec(), DOWN.to_vec(), DOWN.to_vec(), ENTER.to_vec()]
+        );
+        assert!(keys(&d, &Answer::Option(5)).is_err());
+        assert!(keys(&d, &Answer::Text("x".into())).is_err());
+    }
+
+    #[test]
+    fn claudes_trust_and_auto_mode_questions_are_unnumbered() {
+        let trust = "\
+ Accessing workspace:
+
+ /tmp/dialogs/untrusted
+
+ Quick safety check: Is this a project you created or one you trust? (Like your own code)
+
+ ❯ No, exit
+   Yes, I trust this folder
+
+ Enter to confirm · Esc to cancel
+";
+        let d = read(Tui::Claude, trust).unwrap();
+        assert_eq!(d.kind, Kind::Trust);
+        assert_eq!(d.options, ["No, exit", "Yes, I trust this folder"]);
+        assert_eq!(
+            keys(&d, &Answer::Approve).unwrap(),
+            vec![DOWN.to_vec(), ENTER.to_vec()]
+        );
+        let needs = "\
+ Auto mode can't check actions in this session, so this one needs your approval
+ ❯ No
+   Yes
+";
+        let d = read(Tui::Claude, needs).unwrap();
+        assert_eq!(d.kind, Kind::Permission);
+        assert_eq!(d.options, ["No", "Yes"]);
+        assert_eq!(
+            keys(&d, &Answer::Approve).unwrap(),
+            vec![DOWN.to_vec(), ENTER.to_vec()]
+        );
+        let offer = "\
+  Make auto mode your default permission mode?
+
+ ❯ Yes, set auto mode as my default permission mode
+   No, keep manual mode
+";
+        let d = read(Tui::Claude, offer).unwrap();
+        assert_eq!(d.kind, Kind::Offer);
+        assert!(
+            keys(&d, &Answer::Approve).is_err(),
+            "approve changes no setting"
+        );
+        assert_eq!(keys(&d, &Answer::Deny).unwrap(), vec![ESC.to_vec()]);
+    }
+
+    #[test]
+    fn claudes_question_takes_an_option_or_free_text() {
+        let screen = "\
+ ☐ Pick
+
+Pick one?
+
+❯ 1. Red
+     r
+  2. Blue
+     b
+  3. Type something.
+  4. Chat about this
+
+Enter to select · ↑/↓ to navigate · Esc to cancel
+";
+        let d = read(Tui::Claude, screen).unwrap();
+        assert_eq!(d.kind, Kind::Question);
+        assert_eq!(d.text, "Pick one?");
+        assert_eq!(
+            d.options,
+            ["Red", "Blue", "Type something.", "Chat about this"]
+        );
+        assert_eq!(
+            keys(&d, &Answer::Option(2)).unwrap(),
+            vec![DOWN.to_vec(), ENTER.to_vec()]
+        );
+        let text = keys(&d, &Answer::Text("green".into())).unwrap();
+        assert_eq!(text.last().unwrap(), ENTER);
+        assert!(text.contains(&b"green".to_vec()));
+        assert!(keys(&d, &Answer::Approve).is_err());
+    }
+
+    #[test]
+    fn codexs_approval_names_its_command() {
+        let screen = "\
+  Would you like to run the following command?
+
+  Reason: it needs to write a file
+
+  $ touch /tmp/x
+
+› 1. Yes, proceed (y)
+  2. Yes, and don't ask again for commands that start with `touch` (p)
+  3. No, and tell Codex what to do differently (esc)
+
+  Press enter to confirm or esc to cancel
+";
+        let d = read(Tui::Codex, screen).unwrap();
+        assert_eq!(d.kind, Kind::Permission);
+        assert_eq!(d.detail.as_deref(), Some("touch /tmp/x"));
+        assert_eq!(d.options.len(), 3);
+        assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
+    }
+
+    #[test]
+    fn a_screen_without_a_question_has_none() {
+        let ready = "────────────\n❯ \n────────────\n";
+        assert_eq!(read(Tui::Claude, ready), None);
+        assert_eq!(read(Tui::Codex, "› Ask Codex to do anything\n"), None);
+    }
+}
