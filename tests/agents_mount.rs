@@ -612,3 +612,74 @@ fn after_new_the_session_follows_its_codex_thread() {
     assert_eq!(a.host.masters().len(), 1, "still one master");
     assert_eq!(conversation(&a, &key), second, "the same thread");
 }
+
+/// `KEY/ctl` written as a script does, with coreutils' `printf`, which
+/// reports a failed close.
+fn ctl(a: &Agents, key: &str, command: &str) {
+    sh_ok(&format!(
+        "env printf '%s\\n' '{command}' > {}",
+        a.m.q(&format!("{key}/ctl"))
+    ));
+}
+
+/// A real Claude's permission dialog: `wait` returns `waiting` once it
+/// takes keys, `waiting_for` names Bash and the command, and an answer
+/// written the instant `wait` returns lands, whether `approve` through
+/// `ctl` or a raw Enter through `input`; `deny` runs nothing and the turn
+/// ends; `interrupt` of a slow turn is `idle` within a second.
+#[test]
+fn a_real_claudes_questions_are_answered_from_a_script() {
+    let Some(a) = Agents::start("a_real_claudes_questions_are_answered_from_a_script") else {
+        return;
+    };
+    let key = a.session("claude", "c1a0de00-0000-4000-8000-00000000a5c1");
+    for round in 0..4 {
+        let marker = a.host.path(&format!("ran-{round}"));
+        a.api
+            .push_bash(&format!("echo approved > {}", marker.display()));
+        a.api.push_text(&format!("Round {round} ran."));
+        a.prompt(&key, &format!("run the tool, round {round}"));
+        assert_eq!(a.wait(&key, 60), "waiting\n", "round {round}");
+        let asked = a.m.json(&format!("{key}/status"))["waiting_for"].clone();
+        assert_eq!(asked["kind"], "permission", "{asked}");
+        assert_eq!(asked["tool"], "Bash", "{asked}\n{}", a.read(&key, "screen"));
+        assert!(
+            asked["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&marker.display().to_string())),
+            "{asked}"
+        );
+        if round % 2 == 0 {
+            ctl(&a, &key, "approve");
+        } else {
+            sh_ok(&format!(
+                "printf '\\r' > {}",
+                a.m.q(&format!("{key}/input"))
+            ));
+        }
+        assert_eq!(a.wait(&key, 60), "idle\n", "round {round}");
+        assert!(marker.exists(), "round {round}: the approved command ran");
+    }
+
+    let refused = a.host.path("refused");
+    a.api
+        .push_bash(&format!("echo ran > {}", refused.display()));
+    a.prompt(&key, "run the refused tool");
+    assert_eq!(a.wait(&key, 60), "waiting\n");
+    ctl(&a, &key, "deny");
+    assert_eq!(a.wait(&key, 10), "idle\n");
+    assert!(!refused.exists(), "the refused command ran");
+
+    a.api.push(
+        Answer::Text("A slow answer.".into()),
+        Duration::from_secs(30),
+    );
+    a.prompt(&key, "answer slowly");
+    wait_for(20, "the slow turn", || a.read(&key, "state") == "busy\n");
+    let t0 = Instant::now();
+    ctl(&a, &key, "interrupt");
+    assert_eq!(a.read(&key, "state"), "idle\n");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    let last = a.events(&key).last().cloned().unwrap();
+    assert_eq!(last["source"], "interrupt", "{last}");
+}

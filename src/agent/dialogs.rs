@@ -189,28 +189,39 @@ fn tool_and_detail(tui: Tui, lines: &[&str], at: usize) -> (Option<String>, Opti
             (Some("shell".into()), detail)
         }
         Tui::Claude => {
-            // The block above the question, up to a rule or the top.
+            let rule = |l: &str, c: char| {
+                let t = l.trim();
+                t.chars().count() >= 10 && t.chars().all(|x| x == c)
+            };
+            // The dialog's block: from the solid rule above the question.
             let top = lines[..at]
                 .iter()
-                .rposition(|l| {
-                    let t = l.trim();
-                    t.chars().count() >= 10 && t.chars().all(|c| c == '─' || c == '╌')
-                })
+                .rposition(|l| rule(l, '─'))
                 .map_or(0, |r| r + 1);
-            let block: Vec<&str> = lines[top..at]
-                .iter()
-                .map(|l| l.trim())
-                .filter(|l| !l.is_empty())
-                .collect();
-            let Some((title, rest)) = block.split_first() else {
-                return (None, None);
-            };
+            let block = &lines[top..at];
+            let title = block.iter().map(|l| l.trim()).find(|l| !l.is_empty());
             let tool = title
-                .split_whitespace()
-                .next()
+                .and_then(|t| t.split_whitespace().next())
                 .map(str::to_string)
                 .filter(|t| t.chars().all(|c| c.is_alphanumeric() || c == '_'));
-            let detail = (!rest.is_empty()).then(|| rest.join("\n"));
+            // What it would do: framed by dashed rules when Claude frames it,
+            // else the rows under the title (tips left out).
+            let dashed: Vec<usize> = (0..block.len()).filter(|&i| rule(block[i], '╌')).collect();
+            let rows: Vec<&str> = match dashed.as_slice() {
+                [first, .., last] => block[first + 1..*last].to_vec(),
+                _ => block
+                    .iter()
+                    .skip_while(|l| l.trim().is_empty())
+                    .skip(1)
+                    .copied()
+                    .collect(),
+            };
+            let rows: Vec<&str> = rows
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty() && !l.starts_with("Tip:"))
+                .collect();
+            let detail = (!rows.is_empty()).then(|| rows.join("\n"));
             (tool, detail)
         }
     }
@@ -324,6 +335,30 @@ mod tests {
         );
         assert!(keys(&d, &Answer::Option(5)).is_err());
         assert!(keys(&d, &Answer::Text("x".into())).is_err());
+    }
+
+    #[test]
+    fn claudes_framed_command_is_the_detail() {
+        let screen = "\
+● Running the command
+  ⎿  $ echo approved > /tmp/x
+
+────────────────────────────────────────
+ Bash command
+ Tip: auto mode handles these prompts for you
+ Run the command
+╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌
+ echo approved > /tmp/x
+╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌
+ Do you want to proceed?
+ ❯ 1. Yes
+   4. No
+
+ Esc to cancel · Tab to amend
+";
+        let d = read(Tui::Claude, screen).unwrap();
+        assert_eq!(d.tool.as_deref(), Some("Bash"));
+        assert_eq!(d.detail.as_deref(), Some("echo approved > /tmp/x"));
     }
 
     #[test]
