@@ -634,11 +634,16 @@ fn a_turn_too_quick_for_the_screen_is_still_seen_taken() {
         let (status, line) = finish(cat(&m.path(&format!("{key}/wait"))), 20);
         assert!(status.success());
         assert_eq!(line, "idle\n");
-        let events: Vec<serde_json::Value> = m
-            .read(&format!("{key}/events"))
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        // A turn's end is held until the agent records the turn (at most
+        // 2 s): the turn's lines come then.
+        let read_events = || -> Vec<serde_json::Value> {
+            m.read(&format!("{key}/events"))
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        wait_until(5, || read_events().iter().any(|e| e["state"] == "busy"));
+        let events = read_events();
         let turn: Vec<(&str, &str)> = events
             .iter()
             .skip_while(|e| e["state"] != "busy")

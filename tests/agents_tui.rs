@@ -329,7 +329,8 @@ fn claude_tool_call_waits_for_permission_then_approval_makes_it_idle() {
         [
             (State::Idle, Source::Screen),
             (State::Busy, Source::Hook),
-            (State::Waiting, Source::Hook),
+            // The hook announces it; the screen shows it taking keys.
+            (State::Waiting, Source::Screen),
             (State::Busy, Source::Hook),
             (State::Idle, Source::Hook),
         ],

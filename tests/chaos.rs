@@ -369,6 +369,17 @@ const SCRATCH: [&str; 8] = [
     "notes",
 ];
 
+/// What opening `input` or `prompt` for writing may give (ERRORS.md): a
+/// session that takes no input refuses at the open (EPERM: archived or
+/// hosted; EBUSY: a prompt to an agent waiting for an answer).
+fn open_to_write_errnos(name: &str) -> Vec<i32> {
+    let mut allowed = vec![ENOENT, EPERM];
+    if name == "prompt" {
+        allowed.push(EBUSY);
+    }
+    allowed
+}
+
 /// Errnos of a `write` to a file of this name (in a session directory
 /// unless `in_root`; slot records and transcripts by their own names).
 fn write_errnos(rel: &str, name: &str) -> Vec<i32> {
@@ -922,7 +933,7 @@ impl<'a> Client<'a> {
             } else {
                 0
             };
-        self.write_file(&rel, "input", flags, &data, &[ENOENT]);
+        self.write_file(&rel, "input", flags, &data, &open_to_write_errnos("input"));
     }
 
     fn ctl(&mut self) {
@@ -971,7 +982,7 @@ impl<'a> Client<'a> {
             "prompt",
             libc::O_WRONLY | libc::O_TRUNC,
             &data,
-            &[ENOENT],
+            &open_to_write_errnos("prompt"),
         );
     }
 
@@ -1544,6 +1555,9 @@ impl<'a> Client<'a> {
         }
         if writes && rel.starts_with("agent-transcripts/") {
             allowed.push(EINVAL);
+        }
+        if writes && matches!(name.as_str(), "input" | "prompt") {
+            allowed = open_to_write_errnos(&name);
         }
         let p = self.p(&rel);
         if let Ok(fd) = self.call("open(hold)", &rel, &allowed, || sys::open(&p, flags)) {
