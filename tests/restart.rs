@@ -453,3 +453,50 @@ fn an_agent_resuming_a_conversation_another_master_writes_is_told_in_both() {
     // It stays a session of its own: its master is live.
     assert!(std::fs::symlink_metadata(m.path(&c)).unwrap().is_dir());
 }
+
+/// Claude's hook claims the conversation a `/clear` switches to even
+/// while no daemon runs: the next daemon finds the claim, and the new
+/// conversation is a link to the session that writes it, never a session
+/// a second process could be started on.
+#[test]
+fn a_clear_while_no_daemon_runs_is_claimed_by_the_hook() {
+    let host = host_with_claude_stand_in();
+    let key = "claude:11111111-2222-4333-8444-0000000c1ea2";
+    let mut m = host.mount("mnt");
+    sh_ok(&format!("mkdir {}", m.q(key)));
+    sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+    wait_for(20, "the prompt box", || {
+        m.read(&format!("{key}/state")) == "idle\n"
+    });
+    let socket = m.json(&format!("{key}/status"))["socket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    m.end(false);
+    drop(m);
+
+    // Typed with dtach itself while no daemon runs.
+    sh_ok(&format!("printf '/clear\\r' | dtach -p '{socket}'"));
+    let claims = host.runtime_dir().join("locks/claims");
+    wait_for(10, "the hook's claim", || {
+        std::fs::read_dir(&claims).is_ok_and(|d| d.count() == 1)
+    });
+    let claim_file = std::fs::read_dir(&claims).unwrap().next().unwrap().unwrap();
+    let claim: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(claim_file.path()).unwrap()).unwrap();
+    assert_eq!(claim["by"], key, "{claim}");
+    let new_key = claim["conversation"].as_str().unwrap().to_string();
+
+    let m = host.mount("mnt");
+    let link = std::fs::read_link(m.path(&new_key)).unwrap();
+    assert_eq!(link.to_string_lossy(), key);
+    let listing = sh_ok(&format!("ls {}", m.q("")));
+    assert!(!listing.lines().any(|l| l == new_key), "{listing}");
+    // Opening it opens the session's master: still one.
+    sh_ok(&format!("echo open > {}", m.q(&format!("{new_key}/ctl"))));
+    assert_eq!(host.masters().len(), 1);
+    wait_for(10, "the session to follow its process", || {
+        let status = m.json(&format!("{key}/status"));
+        format!("claude:{}", status["conversation"].as_str().unwrap()) == new_key
+    });
+}
