@@ -141,3 +141,85 @@ fn approve_and_deny_answer_the_question_on_the_screen() {
         assert_eq!(made.exists(), !deny, "round {round}");
     }
 }
+
+/// The root `events`: one stream of every session's changes with its key,
+/// followed with `tail -F` across a daemon restart: sessions made, their
+/// states, what an agent waits for, an archive; no line twice.
+#[test]
+fn the_root_events_file_is_one_stream_of_every_sessions_changes() {
+    let host = host_with_claude_stand_in();
+    let mut m = host.mount("mnt");
+    let follower = std::process::Command::new("tail")
+        .args(["-n", "+1", "-F", "-s", "0.1"])
+        .arg(host.path("state/sessionfs/events.jsonl"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // What `tail -F` printed so far.
+    let followed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut follower = follower;
+    let reader = {
+        let followed = followed.clone();
+        let mut out = follower.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                followed
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    m.live_shell("shell:one");
+    sh_ok(&format!("echo 'sleep 0.2' > {}", m.q("shell:one/prompt")));
+    sh_ok(&format!("mkdir {}", m.q(KEY)));
+    sh_ok(&format!(
+        "env printf '%s\\n' '/ask true' > {}",
+        m.q(&format!("{KEY}/prompt"))
+    ));
+    let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{KEY}/wait"))));
+    assert_eq!(state, "waiting\n");
+    m.end(false);
+    drop(m);
+    let m = host.mount("mnt");
+    let (ok, said) = ctl(&m, "deny");
+    assert!(ok, "{said}");
+    sh_ok(&format!("mv {} {}", m.q("shell:one"), m.q("archived/")));
+    wait_for(10, "the archive followed", || {
+        followed.lock().unwrap().contains("\"archived\"")
+    });
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let _ = reader.join();
+    let out = followed.lock().unwrap().clone();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let has = |key: &str, event: &str, state: Option<&str>| {
+        lines.iter().any(|l| {
+            l["key"] == key && l["event"] == event && state.is_none_or(|s| l["state"] == s)
+        })
+    };
+    assert!(has("shell:one", "made", None), "{out}");
+    assert!(has("shell:one", "state", Some("busy")), "{out}");
+    assert!(has(KEY, "made", None), "{out}");
+    assert!(has(KEY, "state", Some("waiting")), "{out}");
+    assert!(has(KEY, "state", Some("idle")), "{out}");
+    assert!(has("shell:one", "archived", None), "{out}");
+    let waiting = lines
+        .iter()
+        .find(|l| l["key"] == KEY && l["state"] == "waiting")
+        .unwrap();
+    assert_eq!(waiting["waiting_for"]["tool"], "Bash", "{waiting}");
+    let mut seen = std::collections::HashSet::new();
+    for line in out.lines() {
+        assert!(seen.insert(line), "a line twice: {line}");
+    }
+}

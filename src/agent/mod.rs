@@ -11,6 +11,7 @@ pub mod events;
 pub mod hooks;
 pub mod screen;
 pub mod state;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 

@@ -338,6 +338,8 @@ pub(super) struct Agent {
     version: AtomicU64,
     /// The events log; taken only by the threads that move the state.
     log: Mutex<Option<EventLog>>,
+    /// The root `events` every change also goes to.
+    stream: Mutex<Option<Arc<crate::agent::stream::EventStream>>>,
     /// Prompts in order.
     queue: Mutex<Queue>,
     turn: Condvar,
@@ -367,6 +369,7 @@ impl Default for Agent {
             changed: Condvar::new(),
             version: AtomicU64::new(0),
             log: Mutex::new(None),
+            stream: Mutex::new(None),
             queue: Mutex::new(Queue::default()),
             turn: Condvar::new(),
         }
@@ -715,6 +718,7 @@ impl Core {
             inner.saved = pos;
             inner.evidence_ms = now;
         }
+        *lock(&rt.agent.stream) = Some(self.event_stream.clone());
         {
             let mut log_slot = lock(&rt.agent.log);
             if log_slot.as_ref().is_none_or(|l| l.path() != files.events) {
@@ -993,6 +997,11 @@ impl Core {
     }
 
     /// Where the session's `events` are kept.
+    /// The root `events` file (see [`crate::agent::stream`]).
+    pub fn event_stream_path(&self) -> std::path::PathBuf {
+        self.event_stream.path().to_path_buf()
+    }
+
     pub fn events_path(&self, key: &SessionKey) -> Result<std::path::PathBuf> {
         self.require(key)?;
         Ok(Files::new(&self.config.state_dir, key.as_str()).events)
@@ -1343,6 +1352,7 @@ fn changed(rt: &SessionRuntime, waits: &Waits, changes: Vec<Change>, now: u64) {
             }
         }
     }
+    let stream = lock(&rt.agent.stream).clone();
     for change in &changes {
         log::info!(
             "{}: {} ({}: {})",
@@ -1351,6 +1361,24 @@ fn changed(rt: &SessionRuntime, waits: &Waits, changes: Vec<Change>, now: u64) {
             change.source.as_str(),
             change.detail
         );
+        if let Some(stream) = &stream {
+            // What the agent asks, as `waiting_for` names it.
+            let asked = (change.state == State::Waiting)
+                .then(|| lock(&rt.agent.inner).kind.and_then(AgentKind::tui))
+                .flatten()
+                .and_then(|tui| crate::agent::dialogs::read(tui, &rt.screen_text()));
+            stream.append(
+                now,
+                rt.key.as_str(),
+                "state",
+                serde_json::json!({
+                    "state": change.state.as_str(),
+                    "source": change.source.as_str(),
+                    "detail": change.detail,
+                    "waiting_for": asked,
+                }),
+            );
+        }
     }
     rt.agent.version.fetch_add(1, Ordering::AcqRel);
     rt.agent.changed.notify_all();

@@ -371,7 +371,8 @@ impl Files {
                 | SessionFile::Events,
             )
             | Node::RootFile(RootFile::Readme | RootFile::Status)
-            | Node::SessionsJson => Fixed::Entry,
+            | Node::SessionsJson
+            | Node::Events => Fixed::Entry,
             _ => Fixed::Nothing,
         };
         Attr {
@@ -558,6 +559,13 @@ impl Files {
                 };
                 (size, at)
             }
+            Node::Events => {
+                let meta = std::fs::metadata(self.core.event_stream_path()).ok();
+                (
+                    meta.as_ref().map_or(0, |m| m.len()),
+                    meta.and_then(|m| m.modified().ok()).unwrap_or(started),
+                )
+            }
             Node::SessionsJson => {
                 let text = self.core.sessions_json();
                 let at = self
@@ -699,6 +707,7 @@ impl Files {
                     return Ok(Node::RootFile(f));
                 }
                 match name {
+                    "events" => return Ok(Node::Events),
                     "slots" => return Ok(Node::SlotsDir),
                     "agent-transcripts" => return Ok(Node::TranscriptsDir),
                     "sessions.json" => return Ok(Node::SessionsJson),
@@ -878,6 +887,7 @@ impl Files {
             (Node::Session(key, SessionFile::Events), _) => {
                 Handle::Events(self.core.events_path(key)?)
             }
+            (Node::Events, _) => Handle::Events(self.core.event_stream_path()),
             (Node::Session(key, SessionFile::Prompt), _) => {
                 Handle::prompt(PromptWrite::new(key.clone()))
             }
@@ -1793,6 +1803,7 @@ impl Files {
                     entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
                 }
                 entries.push(self.entry(&Node::SessionsJson, Kind::File, "sessions.json"));
+                entries.push(self.entry(&Node::Events, Kind::File, "events"));
                 for view in ViewDir::ALL {
                     entries.push(self.entry(&Node::View(view), Kind::Dir, view.name()));
                 }

@@ -118,6 +118,8 @@ pub struct Core {
     pending_binds: conversations::PendingBinds,
     /// Which session each conversation it switched to belongs to.
     owners: switches::Owners,
+    /// The root `events`: every session's changes.
+    event_stream: Arc<crate::agent::stream::EventStream>,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// The key the root `ctl`'s last `new` made (root `status`'s `new`).
@@ -239,6 +241,7 @@ impl Core {
     /// `watch`: keep the catalog current with inotify (a daemon); else it
     /// is walked when consulted (a one-shot command).
     fn build(config: Config, mountpoint: &Path, dtach: PathBuf, watch: bool) -> Result<Arc<Core>> {
+        let event_stream = Arc::new(crate::agent::stream::EventStream::new(&config.state_dir));
         config.prepare_dirs()?;
         let paths = RuntimePaths::new(&config.runtime_dir, &config.lock_dir);
         if !paths.socket_dir_usable() {
@@ -269,6 +272,7 @@ impl Core {
             members: members::Members::default(),
             pending_binds: Default::default(),
             owners: Default::default(),
+            event_stream,
             root_error: Mutex::new(None),
             last_new: Mutex::new(None),
             warnings: Default::default(),
@@ -389,6 +393,8 @@ impl Core {
             Ok(())
         })?;
         log::info!("{key}: created");
+        self.event_stream
+            .append(now_ms(), key.as_str(), "made", serde_json::json!({}));
         Ok(key)
     }
 

@@ -172,6 +172,8 @@ pub enum Node {
     RunFile,
     /// `sessions.json`.
     SessionsJson,
+    /// The root `events`: every session's changes.
+    Events,
     /// `archived/`, `favourites/`, `projects/`, `engines/`.
     View(ViewDir),
     /// `projects/NAME/` or `engines/ENGINE/`.
@@ -369,6 +371,7 @@ impl Node {
             Node::Session(_, SessionFile::TranscriptDir) | Node::Earlier(..) => READ_DIR,
             Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) | Node::Written(_) => LINK,
             Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
+            Node::Events => GENERATED,
             Node::Page(..) | Node::EarlierPage(..) => GENERATED,
             Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
             Node::Session(
@@ -435,6 +438,7 @@ impl Node {
             Node::HostedFile(id) => format!("transcript {id}.jsonl"),
             Node::RunFile => "agent-transcripts/run".to_string(),
             Node::SessionsJson => "sessions.json".to_string(),
+            Node::Events => "events".to_string(),
             Node::View(v) => v.name().to_string(),
             Node::Facet(v, name) => format!("{}/{name}", v.name()),
             Node::ViewLink(v, _, key) => format!("{}/{key}", v.name()),
@@ -479,6 +483,8 @@ const TRANSCRIPTS_DIR: u64 = 6;
 const RUN_FILE: u64 = 7;
 const SESSIONS_JSON: u64 = 8;
 const FIRST_VIEW: u64 = 9;
+/// After the four views.
+const ROOT_EVENTS: u64 = 13;
 
 /// FNV-1a: a hash whose value never changes between builds or runs, so the
 /// numbers it gives survive a daemon restart.
@@ -752,6 +758,7 @@ impl InodeTable {
             Node::TranscriptsDir => TRANSCRIPTS_DIR,
             Node::RunFile => RUN_FILE,
             Node::SessionsJson => SESSIONS_JSON,
+            Node::Events => ROOT_EVENTS,
             Node::View(v) => v.ino(),
             Node::World(_)
             | Node::Slot(..)
@@ -858,6 +865,7 @@ impl InodeTable {
             TRANSCRIPTS_DIR => return Some(Node::TranscriptsDir),
             RUN_FILE => return Some(Node::RunFile),
             SESSIONS_JSON => return Some(Node::SessionsJson),
+            ROOT_EVENTS => return Some(Node::Events),
             n if (FIRST_VIEW..FIRST_VIEW + 4).contains(&n) => {
                 return Some(Node::View(ViewDir::ALL[(n - FIRST_VIEW) as usize]))
             }

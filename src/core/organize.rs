@@ -262,6 +262,12 @@ impl Core {
                 }
                 self.record_changed(key);
                 log::info!("{key}: archived");
+                self.event_stream.append(
+                    crate::runtime::record::now_ms(),
+                    key.as_str(),
+                    "archived",
+                    serde_json::json!({}),
+                );
                 Ok(())
             }
             Err(e) => Err(self.refuse(
@@ -283,6 +289,12 @@ impl Core {
             log::warn!("{key}: {}", e.message);
         }
         log::info!("{key}: unarchived");
+        self.event_stream.append(
+            crate::runtime::record::now_ms(),
+            key.as_str(),
+            "unarchived",
+            serde_json::json!({}),
+        );
         Ok(())
     }
 
