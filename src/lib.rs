@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod binding;
 pub mod catalog;
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod daemon;

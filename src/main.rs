@@ -70,6 +70,44 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Approves what the agent asks (its one-time yes), once it takes keys.
+    /// Exit 0 once the agent left the question; 1 refused (the reason on
+    /// stderr): nothing waits for an answer, or it did not take it.
+    Approve { key: String },
+    /// Refuses what the agent asks (its no, or cancel); exits as `approve`.
+    Deny { key: String },
+    /// Ends the agent's running turn; exits as `approve`.
+    Interrupt { key: String },
+    /// Picks option N of the agent's question, or answers it with TEXT.
+    Answer {
+        key: String,
+        /// A number (option N, from 1), or the text.
+        #[arg(required = true, num_args = 1..)]
+        answer: Vec<String>,
+    },
+    /// Waits until each session is not starting or busy; prints `KEY
+    /// STATE` a line. Exit 0 when all are idle, else the code of the first
+    /// (in argument order) that is not: 4 waiting, 5 stopped or exited,
+    /// 124 timed out; 1 refused, 2 a usage error.
+    Wait {
+        #[arg(required = true, num_args = 1..)]
+        keys: Vec<String>,
+        /// Return at the first that settles.
+        #[arg(long)]
+        any: bool,
+        /// Give up after S seconds (exit 124).
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+        /// One JSON array of `{"key", "state"}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prints the root `events` (every session's changes, JSON lines).
+    Events {
+        /// Keep printing as events come, across rotations, as `tail -F`.
+        #[arg(long)]
+        follow: bool,
+    },
     /// The program dtach runs: drops the lock descriptor, then becomes the agent.
     #[command(hide = true)]
     ExecWrapper {
@@ -178,6 +216,28 @@ fn init_logging(default: &str) {
     builder.init();
 }
 
+/// Runs a verb against the mount that serves this state: its exit code,
+/// or the reason on stderr and the code of the failure.
+fn client_verb(
+    verb: impl FnOnce(&std::path::Path) -> Result<u8, sessionfs::client::Failed>,
+) -> ExitCode {
+    init_logging("warn");
+    let done = Config::from_env(None)
+        .map_err(|e| sessionfs::client::Failed {
+            message: e.message,
+            code: sessionfs::client::code::USAGE,
+        })
+        .and_then(|config| sessionfs::client::mount(&config))
+        .and_then(|mnt| verb(&mnt));
+    match done {
+        Ok(code) => ExitCode::from(code),
+        Err(failed) => {
+            eprintln!("sessionfs: {}", failed.message);
+            ExitCode::from(failed.code)
+        }
+    }
+}
+
 /// `sessionfs hook --events FILE --session KEY [--locks DIR] [PAYLOAD]`, run by the agents
 /// themselves (Claude Code hooks, Codex notify): records the event and exits
 /// 0 whatever happens, so a hook can never fail or stall the agent. Parsed
@@ -215,6 +275,54 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
+        Command::Approve { key } => {
+            client_verb(|mnt| sessionfs::client::ctl(mnt, &key, "approve").map(|()| 0))
+        }
+        Command::Deny { key } => {
+            client_verb(|mnt| sessionfs::client::ctl(mnt, &key, "deny").map(|()| 0))
+        }
+        Command::Interrupt { key } => {
+            client_verb(|mnt| sessionfs::client::ctl(mnt, &key, "interrupt").map(|()| 0))
+        }
+        Command::Answer { key, answer } => client_verb(|mnt| {
+            let command = format!("answer {}", answer.join(" "));
+            sessionfs::client::ctl(mnt, &key, &command).map(|()| 0)
+        }),
+        Command::Wait {
+            keys,
+            any,
+            timeout,
+            json,
+        } => client_verb(|mnt| {
+            let timeout = match timeout {
+                Some(s) if s.is_finite() && s >= 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+                Some(s) => {
+                    return Err(sessionfs::client::Failed {
+                        message: format!("--timeout {s}: seconds, 0 or more"),
+                        code: sessionfs::client::code::USAGE,
+                    })
+                }
+                None => None,
+            };
+            let (settled, code) = sessionfs::client::wait(mnt, &keys, any, timeout)?;
+            if json {
+                let list: Vec<serde_json::Value> = settled
+                    .iter()
+                    .map(|(k, s)| serde_json::json!({"key": k, "state": s}))
+                    .collect();
+                println!("{}", serde_json::Value::Array(list));
+            } else {
+                for (key, state) in &settled {
+                    println!("{key} {state}");
+                }
+            }
+            Ok(code)
+        }),
+        Command::Events { follow } => client_verb(|mnt| {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            sessionfs::client::events(mnt, follow, &mut out).map(|()| 0)
+        }),
         Command::Ls {
             q,
             project,

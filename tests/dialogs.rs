@@ -223,3 +223,73 @@ fn the_root_events_file_is_one_stream_of_every_sessions_changes() {
         assert!(seen.insert(line), "a line twice: {line}");
     }
 }
+
+/// `sessionfs ARGS` on this host's state, as a script runs it.
+fn cli(host: &Host, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .args(args)
+        .env("HOME", host.path("home"))
+        .env("XDG_STATE_HOME", host.path("state"))
+        .env("XDG_RUNTIME_DIR", host.path("run"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The verbs for scripts, through the mount, with their exit codes: 0
+/// idle, 4 waiting, 5 stopped, 124 timed out, 1 refused (the reason on
+/// stderr), 2 a usage error.
+#[test]
+fn the_cli_verbs_answer_and_wait_with_their_exit_codes() {
+    let host = host_with_claude_stand_in();
+    let m = host.mount("mnt");
+    m.live_shell("shell:a");
+    sh_ok(&format!("mkdir {}", m.q("shell:never")));
+    sh_ok(&format!("mkdir {}", m.q(KEY)));
+    assert_eq!(
+        cli(&host, &["wait", "shell:a"]),
+        (0, "shell:a idle\n".into(), String::new())
+    );
+    let (code, out, _) = cli(&host, &["wait", "shell:a", "shell:never"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (5, "shell:a idle\nshell:never stopped\n")
+    );
+    let (code, _, said) = cli(&host, &["wait", "no/such"]);
+    assert_eq!(code, 2, "{said}");
+    let (code, _, said) = cli(&host, &["approve", KEY]);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("not waiting for an answer"), "{said}");
+
+    sh_ok(&format!(
+        "env printf '%s\\n' '/ask true' > {}",
+        m.q(&format!("{KEY}/prompt"))
+    ));
+    let (code, out, _) = cli(&host, &["wait", KEY, "--timeout", "10"]);
+    assert_eq!((code, out), (4, format!("{KEY} waiting\n")));
+    assert_eq!(cli(&host, &["approve", KEY]).0, 0);
+    let (code, out, _) = cli(&host, &["wait", KEY, "--json"]);
+    assert_eq!(code, 0);
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed, serde_json::json!([{"key": KEY, "state": "idle"}]));
+
+    sh_ok(&format!("echo 'sleep 30' > {}", m.q("shell:a/prompt")));
+    let t0 = Instant::now();
+    let (code, out, _) = cli(&host, &["wait", "shell:a", "--timeout", "0.5"]);
+    assert_eq!((code, out.as_str()), (124, ""));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let (code, out, _) = cli(&host, &["wait", "--any", "shell:a", KEY]);
+    assert_eq!((code, out), (0, format!("{KEY} idle\n")));
+
+    let (code, out, _) = cli(&host, &["events"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("\"key\":\"shell:a\"") && out.contains(KEY),
+        "{out}"
+    );
+    sh_ok(&format!("echo stop > {}", m.q("shell:a/ctl")));
+}

@@ -754,6 +754,26 @@ pub(super) fn start_janitor(core: &Arc<Core>) {
 }
 
 /// The mount points of sessionfs daemons, from `/proc/self/mounts`.
+/// The mount points of the daemons that serve `config`'s state directory.
+pub fn daemon_mounts(config: &crate::config::Config) -> Vec<std::path::PathBuf> {
+    let Ok(ours) = config.state_dir.canonicalize() else {
+        return Vec::new();
+    };
+    sessionfs_mounts()
+        .into_iter()
+        .filter(|mnt| {
+            let Ok(status) = std::fs::read(mnt.join("status")) else {
+                return false;
+            };
+            let Ok(status) = serde_json::from_slice::<Value>(&status) else {
+                return false;
+            };
+            let theirs = status["state_dir"].as_str().map(std::path::PathBuf::from);
+            theirs.and_then(|d| d.canonicalize().ok()).as_ref() == Some(&ours)
+        })
+        .collect()
+}
+
 fn sessionfs_mounts() -> Vec<std::path::PathBuf> {
     let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else {
         return Vec::new();
@@ -803,18 +823,7 @@ pub fn listing_from_daemon(config: &crate::config::Config, query: &Query) -> Opt
     if query.archived {
         return None;
     }
-    let ours = config.state_dir.canonicalize().ok()?;
-    for mnt in sessionfs_mounts() {
-        let Ok(status) = std::fs::read(mnt.join("status")) else {
-            continue;
-        };
-        let Ok(status) = serde_json::from_slice::<Value>(&status) else {
-            continue;
-        };
-        let theirs = status["state_dir"].as_str().map(std::path::PathBuf::from);
-        if theirs.and_then(|d| d.canonicalize().ok()).as_ref() != Some(&ours) {
-            continue;
-        }
+    for mnt in daemon_mounts(config) {
         let Ok(text) = std::fs::read(mnt.join("sessions.json")) else {
             continue;
         };

@@ -54,7 +54,7 @@ mod warnings;
 pub use agent_state::EMPTY_PROMPT;
 pub use files::{Access, Attr, CrowdedHook, Files, Fixed, SetAttr, SlowWrite};
 pub use handles::{DirEntry, DirSnapshot};
-pub use listing::listing_from_daemon;
+pub use listing::{daemon_mounts, listing_from_daemon};
 pub use node::Kind;
 pub use organize::{MetaField, META_FILE_MAX};
 pub use session_runtime::SessionRuntime;
