@@ -1238,6 +1238,9 @@ impl<'a> Client<'a> {
             let mut open_allowed = allowed.clone();
             open_allowed.push(EACCES);
             open_allowed.push(EINVAL);
+            if matches!(name.as_str(), "input" | "prompt") {
+                open_allowed.extend(open_to_write_errnos(&name));
+            }
             let Ok(fd) = self.call("open(w)", &rel, &open_allowed, || {
                 sys::open(&p, libc::O_WRONLY)
             }) else {
