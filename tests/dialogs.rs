@@ -224,15 +224,9 @@ fn the_root_events_file_is_one_stream_of_every_sessions_changes() {
     }
 }
 
-/// `sessionfs ARGS` on this host's state, as a script runs it.
+/// `sessionfs ARGS` on this host's state: exit code, stdout, stderr.
 fn cli(host: &Host, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-        .args(args)
-        .env("HOME", host.path("home"))
-        .env("XDG_STATE_HOME", host.path("state"))
-        .env("XDG_RUNTIME_DIR", host.path("run"))
-        .output()
-        .unwrap();
+    let out = host.cli(args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

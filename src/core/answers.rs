@@ -34,6 +34,16 @@ impl Core {
         dialogs::read(tui, &rt.screen_text())
     }
 
+    /// The TUI `key` runs, or ENOTSUP for a session that runs no agent.
+    fn agent_tui(&self, key: &SessionKey) -> Result<Tui> {
+        self.tui_of(key).ok_or_else(|| {
+            Error::new(
+                libc::ENOTSUP,
+                format!("{key} runs no agent that asks or works in turns; type into its input"),
+            )
+        })
+    }
+
     fn tui_of(&self, key: &SessionKey) -> Option<Tui> {
         match AgentKind::of(self.engine(key).ok()?) {
             AgentKind::Claude => Some(Tui::Claude),
@@ -45,12 +55,7 @@ impl Core {
     /// `approve`, `deny`, `answer N|TEXT`: the answer typed into the
     /// question on the screen.
     pub(super) fn answer(&self, key: &SessionKey, answer: Answer) -> Result<()> {
-        let tui = self.tui_of(key).ok_or_else(|| {
-            Error::new(
-                libc::ENOTSUP,
-                format!("{key} runs no agent that asks questions; type into its input"),
-            )
-        })?;
+        let tui = self.agent_tui(key)?;
         let rt = self.runtime(key);
         let client = rt.live_client().ok_or_else(|| nothing_waits(key))?;
         let asked = (rt.agent.state() == State::Waiting)
@@ -96,12 +101,7 @@ impl Core {
     /// longer shows the turn running: the daemon's own interrupt is the
     /// evidence, as the agents fire no hook for it.
     pub(super) fn interrupt(&self, key: &SessionKey) -> Result<()> {
-        let tui = self.tui_of(key).ok_or_else(|| {
-            Error::new(
-                libc::ENOTSUP,
-                format!("{key} runs no agent; send its program a key through input"),
-            )
-        })?;
+        let tui = self.agent_tui(key)?;
         let rt = self.runtime(key);
         let client = rt.live_client().ok_or_else(|| nothing_runs(key))?;
         if !matches!(rt.agent.state(), State::Busy | State::Waiting) {

@@ -131,16 +131,20 @@ impl Host {
         mount
     }
 
-    /// `sessionfs ls ARGS` on this host's state; its stdout (it must succeed).
-    pub fn ls(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-            .arg("ls")
+    /// `sessionfs ARGS` on this host's state, as a script runs it.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_sessionfs"))
             .args(args)
             .env("HOME", self.path("home"))
             .env("XDG_STATE_HOME", self.path("state"))
             .env("XDG_RUNTIME_DIR", self.path("run"))
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// `sessionfs ls ARGS` on this host's state; its stdout (it must succeed).
+    pub fn ls(&self, args: &[&str]) -> String {
+        let out = self.cli(&[&["ls"], args].concat());
         assert!(out.status.success(), "sessionfs ls {args:?}: {out:?}");
         String::from_utf8(out.stdout).unwrap()
     }
