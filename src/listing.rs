@@ -268,6 +268,23 @@ fn activity_cell(value: Option<&Value>) -> String {
     }
 }
 
+/// What a session is doing: its agent state (`idle`, `busy`, `waiting`,
+/// ...), and while it waits, what for (`waiting: permission Bash`).
+fn state_cell(meta: &Value) -> String {
+    let state = meta.get("agent_state").or_else(|| meta.get("state"));
+    let asked = meta.get("waiting_for").filter(|w| !w.is_null());
+    match asked {
+        Some(w) => {
+            let kind = w.get("kind").and_then(Value::as_str).unwrap_or("question");
+            match w.get("tool").and_then(Value::as_str) {
+                Some(tool) => format!("waiting: {kind} {tool}"),
+                None => format!("waiting: {kind}"),
+            }
+        }
+        None => cell(state),
+    }
+}
+
 /// The table `sessionfs ls` prints: one line per session, the title last and
 /// never cut, then how many of how many are shown.
 pub fn render_table(listing: &Listing) -> String {
@@ -283,7 +300,7 @@ pub fn render_table(listing: &Listing) -> String {
             };
             [
                 cell(meta.get("key")),
-                cell(meta.get("state")),
+                state_cell(meta),
                 fav,
                 cell(meta.get("project")),
                 activity_cell(meta.get("last_activity")),
@@ -623,6 +640,12 @@ mod tests {
         assert!(lines[1].contains("1970-01-01 00:00"));
         assert!(lines[1].ends_with("title of claude:fav"));
         assert!(lines[3].contains("codex:mid"));
+
+        let mut asking = sample();
+        asking[1].meta["agent_state"] = json!("waiting");
+        asking[1].meta["waiting_for"] = json!({"kind": "permission", "tool": "Bash"});
+        let table = render_table(&list(asking, &query));
+        assert!(table.contains("  waiting: permission Bash  "), "{table}");
         assert_eq!(lines[4], "3 of 4 sessions; more: --offset 3");
 
         let query = Query {

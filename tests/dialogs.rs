@@ -265,6 +265,11 @@ fn the_cli_verbs_answer_and_wait_with_their_exit_codes() {
     ));
     let (code, out, _) = cli(&host, &["wait", KEY, "--timeout", "10"]);
     assert_eq!((code, out), (4, format!("{KEY} waiting\n")));
+    let listed = host.ls(&[]);
+    let row = listed.lines().find(|l| l.starts_with(KEY)).unwrap();
+    assert!(row.contains("waiting: permission Bash"), "{listed}");
+    let keys = host.ls(&["--state", "waiting", "--keys"]);
+    assert_eq!(keys, format!("{KEY}\n"));
     assert_eq!(cli(&host, &["approve", KEY]).0, 0);
     let (code, out, _) = cli(&host, &["wait", KEY, "--json"]);
     assert_eq!(code, 0);
