@@ -29,7 +29,9 @@ fn a_prompt_or_input_an_archived_session_cannot_take_fails_at_open() {
     let host = Host::new();
     let m = host.mount("mnt");
     m.live_shell("shell:old");
-    sh_ok(&format!("mv {} {}", m.q("shell:old"), m.q("archived/")));
+    sh_ok(&format!("echo 1 > {}", m.q("shell:old/archive")));
+    // Stopped at once, not idle until the processes are gone.
+    assert_eq!(m.read("archived/shell:old/state"), "stopped\n");
     for file in ["prompt", "input"] {
         let (ok, said) = echo_into(&m, &format!("archived/shell:old/{file}"), "ls");
         assert!(!ok, "{file}");

@@ -262,6 +262,9 @@ impl Core {
             self.members.connections.changed();
             client.detach();
         }
+        // Stopped from now, for whoever reads `state` before the processes
+        // are gone (an archive answers before that).
+        super::agent_state::process(&rt, &self.waits, crate::agent::state::Signal::MasterGone);
         let end = EndProcesses {
             paths: self.paths.clone(),
             key: key.clone(),
