@@ -141,6 +141,7 @@ impl RingFile {
     }
 
     /// The kept file's name, if this is one.
+    #[cfg(test)]
     pub fn kept(&self) -> Option<&Path> {
         self.kept.as_deref()
     }
@@ -202,6 +203,7 @@ impl RingFile {
     }
 
     /// Bytes of the file in memory or on disk (its allocated blocks).
+    #[cfg(test)]
     pub fn resident_bytes(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
         self.file.metadata().map_or(0, |m| m.blocks() * 512)

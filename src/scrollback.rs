@@ -305,6 +305,7 @@ impl Scrollback {
     }
 
     /// Memory (or disk) the held bytes take: the ring file's blocks.
+    #[cfg(test)]
     pub fn resident_bytes(&self) -> u64 {
         self.lock()
             .store
@@ -313,6 +314,7 @@ impl Scrollback {
     }
 
     /// Whether the ring is kept in a file the next daemon finds.
+    #[cfg(test)]
     pub fn is_kept(&self) -> bool {
         self.lock()
             .store

@@ -292,13 +292,6 @@ fn waiting_refusal(key: &SessionKey) -> Error {
     )
 }
 
-/// Whether `key`'s tracker knows no id of its own yet: a Codex session
-/// started afresh is bound to its first thread by the catalog, not here.
-fn lock_inner_ids_empty(core: &Core, key: &SessionKey) -> bool {
-    let rt = lock(&core.sessions).get(key).cloned();
-    rt.is_none_or(|rt| lock(&rt.agent.inner).tracker.own_ids().is_empty())
-}
-
 /// Whether a process of the agent's session (the agent is its leader)
 /// holds open the Codex rollout of thread `thread`.
 fn codex_writes(agent_pid: u32, thread: &str) -> bool {
@@ -798,7 +791,7 @@ impl Core {
         // The agent switched conversations in its own process: the session
         // goes on as the new one before its events are taken.
         let switched = self
-            .switch_in(key, kind, pid, &events)
+            .switch_in(key, rt, kind, pid, &events)
             .or_else(|| self.claude_status_says(key, rt, kind, pid));
         if let Some((to, why)) = switched {
             self.switch_conversation(key, rt, &to, &why);
@@ -876,11 +869,18 @@ impl Core {
     fn switch_in(
         &self,
         key: &SessionKey,
+        rt: &SessionRuntime,
         kind: AgentKind,
         agent_pid: Option<u32>,
         events: &[(u64, HookEvent)],
     ) -> Option<(String, String)> {
+        if events.is_empty() {
+            return None;
+        }
         let current = self.conversation_id(key);
+        // A Codex session started afresh is bound to its first thread by
+        // the catalog, not here.
+        let unbound = lock(&rt.agent.inner).tracker.own_ids().is_empty();
         let mut found = None;
         for (_, event) in events {
             let to = match kind {
@@ -899,7 +899,7 @@ impl Core {
                     .clone()
                     .filter(|_| is_turn_end(event))
                     .filter(|to| *to != current && *to != key.id())
-                    .filter(|_| !lock_inner_ids_empty(self, key))
+                    .filter(|_| !unbound)
                     .filter(|to| agent_pid.is_some_and(|pid| codex_writes(pid, to)))
                     .map(|to| {
                         (

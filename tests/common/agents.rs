@@ -13,8 +13,9 @@ pub const CLAUDE_KEY: &str = "sk-ant-api03-offline-test-key-0123456789abcdefghij
 pub const CODEX_KEY_VAR: &str = "SESSIONFS_TEST_MODEL_KEY";
 
 /// `target/agents/node_modules/.bin`, installed by `scripts/agents` on first
-/// use; `None` (with the reason printed) when it is missing and cannot be
-/// installed (or `SESSIONFS_SKIP_AGENTS=1` says not to), so the caller skips.
+/// use. `None` (with the reason printed) only when it is missing and
+/// `SESSIONFS_SKIP_AGENTS=1` says to skip, so the caller skips; missing and
+/// not installable otherwise, the test fails.
 pub fn agents_bin(test: &str) -> Option<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = BIN.get_or_init(|| {
@@ -38,12 +39,15 @@ pub fn agents_bin(test: &str) -> Option<PathBuf> {
             ))
         }
     });
+    let skipping = std::env::var("SESSIONFS_SKIP_AGENTS").as_deref() == Ok("1");
     match found {
         Ok(bin) => Some(bin.clone()),
-        Err(why) => {
+        // The one way to skip them: a run that asks to.
+        Err(why) if skipping => {
             eprintln!("skipped: {test}: {why}");
             None
         }
+        Err(why) => panic!("{test} needs the real agent CLIs: {why}"),
     }
 }
 
