@@ -394,13 +394,13 @@ fn append_to(path: &Path, bytes: &[u8]) {
 
 /// Whether `page` shows the store caught while it was grown back in place
 /// from `half` to `full`: the store then held a longer prefix of the full
-/// one, cut at a line, and the page shows the turns up to the cut (its last
-/// prompt not yet answered, followed by the blank line that ends a page).
+/// one, cut at a line, and the page shows what it held: a render only
+/// grows at its end as rows come, so it is a start of the full page.
 fn grown_part_way(page: &[u8], half: &[u8], full: &[u8]) -> bool {
     page.len() > half.len()
         && page.len() < full.len()
-        && page.ends_with(b"\n\n")
-        && full.starts_with(&page[..page.len() - 1])
+        && page.ends_with(b"\n")
+        && full.starts_with(page)
 }
 
 fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {

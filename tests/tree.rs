@@ -262,6 +262,83 @@ fn tail_f_on_latest_shows_an_appended_turn_and_an_open_handle_reads_it() {
     );
 }
 
+/// The rows of one Claude turn, in the order Claude writes them while it
+/// answers: the prompt, thinking, two tool calls made side by side (each
+/// its own row of one message), their results, then the reply; each with
+/// the text a follower must see once that row is written.
+fn turn_rows(k: usize) -> Vec<(serde_json::Value, String)> {
+    use serde_json::json;
+    let row = |i: usize, ty: &str, message: serde_json::Value| {
+        json!({"parentUuid": null, "isSidechain": false, "type": ty, "message": message,
+               "uuid": format!("row-{k}-{i}"), "timestamp": "2026-01-02T03:04:05.000Z",
+               "sessionId": ID, "cwd": "/work/proj"})
+    };
+    let assistant = |i: usize, block: serde_json::Value| {
+        row(i, "assistant", json!({"id": format!("msg-{k}"), "role": "assistant", "content": [block]}))
+    };
+    let result = |i: usize, call: &str, out: &str| {
+        row(i, "user", json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call, "content": out}]}))
+    };
+    vec![
+        (row(0, "user", json!({"role": "user", "content": format!("streamed prompt {k}")})),
+         format!("> streamed prompt {k}")),
+        (assistant(1, json!({"type": "thinking", "thinking": format!("pondering {k}")})),
+         format!("✻ thinking… pondering {k}")),
+        (assistant(2, json!({"type": "tool_use", "id": format!("a{k}"), "name": "Bash", "input": {"command": format!("ls one{k}")}})),
+         format!("● Bash(ls one{k})")),
+        (assistant(3, json!({"type": "tool_use", "id": format!("b{k}"), "name": "Bash", "input": {"command": format!("ls two{k}")}})),
+         format!("● Bash(ls two{k})")),
+        (result(4, &format!("a{k}"), &format!("first out {k}")),
+         format!("first out {k}")),
+        (result(5, &format!("b{k}"), &format!("second out {k}")),
+         format!("second out {k}")),
+        (row(6, "assistant", json!({"id": format!("reply-{k}"), "role": "assistant",
+              "content": [{"type": "text", "text": format!("the answer {k}")}]})),
+         format!("● the answer {k}")),
+    ]
+}
+
+#[test]
+fn tail_f_on_latest_shows_a_turn_row_by_row_as_the_agent_writes_it() {
+    let (host, store) = store_host(2);
+    let m = host.mount("mnt");
+    let latest = m.path(&format!("claude:{ID}/transcript/latest"));
+    let out = host.path("tail.out");
+    let mut tail = Command::new("tail")
+        .args(["-n", "+1", "-f", "-s", "0.2"])
+        .arg(&latest)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
+    wait_for(10, "tail to print the page", || shown().contains("prompt #1"));
+    // Two turns, each written a row at a time; after every row the follower
+    // shows exactly what the page holds now, that row's line at its end.
+    for k in 0..2 {
+        for (row, line) in turn_rows(k) {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&store).unwrap();
+            f.write_all(format!("{row}\n").as_bytes()).unwrap();
+            drop(f);
+            wait_for(10, &format!("tail -f to show {line:?}"), || {
+                shown().contains(&line)
+            });
+            let page = std::fs::read_to_string(&latest).unwrap();
+            assert!(page.contains(&line), "{page}");
+            wait_for(10, "tail -f to show the whole page", || shown() == page);
+        }
+    }
+    let _ = tail.kill();
+    let _ = tail.wait();
+    let page = std::fs::read_to_string(&latest).unwrap();
+    assert!(
+        page.contains("● Bash(ls two1)\n  ⎿  Bash(ls one1): first out 1\n  ⎿  Bash(ls two1): second out 1\n● the answer 1\n"),
+        "{page}"
+    );
+}
+
 #[test]
 fn mv_from_another_filesystem_onto_meta_json_and_title_applies_it() {
     let host = Host::new();

@@ -238,17 +238,18 @@ impl Core {
                 }
             }
         }
-        if let Some(ms) = parts.other_mtime_ms {
-            last = last.max(ms);
-            if !known && meta.created_ms == 0 {
-                meta.created_ms = ms;
-            }
-        }
         if let Some(created) = parts.hosted_created_ms {
             // As a store's conversation: when its transcript began, whoever
             // recorded it later.
             if meta.created_ms == 0 || created < meta.created_ms {
                 meta.created_ms = created;
+            }
+        }
+        if let Some(ms) = parts.other_mtime_ms {
+            last = last.max(ms);
+            // Only when nothing above said when it began.
+            if !known && meta.created_ms == 0 {
+                meta.created_ms = ms;
             }
         }
         if parts.runtime.is_none() {

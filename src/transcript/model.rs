@@ -217,27 +217,19 @@ impl Builder {
         done
     }
 
-    /// Adds a message; an assistant row with the id of a recent assistant
-    /// message of this turn is part of that message (replies are split over
-    /// rows, sometimes with tool results in between).
+    /// Adds a message; an assistant row with the id of the message just
+    /// before it is part of that message (replies are split over rows). A
+    /// row after something else starts a message of its own, so what a
+    /// turn holds only grows at its end as rows come.
     pub fn add_message(&mut self, msg: Message) {
         if msg.blocks.is_empty() {
             return;
         }
-        if msg.role == Role::Assistant {
-            if let Some(id) = &msg.id {
-                for e in self.entries.iter_mut().rev() {
-                    match e {
-                        Entry::Message(m) if m.role == Role::Assistant => {
-                            if m.id.as_ref() == Some(id) {
-                                m.blocks.extend(msg.blocks);
-                                return;
-                            }
-                            break;
-                        }
-                        Entry::Message(m) if m.role == Role::Tool => continue,
-                        _ => break,
-                    }
+        if let (Role::Assistant, Some(id)) = (msg.role, &msg.id) {
+            if let Some(Entry::Message(m)) = self.entries.last_mut() {
+                if m.role == Role::Assistant && m.id.as_ref() == Some(id) {
+                    m.blocks.extend(msg.blocks);
+                    return;
                 }
             }
         }
@@ -294,19 +286,20 @@ mod tests {
     }
 
     #[test]
-    fn split_rows_merge_across_tool_results() {
+    fn split_rows_merge_until_something_else_comes() {
         let mut b = Builder::default();
         assert!(b
             .start_turn(Message::new(Role::User, vec![Block::Text("hi".into())]))
             .is_none());
         b.add_message(asst("m1", "a"));
-        b.add_message(Message::new(Role::Tool, vec![Block::Text("r".into())]));
         b.add_message(asst("m1", "b"));
-        b.add_message(asst("m2", "c"));
+        b.add_message(Message::new(Role::Tool, vec![Block::Text("r".into())]));
+        b.add_message(asst("m1", "c"));
+        b.add_message(asst("m2", "d"));
         let Some(Segment::Turn(t)) = b.finish() else {
             panic!("no turn")
         };
-        assert_eq!(t.entries.len(), 3);
+        assert_eq!(t.entries.len(), 4);
         match &t.entries[0] {
             Entry::Message(m) => assert_eq!(m.blocks.len(), 2),
             e => panic!("{e:?}"),

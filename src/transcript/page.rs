@@ -212,6 +212,8 @@ struct TailSink {
     lines_cut: usize,
     bytes_cut: usize,
     message_lines_cut: bool,
+    /// Whether a turn (or the preamble) was rendered into this page.
+    segments: bool,
 }
 
 impl TailSink {
@@ -224,6 +226,7 @@ impl TailSink {
             lines_cut: 0,
             bytes_cut: 0,
             message_lines_cut: false,
+            segments: false,
         }
     }
 
@@ -317,6 +320,13 @@ impl TailSink {
 impl Lines for TailSink {
     fn message(&mut self) {
         self.message += 1;
+    }
+
+    fn segment(&mut self) {
+        if self.segments {
+            self.line("");
+        }
+        self.segments = true;
     }
 
     fn line(&mut self, s: &str) {

@@ -14,11 +14,11 @@
 //! Lines are never broken to fit a width; only tool output and one-line
 //! summaries are shortened, with a visible `…`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::model::{Block, Divider, Entry, Message, Role, Segment, ToolResult};
+use super::model::{Block, Divider, Entry, Message, Role, Segment, ToolCall, ToolResult};
 use super::scan::{clean_terminal_text, cut_chars};
 
 /// Lines of each tool output shown.
@@ -38,10 +38,17 @@ pub(crate) trait Lines {
     /// A new message starts (the page caps count messages).
     fn message(&mut self);
     fn line(&mut self, s: &str);
+    /// A turn (or the preamble) starts: an empty line, unless it is the first.
+    fn segment(&mut self);
 }
 
 impl Lines for Vec<String> {
     fn message(&mut self) {}
+    fn segment(&mut self) {
+        if !self.is_empty() {
+            self.push(String::new());
+        }
+    }
     fn line(&mut self, s: &str) {
         self.push(s.to_string());
     }
@@ -64,34 +71,21 @@ pub fn render_conversation(conv: &super::model::Conversation) -> String {
     s
 }
 
-/// Renders one turn (or the preamble), followed by an empty line.
+/// Renders one turn (or the preamble), after an empty line when it is not
+/// the first on its page. Everything is shown in the order the store holds
+/// it, so rows appended to the store only ever add lines at the end of the
+/// render: a follower (`tail -f`) sees a turn grow row by row. A tool result
+/// right after its call reads as that call's output; one that comes later
+/// (calls made side by side) names its call.
 pub(crate) fn render_segment(seg: &Segment, out: &mut dyn Lines) {
     let (prompt, entries) = match seg {
         Segment::Preamble(e) => (None, e.as_slice()),
         Segment::Turn(t) => (Some(&t.prompt), t.entries.as_slice()),
     };
-    // Results are shown under their call, wherever the store put them.
-    let mut results: HashMap<&str, &ToolResult> = HashMap::new();
-    let mut calls: HashSet<&str> = HashSet::new();
-    for e in entries {
-        if let Entry::Message(m) = e {
-            for b in &m.blocks {
-                match b {
-                    Block::ToolResult(r) => {
-                        if let Some(id) = r.call_id.as_deref() {
-                            results.insert(id, r);
-                        }
-                    }
-                    Block::ToolCall(c) => {
-                        if let Some(id) = c.id.as_deref() {
-                            calls.insert(id);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
+    out.segment();
+    let mut calls: HashMap<&str, &ToolCall> = HashMap::new();
+    // The call whose output would read as its own: the last thing shown.
+    let mut open_call: Option<&str> = None;
     if let Some(p) = prompt {
         out.message();
         render_prompt(p, out);
@@ -100,13 +94,18 @@ pub(crate) fn render_segment(seg: &Segment, out: &mut dyn Lines) {
         match e {
             Entry::Message(m) => {
                 out.message();
-                render_message(m, &results, &calls, out);
+                render_message(m, &mut calls, &mut open_call, out);
             }
-            Entry::Divider(Divider::Compaction) => out.line(DIVIDER),
-            Entry::Notice(n) => out.line(&format!("{RESULT_FIRST}{n}")),
+            Entry::Divider(Divider::Compaction) => {
+                open_call = None;
+                out.line(DIVIDER);
+            }
+            Entry::Notice(n) => {
+                open_call = None;
+                out.line(&format!("{RESULT_FIRST}{n}"));
+            }
         }
     }
-    out.line("");
 }
 
 /// `first` before the first line of `text`, `rest` before the others
@@ -139,13 +138,14 @@ fn render_prompt(p: &Message, out: &mut dyn Lines) {
     }
 }
 
-fn render_message(
-    m: &Message,
-    results: &HashMap<&str, &ToolResult>,
-    calls: &HashSet<&str>,
+fn render_message<'a>(
+    m: &'a Message,
+    calls: &mut HashMap<&'a str, &'a ToolCall>,
+    open_call: &mut Option<&'a str>,
     out: &mut dyn Lines,
 ) {
     for b in &m.blocks {
+        let mut opened = None;
         match b {
             Block::Text(t) => match m.role {
                 Role::Assistant | Role::User => text_lines(t.trim(), "● ", "  ", out),
@@ -159,27 +159,34 @@ fn render_message(
                 }
             }
             Block::ToolCall(c) => {
-                out.line(&format!(
-                    "● {}({})",
-                    c.name,
-                    call_summary(&c.name, &c.input)
-                ));
-                if let Some(r) = c.id.as_deref().and_then(|id| results.get(id)) {
-                    render_result(r, out);
+                out.line(&format!("● {}", call_line(c)));
+                if let Some(id) = c.id.as_deref() {
+                    calls.insert(id, c);
+                    opened = Some(id);
                 }
             }
             Block::ToolResult(r) => {
-                let shown_under_call = r.call_id.as_deref().is_some_and(|id| calls.contains(id));
-                if !shown_under_call {
-                    render_result(r, out);
-                }
+                let id = r.call_id.as_deref();
+                let under_its_call = id.is_some() && id == *open_call;
+                let label = match id.and_then(|id| calls.get(id)) {
+                    Some(c) if !under_its_call => Some(call_line(c)),
+                    _ => None,
+                };
+                render_result(r, label.as_deref(), out);
             }
             Block::Image => out.line(&format!("{RESULT_FIRST}[image]")),
         }
+        *open_call = opened;
     }
 }
 
-fn render_result(r: &ToolResult, out: &mut dyn Lines) {
+/// `Name(summary)`, as a call is shown.
+fn call_line(c: &ToolCall) -> String {
+    format!("{}({})", c.name, call_summary(&c.name, &c.input))
+}
+
+/// A tool's output; `label` names its call when it is not right under it.
+fn render_result(r: &ToolResult, label: Option<&str>, out: &mut dyn Lines) {
     let cleaned = clean_terminal_text(&r.output);
     let mut text = cleaned
         .trim_end_matches(['\n', ' ', '\t'])
@@ -191,7 +198,12 @@ fn render_result(r: &ToolResult, out: &mut dyn Lines) {
     {
         text = inner;
     }
-    let mark = if r.is_error { "✗ " } else { "" };
+    let mark = match (label, r.is_error) {
+        (Some(l), true) => format!("{l}: ✗ "),
+        (Some(l), false) => format!("{l}: "),
+        (None, true) => "✗ ".to_string(),
+        (None, false) => String::new(),
+    };
     if text.is_empty() {
         let what = if r.is_error { "failed" } else { "(no output)" };
         out.line(&format!("{RESULT_FIRST}{mark}{what}"));
@@ -403,7 +415,7 @@ mod tests {
             turns: vec![turn],
         };
         let out = render_conversation(&conv);
-        let expect = "> list files\n✻ thinking… Let me look.\n● Bash(ls)\n  ⎿  f1\n     f2\n     f3\n     f4\n     f5\n     … +5 lines\n──────── conversation compacted ────────\n● Done.\n\n  Bye\n\n";
+        let expect = "> list files\n✻ thinking… Let me look.\n● Bash(ls)\n  ⎿  f1\n     f2\n     f3\n     f4\n     f5\n     … +5 lines\n──────── conversation compacted ────────\n● Done.\n\n  Bye\n";
         assert_eq!(out, expect);
     }
 }

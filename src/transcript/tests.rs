@@ -86,9 +86,10 @@ fn every_fixture_parses_and_renders() {
         assert_eq!(idx.scanned_to(), fs::metadata(p).unwrap().len());
         let full = render_conversation(&conv);
         for per in [1, 3, 50] {
-            // Pages side by side are exactly the whole conversation.
+            // Pages side by side, an empty line between, are exactly the
+            // whole conversation.
             let pages = all_pages(p, &idx, &limits(per));
-            assert_eq!(pages.concat(), full, "{} per={per}", p.display());
+            assert_eq!(pages.join("\n"), full, "{} per={per}", p.display());
             for (n, text) in pages.iter().enumerate() {
                 let shown = text.lines().filter(|l| l.starts_with('>')).count();
                 let held = idx.turn_count().saturating_sub(n * per).min(per);
@@ -213,7 +214,7 @@ fn claude_other_fixtures() {
     assert_eq!(idx.turn_count(), 1);
     assert_eq!(
         whole(StoreKind::Claude, &p),
-        "> [REDACTED_PROMPT]\n● [REDACTED_ASSISTANT_TEXT]\n\n"
+        "> [REDACTED_PROMPT]\n● [REDACTED_ASSISTANT_TEXT]\n"
     );
     assert_eq!(
         idx.info().cwd.as_deref(),
@@ -868,14 +869,14 @@ fn odd_bytes_and_a_huge_prompt() {
         ..limits(1)
     };
     let text = page(&p, &idx, 0, &l);
-    assert_eq!(text, "> caf\u{fffd} prompt #0\n\n", "lossy, not dropped");
+    assert_eq!(text, "> caf\u{fffd} prompt #0\n", "lossy, not dropped");
     let text = page(&p, &idx, 1, &l);
     assert!(
         text.starts_with("[… "),
         "the huge prompt is cut to its tail"
     );
     assert!(text.len() <= 1 << 20);
-    assert!(text.ends_with("xxx\n● reply #1\n\n"));
+    assert!(text.ends_with("xxx\n● reply #1\n"));
 }
 
 /// A store of two lengths: `data` cut to a line end near `at` (a truncation
@@ -961,5 +962,79 @@ fn a_rewrite_in_place_to_the_same_length_rebuilds() {
         let after = page(&p, &idx, 0, &l);
         assert!(before != after && after.contains("> Prompt #"));
         assert_eq!(idx.refresh(&p).unwrap(), Refresh::Unchanged);
+    }
+}
+
+/// Grows a store from nothing in the given pieces and checks, after each,
+/// that every page seen before is a start of the same page now: a reader
+/// following a page (`tail -f`) only ever sees lines added at its end.
+fn assert_pages_only_grow_at_their_end(kind: StoreKind, data: &[u8], pieces: &[usize], per: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "grown.jsonl", b"");
+    let mut idx = TurnIndex::build(kind, &p).unwrap();
+    let l = limits(per);
+    let mut seen: Vec<String> = Vec::new();
+    let (mut at, mut i) = (0, 0);
+    while at < data.len() {
+        let n = pieces[i % pieces.len()].clamp(1, data.len() - at);
+        append(&p, &data[at..at + n]);
+        at += n;
+        i += 1;
+        idx.refresh(&p).unwrap();
+        let pages = page_count(&idx, per);
+        // Pages before the one that was last are done; only those two can change.
+        for n in seen.len().saturating_sub(1)..pages {
+            let now = page(&p, &idx, n, &l);
+            if let Some(before) = seen.get(n) {
+                assert!(
+                    now.starts_with(before.as_str()),
+                    "page {n} changed before its end after {at} bytes:\nbefore:\n{before}\nnow:\n{now}"
+                );
+                seen[n] = now;
+            } else {
+                seen.push(now);
+            }
+        }
+    }
+}
+
+/// Whole rows, as the agents append them.
+fn rows(data: &[u8]) -> Vec<usize> {
+    data.split_inclusive(|&b| b == b'\n').map(<[u8]>::len).collect()
+}
+
+#[test]
+fn real_stores_written_row_by_row_only_grow_at_the_end_of_a_page() {
+    let mut files = Vec::new();
+    jsonl_files(&fixtures(), &mut files);
+    for p in &files {
+        let mut data = fs::read(p).unwrap();
+        // Each step renders the growing turn again: the first 300 KB of the
+        // largest store keep the test quick and hold every kind of row.
+        let mut rows = rows(&data);
+        let mut kept = 0;
+        rows.retain(|n| {
+            kept += n;
+            kept <= 300 << 10
+        });
+        data.truncate(rows.iter().sum());
+        assert_pages_only_grow_at_their_end(kind_of(p), &data, &rows, 3);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn a_page_only_grows_at_its_end_while_its_store_grows(
+        seed in any::<u64>(),
+        turns in 1usize..12,
+        codex in any::<bool>(),
+        by_rows in any::<bool>(),
+        pieces in proptest::collection::vec(1usize..3_000, 1..8),
+    ) {
+        let kind = if codex { StoreKind::Codex } else { StoreKind::Claude };
+        let data = gen(kind, &Shape::new(turns, seed));
+        let pieces = if by_rows { rows(&data) } else { pieces };
+        assert_pages_only_grow_at_their_end(kind, &data, &pieces, 4);
     }
 }
