@@ -75,15 +75,150 @@ fn reason(dir: &Path, fallback: &std::io::Error) -> String {
     said.unwrap_or_else(|| fallback.to_string())
 }
 
+/// Writes `bytes` to a file of the mount and closes it, reporting what the
+/// `close` says too: a prompt's refusal comes at its close.
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::IntoRawFd;
+    let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.write_all(bytes)?;
+    let fd = file.into_raw_fd();
+    // SAFETY: `fd` was just taken from the file, which no longer owns it,
+    // and is closed once here.
+    if unsafe { libc::close(fd) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Writes one `ctl` command (`approve`, `deny`, `interrupt`, `answer
 /// ...`) and waits for it to be done, as `echo CMD > KEY/ctl` does.
 pub fn ctl(mnt: &Path, key: &str, command: &str) -> Result<(), Failed> {
     let dir = session_dir(mnt, key)?;
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join("ctl"))
-        .and_then(|mut f| f.write_all(format!("{command}\n").as_bytes()));
-    written.map_err(|e| refused(format!("{key}: {}", reason(&dir, &e))))
+    write_file(&dir.join("ctl"), format!("{command}\n").as_bytes())
+        .map_err(|e| refused(format!("{key}: {}", reason(&dir, &e))))
+}
+
+/// A session's `status`, as JSON.
+pub fn status(mnt: &Path, key: &str) -> Result<serde_json::Value, Failed> {
+    let dir = session_dir(mnt, key)?;
+    let text =
+        std::fs::read(dir.join("status")).map_err(|e| refused(format!("{key}: status: {e}")))?;
+    serde_json::from_slice(&text).map_err(|e| refused(format!("{key}: status: {e}")))
+}
+
+/// `sessionfs new ENGINE`: makes a session with an id chosen here, so the
+/// key is known without asking which one the mount made last (five
+/// scripts creating at once each get their own). The workspace must be an
+/// absolute directory outside the mount; the title one line.
+pub fn new_session(
+    mnt: &Path,
+    engine: &str,
+    workspace: Option<&Path>,
+    title: Option<&str>,
+) -> Result<String, Failed> {
+    let usage = |message: String| Failed {
+        message,
+        code: code::USAGE,
+    };
+    if engine.is_empty() || engine.contains(|c: char| c.is_whitespace() || c == ':') {
+        return Err(usage(format!("{engine:?} is not an engine name")));
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut command = format!("new {engine} id={id}");
+    if let Some(dir) = workspace {
+        let text = dir.to_str().filter(|t| !t.contains(char::is_whitespace));
+        let Some(text) = text else {
+            return Err(usage(format!(
+                "--workspace {}: a directory whose path has no spaces or line breaks",
+                dir.display()
+            )));
+        };
+        command.push_str(&format!(" workspace={text}"));
+    }
+    if let Some(title) = title {
+        if title.contains(['\n', '\r']) {
+            return Err(usage("--title: one line".into()));
+        }
+        command.push_str(&format!(" title={title}"));
+    }
+    command.push('\n');
+    write_file(&mnt.join("ctl"), command.as_bytes()).map_err(|e| {
+        let said = std::fs::read(mnt.join("status"))
+            .ok()
+            .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["error"].as_str().map(str::to_string));
+        refused(said.unwrap_or_else(|| e.to_string()))
+    })?;
+    Ok(format!("{engine}:{id}"))
+}
+
+/// `sessionfs prompt KEY TEXT`: types the prompt and returns once the agent
+/// (or shell) took it, as `printf TEXT > KEY/prompt` does.
+pub fn prompt(mnt: &Path, key: &str, text: &[u8]) -> Result<(), Failed> {
+    let dir = session_dir(mnt, key)?;
+    if dir.parent() != Some(mnt) {
+        return Err(refused(format!("{key} is archived: unarchive it first")));
+    }
+    write_file(&dir.join("prompt"), text)
+        .map_err(|e| refused(format!("{key}: {}", reason(&dir, &e))))
+}
+
+/// [`prompt`], given up after `timeout` (exit 124). The `close` still
+/// under way ends with this process, and the daemon then withdraws a
+/// prompt it had not begun to type (one it had begun, it finishes).
+pub fn prompt_within(
+    mnt: &Path,
+    key: &str,
+    text: Vec<u8>,
+    timeout: Option<Duration>,
+) -> Result<(), Failed> {
+    let Some(timeout) = timeout else {
+        return prompt(mnt, key, &text);
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (mnt_owned, key_owned) = (mnt.to_path_buf(), key.to_string());
+    std::thread::spawn(move || {
+        let _ = tx.send(prompt(&mnt_owned, &key_owned, &text));
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(done) => done,
+        Err(_) => Err(Failed {
+            message: format!(
+                "{key}: not taken within {:.1} s; a prompt not typed yet is withdrawn",
+                timeout.as_secs_f64()
+            ),
+            code: code::TIMED_OUT,
+        }),
+    }
+}
+
+/// `sessionfs attach KEY`: opens the session (starting its program when
+/// it is stopped, as `echo open > ctl` does) and gives the dtach command
+/// that joins its master from this terminal.
+pub fn attach_command(mnt: &Path, key: &str) -> Result<std::process::Command, Failed> {
+    let dir = session_dir(mnt, key)?;
+    if dir.parent() != Some(mnt) {
+        return Err(refused(format!("{key} is archived: unarchive it first")));
+    }
+    write_file(&dir.join("ctl"), b"open\n")
+        .map_err(|e| refused(format!("{key}: {}", reason(&dir, &e))))?;
+    let status = status(mnt, key)?;
+    let socket = status["socket"]
+        .as_str()
+        .filter(|_| status["master_pid"].is_u64())
+        .ok_or_else(|| {
+            refused(format!(
+                "{key}: no master to join: {}",
+                status["error"]
+                    .as_str()
+                    .unwrap_or("the session did not start")
+            ))
+        })?;
+    let dtach = crate::core::find_dtach().map_err(|e| refused(e.message))?;
+    let mut command = std::process::Command::new(dtach);
+    // `-r winch`: the program draws its screen again for this terminal.
+    command.args(["-a", socket, "-r", "winch"]);
+    Ok(command)
 }
 
 /// The exit code of a settled state.

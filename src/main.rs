@@ -17,6 +17,10 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print JSON: one object (or, for `wait`, an array; for `events`,
+    /// JSON lines as they are).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -60,12 +64,13 @@ enum Command {
         /// idle, busy, waiting, exited).
         #[arg(long, value_name = "STATE")]
         state: Option<String>,
-        /// One JSON object, as sessions.json.
-        #[arg(long)]
-        json: bool,
         /// Only the keys, one a line.
-        #[arg(long, conflicts_with = "json")]
+        #[arg(long)]
         keys: bool,
+        /// Only the sessions' paths in the mount, one a line (a mount must
+        /// serve this state).
+        #[arg(long, conflicts_with = "keys")]
+        paths: bool,
         /// JSON file with more engines and program overrides.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
@@ -98,10 +103,39 @@ enum Command {
         /// Give up after S seconds (exit 124).
         #[arg(long, value_name = "S")]
         timeout: Option<f64>,
-        /// One JSON array of `{"key", "state"}`.
-        #[arg(long)]
-        json: bool,
     },
+    /// Makes a session and prints its key (`ENGINE:ID`, the id chosen
+    /// here, so creators running at once never mix theirs up). Nothing
+    /// starts until it is opened (a prompt, `attach`).
+    New {
+        /// claude, codex, shell, or an engine of the config.
+        engine: String,
+        /// Where the agent runs: an existing directory outside the mount
+        /// (default: this directory, unless it is in the mount; then $HOME).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// The session's title (one line).
+        #[arg(long, value_name = "TEXT")]
+        title: Option<String>,
+    },
+    /// Types a prompt (TEXT, or standard input with `-` or no TEXT) and
+    /// returns once the agent took it. Exit 0; 1 refused (the reason on
+    /// stderr). With `--wait`, then waits as `wait` does, with its codes.
+    Prompt {
+        key: String,
+        /// The prompt; `-` or nothing reads it from standard input.
+        text: Vec<String>,
+        /// Wait for the turn to end; exit as `wait`.
+        #[arg(long)]
+        wait: bool,
+        /// Give up after S seconds in all (exit 124); a prompt not typed
+        /// by then is withdrawn.
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+    },
+    /// Joins the session's dtach master from this terminal (starting it
+    /// when stopped). Detach as with dtach (Ctrl+backslash); the session goes on.
+    Attach { key: String },
     /// Prints the root `events` (every session's changes, JSON lines).
     Events {
         /// Keep printing as events come, across rotations, as `tail -F`.
@@ -262,6 +296,57 @@ fn hook_main(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A usage error (exit 2).
+fn usage(message: String) -> sessionfs::client::Failed {
+    sessionfs::client::Failed {
+        message,
+        code: sessionfs::client::code::USAGE,
+    }
+}
+
+/// `--timeout S` as a duration.
+fn seconds(s: Option<f64>) -> Result<Option<std::time::Duration>, sessionfs::client::Failed> {
+    match s {
+        Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(std::time::Duration::from_secs_f64(s))),
+        Some(s) => Err(usage(format!("--timeout {s}: seconds, 0 or more"))),
+        None => Ok(None),
+    }
+}
+
+/// What `wait` found: `KEY STATE` lines, or one JSON array.
+fn print_settled(settled: &[(String, String)], json: bool) {
+    if json {
+        let list: Vec<serde_json::Value> = settled
+            .iter()
+            .map(|(k, s)| serde_json::json!({"key": k, "state": s}))
+            .collect();
+        println!("{}", serde_json::Value::Array(list));
+    } else {
+        for (key, state) in settled {
+            println!("{key} {state}");
+        }
+    }
+}
+
+/// Writes an answering `ctl` command; with `json`, prints the session's
+/// state after it.
+fn answered(
+    mnt: &std::path::Path,
+    key: &str,
+    command: &str,
+    json: bool,
+) -> Result<u8, sessionfs::client::Failed> {
+    sessionfs::client::ctl(mnt, key, command)?;
+    if json {
+        let status = sessionfs::client::status(mnt, key)?;
+        println!(
+            "{}",
+            serde_json::json!({"key": key, "done": command, "state": status["agent_state"], "waiting_for": status["waiting_for"]})
+        );
+    }
+    Ok(0)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("hook") {
@@ -274,49 +359,83 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(errno).unwrap_or(255));
     }
     let cli = Cli::parse();
+    let json = cli.json;
     match cli.command {
-        Command::Approve { key } => {
-            client_verb(|mnt| sessionfs::client::ctl(mnt, &key, "approve").map(|()| 0))
+        Command::Approve { key } => client_verb(|mnt| answered(mnt, &key, "approve", json)),
+        Command::Deny { key } => client_verb(|mnt| answered(mnt, &key, "deny", json)),
+        Command::Interrupt { key } => client_verb(|mnt| answered(mnt, &key, "interrupt", json)),
+        Command::Answer { key, answer } => {
+            client_verb(|mnt| answered(mnt, &key, &format!("answer {}", answer.join(" ")), json))
         }
-        Command::Deny { key } => {
-            client_verb(|mnt| sessionfs::client::ctl(mnt, &key, "deny").map(|()| 0))
-        }
-        Command::Interrupt { key } => {
-            client_verb(|mnt| sessionfs::client::ctl(mnt, &key, "interrupt").map(|()| 0))
-        }
-        Command::Answer { key, answer } => client_verb(|mnt| {
-            let command = format!("answer {}", answer.join(" "));
-            sessionfs::client::ctl(mnt, &key, &command).map(|()| 0)
-        }),
-        Command::Wait {
-            keys,
-            any,
-            timeout,
-            json,
-        } => client_verb(|mnt| {
-            let timeout = match timeout {
-                Some(s) if s.is_finite() && s >= 0.0 => Some(std::time::Duration::from_secs_f64(s)),
-                Some(s) => {
-                    return Err(sessionfs::client::Failed {
-                        message: format!("--timeout {s}: seconds, 0 or more"),
-                        code: sessionfs::client::code::USAGE,
-                    })
-                }
-                None => None,
-            };
+        Command::Wait { keys, any, timeout } => client_verb(|mnt| {
+            let timeout = seconds(timeout)?;
             let (settled, code) = sessionfs::client::wait(mnt, &keys, any, timeout)?;
-            if json {
-                let list: Vec<serde_json::Value> = settled
-                    .iter()
-                    .map(|(k, s)| serde_json::json!({"key": k, "state": s}))
-                    .collect();
-                println!("{}", serde_json::Value::Array(list));
-            } else {
-                for (key, state) in &settled {
-                    println!("{key} {state}");
-                }
-            }
+            print_settled(&settled, json);
             Ok(code)
+        }),
+        Command::New {
+            engine,
+            workspace,
+            title,
+        } => client_verb(|mnt| {
+            let workspace = match workspace {
+                Some(dir) => Some(
+                    std::path::absolute(&dir).map_err(|e| usage(format!("--workspace: {e}")))?,
+                ),
+                // Here, unless here is inside the mount (the daemon refuses that).
+                None => std::env::current_dir().ok().filter(|d| !d.starts_with(mnt)),
+            };
+            let key = sessionfs::client::new_session(
+                mnt,
+                &engine,
+                workspace.as_deref(),
+                title.as_deref(),
+            )?;
+            if json {
+                let path = mnt.join(&key);
+                println!("{}", serde_json::json!({"key": key, "path": path}));
+            } else {
+                println!("{key}");
+            }
+            Ok(0)
+        }),
+        Command::Prompt {
+            key,
+            text,
+            wait,
+            timeout,
+        } => client_verb(|mnt| {
+            let text = if text.is_empty() || text == ["-"] {
+                let mut buf = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+                    .map_err(|e| usage(format!("reading the prompt from standard input: {e}")))?;
+                buf
+            } else {
+                text.join(" ").into_bytes()
+            };
+            let timeout = seconds(timeout)?;
+            let until = timeout.map(|t| std::time::Instant::now() + t);
+            sessionfs::client::prompt_within(mnt, &key, text, timeout)?;
+            if !wait {
+                if json {
+                    println!("{}", serde_json::json!({"key": key, "taken": true}));
+                }
+                return Ok(0);
+            }
+            let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+            let (settled, code) =
+                sessionfs::client::wait(mnt, std::slice::from_ref(&key), false, left)?;
+            print_settled(&settled, json);
+            Ok(code)
+        }),
+        Command::Attach { key } => client_verb(|mnt| {
+            let mut command = sessionfs::client::attach_command(mnt, &key)?;
+            // Becomes dtach: its exit status is this command's.
+            let err = command.exec();
+            Err(sessionfs::client::Failed {
+                message: format!("cannot run dtach: {err}"),
+                code: sessionfs::client::code::REFUSED,
+            })
         }),
         Command::Events { follow } => client_verb(|mnt| {
             let stdout = std::io::stdout();
@@ -331,8 +450,8 @@ fn main() -> ExitCode {
             limit,
             offset,
             state,
-            json,
             keys,
+            paths,
             config,
         } => {
             init_logging("warn");
@@ -381,7 +500,24 @@ fn main() -> ExitCode {
             });
             match listing {
                 Ok(listing) => {
-                    if keys {
+                    if paths {
+                        let mnt = Config::from_env(config.as_deref())
+                            .map_err(|e| e.message)
+                            .and_then(|c| sessionfs::client::mount(&c).map_err(|f| f.message));
+                        let mnt = match mnt {
+                            Ok(mnt) => mnt,
+                            Err(message) => {
+                                eprintln!("sessionfs: --paths: {message}");
+                                return ExitCode::FAILURE;
+                            }
+                        };
+                        let under = if archived { mnt.join("archived") } else { mnt };
+                        for m in &listing.sessions {
+                            if let Some(k) = m["key"].as_str() {
+                                println!("{}", under.join(k).display());
+                            }
+                        }
+                    } else if keys {
                         for m in &listing.sessions {
                             if let Some(k) = m["key"].as_str() {
                                 println!("{k}");

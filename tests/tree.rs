@@ -274,28 +274,67 @@ fn turn_rows(k: usize) -> Vec<(serde_json::Value, String)> {
                "sessionId": ID, "cwd": "/work/proj"})
     };
     let assistant = |i: usize, block: serde_json::Value| {
-        row(i, "assistant", json!({"id": format!("msg-{k}"), "role": "assistant", "content": [block]}))
+        row(
+            i,
+            "assistant",
+            json!({"id": format!("msg-{k}"), "role": "assistant", "content": [block]}),
+        )
     };
     let result = |i: usize, call: &str, out: &str| {
-        row(i, "user", json!({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call, "content": out}]}))
+        row(
+            i,
+            "user",
+            json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call, "content": out}]}),
+        )
     };
     vec![
-        (row(0, "user", json!({"role": "user", "content": format!("streamed prompt {k}")})),
-         format!("> streamed prompt {k}")),
-        (assistant(1, json!({"type": "thinking", "thinking": format!("pondering {k}")})),
-         format!("✻ thinking… pondering {k}")),
-        (assistant(2, json!({"type": "tool_use", "id": format!("a{k}"), "name": "Bash", "input": {"command": format!("ls one{k}")}})),
-         format!("● Bash(ls one{k})")),
-        (assistant(3, json!({"type": "tool_use", "id": format!("b{k}"), "name": "Bash", "input": {"command": format!("ls two{k}")}})),
-         format!("● Bash(ls two{k})")),
-        (result(4, &format!("a{k}"), &format!("first out {k}")),
-         format!("first out {k}")),
-        (result(5, &format!("b{k}"), &format!("second out {k}")),
-         format!("second out {k}")),
-        (row(6, "assistant", json!({"id": format!("reply-{k}"), "role": "assistant",
-              "content": [{"type": "text", "text": format!("the answer {k}")}]})),
-         format!("● the answer {k}")),
+        (
+            row(
+                0,
+                "user",
+                json!({"role": "user", "content": format!("streamed prompt {k}")}),
+            ),
+            format!("> streamed prompt {k}"),
+        ),
+        (
+            assistant(
+                1,
+                json!({"type": "thinking", "thinking": format!("pondering {k}")}),
+            ),
+            format!("✻ thinking… pondering {k}"),
+        ),
+        (
+            assistant(
+                2,
+                json!({"type": "tool_use", "id": format!("a{k}"), "name": "Bash", "input": {"command": format!("ls one{k}")}}),
+            ),
+            format!("● Bash(ls one{k})"),
+        ),
+        (
+            assistant(
+                3,
+                json!({"type": "tool_use", "id": format!("b{k}"), "name": "Bash", "input": {"command": format!("ls two{k}")}}),
+            ),
+            format!("● Bash(ls two{k})"),
+        ),
+        (
+            result(4, &format!("a{k}"), &format!("first out {k}")),
+            format!("first out {k}"),
+        ),
+        (
+            result(5, &format!("b{k}"), &format!("second out {k}")),
+            format!("second out {k}"),
+        ),
+        (
+            row(
+                6,
+                "assistant",
+                json!({"id": format!("reply-{k}"), "role": "assistant",
+              "content": [{"type": "text", "text": format!("the answer {k}")}]}),
+            ),
+            format!("● the answer {k}"),
+        ),
     ]
 }
 
@@ -313,13 +352,18 @@ fn tail_f_on_latest_shows_a_turn_row_by_row_as_the_agent_writes_it() {
         .spawn()
         .unwrap();
     let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
-    wait_for(10, "tail to print the page", || shown().contains("prompt #1"));
+    wait_for(10, "tail to print the page", || {
+        shown().contains("prompt #1")
+    });
     // Two turns, each written a row at a time; after every row the follower
     // shows exactly what the page holds now, that row's line at its end.
     for k in 0..2 {
         for (row, line) in turn_rows(k) {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().append(true).open(&store).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&store)
+                .unwrap();
             f.write_all(format!("{row}\n").as_bytes()).unwrap();
             drop(f);
             wait_for(10, &format!("tail -f to show {line:?}"), || {

@@ -182,7 +182,7 @@ fn to_json_text(v: &Value) -> Vec<u8> {
 }
 
 /// Finds `dtach` on `PATH` (or `SESSIONFS_DTACH`).
-fn find_dtach() -> Result<PathBuf> {
+pub fn find_dtach() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("SESSIONFS_DTACH").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }

@@ -34,7 +34,8 @@ impl Core {
             Some("new") => {
                 let engine = words
                     .next()
-                    .ok_or_else(|| Error::invalid("new takes ENGINE [workspace=DIR] [title=TEXT]"))?;
+                    .ok_or_else(|| Error::invalid("new takes ENGINE [id=ID] [workspace=DIR] [title=TEXT]"))?;
+                let mut id = None;
                 let mut workspace = None;
                 let mut title = None;
                 let mut title_text = None;
@@ -47,13 +48,18 @@ impl Core {
                         break;
                     }
                     match word.split_once('=') {
+                        // The caller's own id, so it knows the key without
+                        // asking (checked as `mkdir` checks it).
+                        Some(("id", given)) if id.is_none() && !given.is_empty() => {
+                            id = Some(given.to_string());
+                        }
                         Some(("workspace", dir)) if Path::new(dir).is_absolute() => {
                             workspace = crate::metaedit::validate_workspace(dir)?;
                             crate::metaedit::check_workspace_dir(dir)?;
                         }
                         _ => {
                             return Err(Error::invalid(format!(
-                                "new: unexpected {}; expected workspace=/ABSOLUTE/DIR or title=TEXT",
+                                "new: unexpected {}; expected id=ID, workspace=/ABSOLUTE/DIR or title=TEXT",
                                 preview(word)
                             )))
                         }
@@ -63,7 +69,7 @@ impl Core {
                 if let Some(t) = title_text {
                     title = crate::metaedit::validate_title(&t)?;
                 }
-                let id = new_session_id();
+                let id = id.unwrap_or_else(new_session_id);
                 let key = self.create(&format!("{engine}:{id}"))?;
                 self.sidecar.update(|all| {
                     if let Some(meta) = all.get_mut(&key.to_string()) {
@@ -87,7 +93,7 @@ impl Core {
                 self.archive_older(cutoff_ms).map(drop)
             }
             Some(other) => Err(Error::invalid(format!(
-                "unknown command {}; expected `new ENGINE [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`",
+                "unknown command {}; expected `new ENGINE [id=ID] [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`",
                 preview(other)
             ))),
             None => Err(Error::invalid("empty command")),

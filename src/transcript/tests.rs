@@ -1000,7 +1000,9 @@ fn assert_pages_only_grow_at_their_end(kind: StoreKind, data: &[u8], pieces: &[u
 
 /// Whole rows, as the agents append them.
 fn rows(data: &[u8]) -> Vec<usize> {
-    data.split_inclusive(|&b| b == b'\n').map(<[u8]>::len).collect()
+    data.split_inclusive(|&b| b == b'\n')
+        .map(<[u8]>::len)
+        .collect()
 }
 
 #[test]
