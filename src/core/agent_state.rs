@@ -128,6 +128,17 @@ struct Inner {
     /// The last hook line, or the last repaint asked for because the state
     /// had no evidence (ms): with output and input, what backs a state.
     evidence_ms: u64,
+    /// Changes made and not yet in the events log, in the order the tracker
+    /// made them (queued under this lock, so two threads' changes never
+    /// swap on their way to the log).
+    pending: Vec<(Change, u64)>,
+}
+
+impl Inner {
+    /// Queues `changes` for the events log; [`changed`] writes them.
+    fn queue(&mut self, changes: &mut Vec<Change>, now: u64) {
+        self.pending.extend(changes.drain(..).map(|c| (c, now)));
+    }
 }
 
 /// How long after its last output a session is looked at every tick: long
@@ -358,6 +369,7 @@ impl Default for Agent {
                 output_changed_ms: 0,
                 looked_ms: 0,
                 evidence_ms: 0,
+                pending: vec![],
             }),
             changed: Condvar::new(),
             version: AtomicU64::new(0),
@@ -710,6 +722,7 @@ impl Core {
             inner.entered = false;
             inner.saved = pos;
             inner.evidence_ms = now;
+            inner.queue(&mut changes, now);
         }
         *lock(&rt.agent.stream) = Some(self.event_stream.clone());
         {
@@ -729,11 +742,12 @@ impl Core {
                 },
             );
         }
-        self.agent_changed(rt, changes, now);
+        self.agent_changed(rt);
     }
 
-    fn agent_changed(&self, rt: &SessionRuntime, changes: Vec<Change>, now: u64) {
-        changed(rt, &self.waits, changes, now);
+    /// Writes the queued changes and wakes whoever waits on them.
+    fn agent_changed(&self, rt: &SessionRuntime) {
+        changed(rt, &self.waits);
     }
 
     /// One look at a live session: new hook lines, the screen or the
@@ -852,12 +866,13 @@ impl Core {
                     });
                 }
             }
+            inner.queue(&mut changes, now);
         }
         let files = lock(&rt.agent.inner).files.clone();
         if let (Some(saved), Some(files)) = (save, files) {
             write_saved(&files, &saved);
         }
-        self.agent_changed(rt, changes, now);
+        self.agent_changed(rt);
     }
 
     /// The conversation the agent's own process switched to, if these
@@ -958,14 +973,13 @@ impl Core {
     /// `agents` thread's next look, so a `wait` right after blocks.
     pub(super) fn shell_job_seen(&self, rt: &SessionRuntime) {
         let now = now_ms();
-        let change = match lock(&rt.agent.inner)
-            .tracker
-            .apply(&Signal::Screen(Verdict::Working), now)
         {
-            Outcome::Changed(c) => Some(shell_change(c)),
-            _ => None,
-        };
-        self.agent_changed(rt, change.into_iter().collect(), now);
+            let mut inner = lock(&rt.agent.inner);
+            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(Verdict::Working), now) {
+                inner.queue(&mut vec![shell_change(c)], now);
+            }
+        }
+        self.agent_changed(rt);
     }
 
     /// How many turns the session's store holds and its last turn-end row.
@@ -1206,17 +1220,18 @@ impl Core {
             let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
             let until = if enters == 1 { retry } else { deadline };
             let taken = sent.is_ok() && self.turn_started(&rt, tui, shown.then_some(text), until);
-            let mut changes = vec![];
             {
                 let mut inner = lock(&rt.agent.inner);
                 if taken {
                     // Unless a turn's end came first and started it already.
-                    inner.start_entered(now_ms(), &mut changes);
+                    let (now, mut changes) = (now_ms(), vec![]);
+                    inner.start_entered(now, &mut changes);
+                    inner.queue(&mut changes, now);
                 } else {
                     inner.entered = false;
                 }
             }
-            self.agent_changed(&rt, changes, now_ms());
+            self.agent_changed(&rt);
             sent?;
             if taken {
                 return Ok(());
@@ -1327,33 +1342,43 @@ impl Drop for Turn<'_> {
 /// `Core`).
 pub(super) fn process(rt: &SessionRuntime, waits: &Waits, signal: Signal) {
     let now = now_ms();
-    let change = {
+    {
         let mut inner = lock(&rt.agent.inner);
         if inner.kind.is_none() {
             return;
         }
-        match inner.tracker.apply(&signal, now) {
-            Outcome::Changed(c) => Some(c),
-            _ => None,
+        if let Outcome::Changed(c) = inner.tracker.apply(&signal, now) {
+            inner.queue(&mut vec![c], now);
         }
-    };
-    changed(rt, waits, change.into_iter().collect(), now);
+    }
+    changed(rt, waits);
 }
 
-/// Records changes in the events log and wakes whoever waits on them.
-fn changed(rt: &SessionRuntime, waits: &Waits, changes: Vec<Change>, now: u64) {
+/// Writes the queued changes to the session's events log and the root
+/// stream, in the order they were made, and wakes whoever waits on them.
+/// The log's lock is held from taking the queue to the last write, so a
+/// thread that queued later never writes first.
+fn changed(rt: &SessionRuntime, waits: &Waits) {
+    let mut log = lock(&rt.agent.log);
+    let (changes, tui) = {
+        let mut inner = lock(&rt.agent.inner);
+        (
+            std::mem::take(&mut inner.pending),
+            inner.kind.and_then(AgentKind::tui),
+        )
+    };
     if changes.is_empty() {
         return;
     }
-    if let Some(log) = lock(&rt.agent.log).as_mut() {
-        for change in &changes {
-            if let Err(e) = log.append(&Event::from_change(change, now)) {
+    if let Some(log) = log.as_mut() {
+        for (change, now) in &changes {
+            if let Err(e) = log.append(&Event::from_change(change, *now)) {
                 log::warn!("{}: events: {e}", rt.key);
             }
         }
     }
     let stream = lock(&rt.agent.stream).clone();
-    for change in &changes {
+    for (change, now) in &changes {
         log::info!(
             "{}: {} ({}: {})",
             rt.key,
@@ -1363,12 +1388,11 @@ fn changed(rt: &SessionRuntime, waits: &Waits, changes: Vec<Change>, now: u64) {
         );
         if let Some(stream) = &stream {
             // What the agent asks, as `waiting_for` names it.
-            let asked = (change.state == State::Waiting)
-                .then(|| lock(&rt.agent.inner).kind.and_then(AgentKind::tui))
-                .flatten()
+            let asked = tui
+                .filter(|_| change.state == State::Waiting)
                 .and_then(|tui| crate::agent::dialogs::read(tui, &rt.screen_text()));
             stream.append(
-                now,
+                *now,
                 rt.key.as_str(),
                 "state",
                 serde_json::json!({
@@ -1570,6 +1594,62 @@ mod tests {
         );
         assert!(inner.turn_seen(), "the prompt sees its turn taken");
         assert!(!inner.entered);
+    }
+
+    /// Two threads change one session's state at once (a prompt's Enter
+    /// and the screen's look, say): its events log still reads as the
+    /// chain of changes the tracker made, each from the state before it.
+    #[test]
+    fn events_from_threads_at_once_are_logged_in_the_order_they_were_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events");
+        let rt = Arc::new(SessionRuntime::new(
+            SessionKey::parse("shell:order").unwrap(),
+            64 * 1024,
+            dir.path().join("run.json"),
+            dir.path().join("ring"),
+        ));
+        const ID: &str = "11111111-2222-3333-4444-555555555555";
+        {
+            let mut inner = lock(&rt.agent.inner);
+            inner.kind = Some(AgentKind::Claude);
+            inner.tracker = AgentKind::Claude.tracker(State::Idle, 0);
+            inner.tracker.own_id(ID);
+        }
+        *lock(&rt.agent.log) = Some(EventLog::open(&path, 1 << 20).unwrap());
+        let waits = Arc::new(Waits::default());
+        // Both threads start and end turns, from the same moment: many
+        // hooks are changes, made by one thread and the other in turn.
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [["UserPromptSubmit", "Stop"], ["Stop", "UserPromptSubmit"]]
+            .into_iter()
+            .map(|names| {
+                let (rt, waits, start) = (rt.clone(), waits.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..2000 {
+                        let hook = crate::agent::state::HookEvent {
+                            name: names[i % 2].into(),
+                            session_id: Some(ID.into()),
+                            ..Default::default()
+                        };
+                        process(&rt, &waits, Signal::Hook(hook));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let events = EventLog::read(&path);
+        assert!(events.len() > 100, "{}", events.len());
+        let mut before = State::Idle;
+        for e in &events {
+            assert_ne!(e.state, before, "a change logged out of order: {events:?}");
+            before = e.state;
+        }
+        assert!(events.windows(2).all(|w| w[0].ts_ms <= w[1].ts_ms));
+        assert_eq!(before, rt.agent.state());
     }
 
     #[test]
