@@ -317,17 +317,23 @@ pub fn wait(
 }
 
 /// `sessionfs events`: the root `events` as it is, and with `follow`, as
-/// it grows (moving to the new file after a rotation, as `tail -F`).
+/// it grows. A rotation gives the name a new file (a new inode): what the
+/// old one still held is printed, then the new one from its start, as
+/// `tail -F` does.
 pub fn events(mnt: &Path, follow: bool, out: &mut dyn Write) -> Result<(), Failed> {
+    use std::os::unix::fs::MetadataExt;
     let path = mnt.join("events");
     let io = |e: std::io::Error| refused(format!("{}: {e}", path.display()));
-    let mut file = std::fs::File::open(&path).map_err(io)?;
-    let mut at = 0u64;
+    let open = || -> Result<(std::fs::File, u64), Failed> {
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let ino = file.metadata().map_err(io)?.ino();
+        Ok((file, ino))
+    };
+    let (mut file, mut ino) = open()?;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = file.read(&mut buf).map_err(io)?;
         if n > 0 {
-            at += n as u64;
             out.write_all(&buf[..n]).map_err(io)?;
             continue;
         }
@@ -335,12 +341,20 @@ pub fn events(mnt: &Path, follow: bool, out: &mut dyn Write) -> Result<(), Faile
             return Ok(());
         }
         out.flush().map_err(io)?;
-        std::thread::sleep(Duration::from_millis(200));
-        // Rotated: a new, shorter file under the name, read from its start.
-        let now = std::fs::metadata(&path).map_err(io)?;
-        if now.len() < at {
-            file = std::fs::File::open(&path).map_err(io)?;
-            at = 0;
+        let now = std::fs::metadata(&path).map_err(io)?.ino();
+        if now != ino {
+            // Lines the old file took after the read above, before it was
+            // moved aside, come first.
+            loop {
+                let n = file.read(&mut buf).map_err(io)?;
+                if n == 0 {
+                    break;
+                }
+                out.write_all(&buf[..n]).map_err(io)?;
+            }
+            (file, ino) = open()?;
+            continue;
         }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -29,6 +29,8 @@ pub struct Config {
     pub prompt_timeout: Duration,
     /// What open files may hold in memory together (see `core::held`).
     pub open_bytes: u64,
+    /// Size at which the root `events` file is moved aside to `events.1`.
+    pub events_bytes: u64,
     /// Sidecar, slots, hosted transcripts, archived copies.
     pub state_dir: PathBuf,
     /// dtach sockets and run records.
@@ -150,6 +152,12 @@ impl Config {
                 "AGENT_SESSIONS_OPEN_BYTES",
                 DEFAULT_OPEN_BYTES,
                 MIN_OPEN_BYTES,
+            )?,
+            events_bytes: number(
+                env,
+                "AGENT_SESSIONS_EVENTS_BYTES",
+                crate::agent::stream::ROTATE_AT,
+                4096,
             )?,
             state_dir,
             runtime_dir,

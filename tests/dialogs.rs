@@ -226,6 +226,168 @@ fn the_root_events_file_is_one_stream_of_every_sessions_changes() {
     }
 }
 
+/// Starts `program ARGS` with this host's environment, its stdout going to
+/// `out`.
+fn follow_into(
+    host: &Host,
+    program: &str,
+    args: &[&str],
+    out: &std::path::Path,
+) -> std::process::Child {
+    std::process::Command::new(program)
+        .args(args)
+        .env("HOME", host.path("home"))
+        .env("XDG_STATE_HOME", host.path("state"))
+        .env("XDG_RUNTIME_DIR", host.path("run"))
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The root `events` rotated again and again (at 4 KiB here) while two
+/// agents and a shell change state: `tail -F` on the mount's `events` and
+/// `sessionfs events --follow` each print every line once, the last two
+/// files' lines all among them. A conversation that appears in Claude's
+/// store, made by no session, is announced as `discovered`; the sessions'
+/// own conversations are not.
+#[test]
+fn root_events_rotate_under_followers_without_a_line_twice_and_announce_discoveries() {
+    let host = host_with_claude_stand_in().with_env("AGENT_SESSIONS_EVENTS_BYTES", "4096");
+    let m = host.mount("mnt");
+    let (tail_out, cli_out) = (host.path("tail.out"), host.path("cli.out"));
+    let events = m.path("events");
+    let mut followers = [
+        follow_into(
+            &host,
+            "tail",
+            &["-n", "+1", "-F", "-s", "0.1", events.to_str().unwrap()],
+            &tail_out,
+        ),
+        follow_into(
+            &host,
+            env!("CARGO_BIN_EXE_sessionfs"),
+            &["events", "--follow"],
+            &cli_out,
+        ),
+    ];
+    const OTHER: &str = "claude:11111111-2222-4333-8444-0e0e0e0e0e02";
+    m.live_shell("shell:r");
+    sh_ok(&format!("mkdir {} {}", m.q(KEY), m.q(OTHER)));
+    let state_file = host.path("state/sessionfs/events.jsonl");
+    let rotated = host.path("state/sessionfs/events.jsonl.1");
+    let mut rotations = 0;
+    let mut last_ino = None;
+    for round in 0..40 {
+        for key in [KEY, OTHER] {
+            sh_ok(&format!(
+                "echo 'hello {round}' > {}",
+                m.q(&format!("{key}/prompt"))
+            ));
+        }
+        sh_ok(&format!("echo 'sleep 0.1' > {}", m.q("shell:r/prompt")));
+        for key in [KEY, OTHER, "shell:r"] {
+            let state = sh_ok(&format!("timeout 20 cat {}", m.q(&format!("{key}/wait"))));
+            assert_eq!(state, "idle\n", "{key} round {round}");
+        }
+        use std::os::unix::fs::MetadataExt;
+        let ino = std::fs::metadata(&state_file).unwrap().ino();
+        if last_ino.is_some_and(|i| i != ino) {
+            rotations += 1;
+        }
+        last_ino = Some(ino);
+        if rotations >= 3 {
+            break;
+        }
+    }
+    assert!(
+        rotations >= 3,
+        "the events file was rotated {rotations} times"
+    );
+
+    // A conversation written by an agent sessionfs did not start.
+    const FOUND: &str = "41414141-4242-4343-8444-454545454545";
+    let store = host.path(&format!("claude/projects/-work-found/{FOUND}.jsonl"));
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    std::fs::write(
+        &store,
+        sessionfs::transcript::testgen::claude(&sessionfs::transcript::testgen::Shape::new(1, 3)),
+    )
+    .unwrap();
+    // Whether a JSON line of `text` has this key and event.
+    let has = |text: &str, key: &str, event: &str| {
+        text.lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .is_ok_and(|v| v["key"] == key && v["event"] == event)
+        })
+    };
+    let found = format!("claude:{FOUND}");
+    let shown = |p: &std::path::Path| {
+        String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
+    };
+    wait_for(15, "the discovery in the stream", || {
+        has(
+            &std::fs::read_to_string(&state_file).unwrap(),
+            &found,
+            "discovered",
+        )
+    });
+    // Both followers reach the end of the current file.
+    let last = std::fs::read_to_string(&state_file)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    for out in [&tail_out, &cli_out] {
+        let reached = wait_until(15, || shown(out).contains(&last));
+        let text = shown(out);
+        let end: Vec<&str> = text.lines().rev().take(3).collect();
+        assert!(
+            reached,
+            "{} never showed {last}; it ends with {end:?}",
+            out.display()
+        );
+    }
+    for f in &mut followers {
+        let _ = f.kill();
+        let _ = f.wait();
+    }
+    let kept: Vec<String> = [&rotated, &state_file]
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for out in [&tail_out, &cli_out] {
+        let text = shown(out);
+        let mut seen = std::collections::HashSet::new();
+        for line in text.lines() {
+            assert!(seen.insert(line), "{}: a line twice: {line}", out.display());
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("{}: not a whole line: {line}: {e}", out.display()));
+        }
+        for line in &kept {
+            assert!(
+                seen.contains(line.as_str()),
+                "{}: missed {line}",
+                out.display()
+            );
+        }
+        for key in [KEY, OTHER, "shell:r"] {
+            assert!(has(&text, key, "made"), "{key} made");
+            // The sessions' own conversations were made, not discovered.
+            assert!(!has(&text, key, "discovered"), "{key} discovered");
+        }
+        assert!(has(&text, &found, "discovered"), "{}", out.display());
+    }
+    sh_ok(&format!("echo stop > {}", m.q("shell:r/ctl")));
+}
+
 /// `sessionfs ARGS` on this host's state: exit code, stdout, stderr.
 fn cli(host: &Host, args: &[&str]) -> (i32, String, String) {
     let out = host.cli(args);

@@ -60,6 +60,16 @@ impl EventStream {
     }
 
     fn write(&self, file: &mut Option<File>, bytes: &[u8]) -> std::io::Result<()> {
+        // Another daemon on the same state moved the file aside: append to
+        // the new one.
+        let moved = file.as_ref().is_some_and(|f| {
+            use std::os::unix::fs::MetadataExt;
+            let held = f.metadata().map(|m| m.ino()).ok();
+            std::fs::metadata(&self.path).map(|m| m.ino()).ok() != held
+        });
+        if moved {
+            *file = None;
+        }
         let full = match file.as_ref() {
             Some(f) => f.metadata()?.len() + bytes.len() as u64 > self.cap,
             None => {
@@ -67,9 +77,7 @@ impl EventStream {
             }
         };
         if full {
-            let mut aside = self.path.as_os_str().to_owned();
-            aside.push(".1");
-            std::fs::rename(&self.path, aside)?;
+            std::fs::rename(&self.path, rotated_path(&self.path))?;
             *file = None;
         }
         if file.is_none() {
@@ -86,6 +94,13 @@ impl EventStream {
             None => Ok(()),
         }
     }
+}
+
+/// Where a rotation moves the file: `events.jsonl.1`.
+pub fn rotated_path(path: &Path) -> std::path::PathBuf {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".1");
+    aside.into()
 }
 
 #[cfg(test)]

@@ -975,7 +975,8 @@ impl Core {
         let now = now_ms();
         {
             let mut inner = lock(&rt.agent.inner);
-            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(Verdict::Working), now) {
+            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(Verdict::Working), now)
+            {
                 inner.queue(&mut vec![shell_change(c)], now);
             }
         }
@@ -1014,6 +1015,50 @@ impl Core {
     /// The root `events` file (see [`crate::agent::stream`]).
     pub fn event_stream_path(&self) -> std::path::PathBuf {
         self.event_stream.path().to_path_buf()
+    }
+
+    /// The root `events` file's inode on disk now (0 while there is none).
+    pub fn event_stream_file(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(self.event_stream.path()).map_or(0, |m| m.ino())
+    }
+
+    /// The root `events` file with inode `file`: the current one, or the
+    /// one a rotation moved aside. `Ok(None)`: the file that did not exist
+    /// yet (empty). ESTALE for an older one.
+    fn event_stream_at(&self, file: u64) -> Result<Option<std::path::PathBuf>> {
+        use std::os::unix::fs::MetadataExt;
+        if file == 0 {
+            return Ok(None);
+        }
+        let now = self.event_stream.path().to_path_buf();
+        let before = crate::agent::stream::rotated_path(&now);
+        for path in [now, before] {
+            if std::fs::metadata(&path).is_ok_and(|m| m.ino() == file) {
+                return Ok(Some(path));
+            }
+        }
+        Err(Error::new(
+            libc::ESTALE,
+            "that events file was rotated away: open events again",
+        ))
+    }
+
+    /// The metadata of the root `events` file with inode `file`.
+    pub fn event_stream_meta(&self, file: u64) -> Result<Option<std::fs::Metadata>> {
+        Ok(self
+            .event_stream_at(file)?
+            .and_then(|p| std::fs::metadata(p).ok()))
+    }
+
+    /// Opens the root `events` file with inode `file`, as a handle keeps it.
+    pub fn open_event_stream(&self, file: u64) -> Result<Option<Arc<std::fs::File>>> {
+        let Some(path) = self.event_stream_at(file)? else {
+            return Ok(None);
+        };
+        std::fs::File::open(&path)
+            .map(|f| Some(Arc::new(f)))
+            .map_err(|e| Error::io("cannot open the events file", &e))
     }
 
     pub fn events_path(&self, key: &SessionKey) -> Result<std::path::PathBuf> {

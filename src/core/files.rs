@@ -371,8 +371,7 @@ impl Files {
                 | SessionFile::Events,
             )
             | Node::RootFile(RootFile::Readme | RootFile::Status)
-            | Node::SessionsJson
-            | Node::Events => Fixed::Entry,
+            | Node::SessionsJson => Fixed::Entry,
             _ => Fixed::Nothing,
         };
         Attr {
@@ -559,8 +558,8 @@ impl Files {
                 };
                 (size, at)
             }
-            Node::Events => {
-                let meta = std::fs::metadata(self.core.event_stream_path()).ok();
+            Node::Events(file) => {
+                let meta = self.core.event_stream_meta(*file)?;
                 (
                     meta.as_ref().map_or(0, |m| m.len()),
                     meta.and_then(|m| m.modified().ok()).unwrap_or(started),
@@ -707,7 +706,7 @@ impl Files {
                     return Ok(Node::RootFile(f));
                 }
                 match name {
-                    "events" => return Ok(Node::Events),
+                    "events" => return Ok(Node::Events(self.core.event_stream_file())),
                     "slots" => return Ok(Node::SlotsDir),
                     "agent-transcripts" => return Ok(Node::TranscriptsDir),
                     "sessions.json" => return Ok(Node::SessionsJson),
@@ -887,7 +886,7 @@ impl Files {
             (Node::Session(key, SessionFile::Events), _) => {
                 Handle::Events(self.core.events_path(key)?)
             }
-            (Node::Events, _) => Handle::Events(self.core.event_stream_path()),
+            (Node::Events(file), _) => Handle::EventStream(self.core.open_event_stream(*file)?),
             (Node::Session(key, SessionFile::Prompt), _) => {
                 Handle::prompt(PromptWrite::new(key.clone()))
             }
@@ -993,6 +992,19 @@ impl Files {
             let path = path.clone();
             drop(handles);
             out.extend_from_slice(&read_at(&path, offset, size)?);
+            return Ok(());
+        }
+        if let Some(Handle::EventStream(file)) = handles.get(&fh) {
+            let file = file.clone();
+            drop(handles);
+            if let Some(file) = file {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0; size.min(1 << 20) as usize];
+                let n = file
+                    .read_at(&mut buf, offset)
+                    .map_err(|e| Error::io("cannot read the events file", &e))?;
+                out.extend_from_slice(&buf[..n]);
+            }
             return Ok(());
         }
         // A read past a page's text renders it again (with the table
@@ -1803,7 +1815,8 @@ impl Files {
                     entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
                 }
                 entries.push(self.entry(&Node::SessionsJson, Kind::File, "sessions.json"));
-                entries.push(self.entry(&Node::Events, Kind::File, "events"));
+                let events = Node::Events(self.core.event_stream_file());
+                entries.push(self.entry(&events, Kind::File, "events"));
                 for view in ViewDir::ALL {
                     entries.push(self.entry(&Node::View(view), Kind::Dir, view.name()));
                 }

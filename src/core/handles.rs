@@ -46,8 +46,11 @@ pub(super) enum Handle {
     Scratch(SessionKey, String),
     /// `wait`: the first read blocks until the session settles.
     Wait(SessionKey),
-    /// `events`, read from its file in the state directory.
+    /// A session's `events`, read from its file in the state directory.
     Events(std::path::PathBuf),
+    /// The root `events`: the file it was when opened (none yet: empty),
+    /// read on after a rotation moved it aside, as any open file is.
+    EventStream(Option<std::sync::Arc<std::fs::File>>),
     /// `prompt`: the text so far, sent at `flush`.
     Prompt(Buffered<super::agent_state::PromptWrite>),
 }

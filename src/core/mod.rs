@@ -22,6 +22,7 @@ mod archived_scrollback;
 mod caps;
 mod control;
 mod conversations;
+mod discoveries;
 mod files;
 mod handles;
 mod held;
@@ -120,6 +121,8 @@ pub struct Core {
     owners: switches::Owners,
     /// The root `events`: every session's changes.
     event_stream: Arc<crate::agent::stream::EventStream>,
+    /// Conversations seen in the stores, to announce new ones.
+    discoveries: discoveries::Discoveries,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// The key the root `ctl`'s last `new` made (root `status`'s `new`).
@@ -208,6 +211,7 @@ impl Core {
         core.catalog.start();
         listing::start_janitor(&core);
         agent_state::start(&core);
+        discoveries::start(&core);
         Ok(core)
     }
 
@@ -241,7 +245,10 @@ impl Core {
     /// `watch`: keep the catalog current with inotify (a daemon); else it
     /// is walked when consulted (a one-shot command).
     fn build(config: Config, mountpoint: &Path, dtach: PathBuf, watch: bool) -> Result<Arc<Core>> {
-        let event_stream = Arc::new(crate::agent::stream::EventStream::new(&config.state_dir));
+        let event_stream = Arc::new(crate::agent::stream::EventStream::with_cap(
+            &config.state_dir,
+            config.events_bytes,
+        ));
         config.prepare_dirs()?;
         let paths = RuntimePaths::new(&config.runtime_dir, &config.lock_dir);
         if !paths.socket_dir_usable() {
@@ -273,6 +280,7 @@ impl Core {
             pending_binds: Default::default(),
             owners: Default::default(),
             event_stream,
+            discoveries: Default::default(),
             root_error: Mutex::new(None),
             last_new: Mutex::new(None),
             warnings: Default::default(),

@@ -172,8 +172,10 @@ pub enum Node {
     RunFile,
     /// `sessions.json`.
     SessionsJson,
-    /// The root `events`: every session's changes.
-    Events,
+    /// The root `events`: every session's changes. The number is its
+    /// file's inode on disk, so the name gets a new inode when the file is
+    /// rotated and `tail -F` moves to the new one.
+    Events(u64),
     /// `archived/`, `favourites/`, `projects/`, `engines/`.
     View(ViewDir),
     /// `projects/NAME/` or `engines/ENGINE/`.
@@ -371,7 +373,7 @@ impl Node {
             Node::Session(_, SessionFile::TranscriptDir) | Node::Earlier(..) => READ_DIR,
             Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) | Node::Written(_) => LINK,
             Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
-            Node::Events => GENERATED,
+            Node::Events(_) => GENERATED,
             Node::Page(..) | Node::EarlierPage(..) => GENERATED,
             Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
             Node::Session(
@@ -438,7 +440,7 @@ impl Node {
             Node::HostedFile(id) => format!("transcript {id}.jsonl"),
             Node::RunFile => "agent-transcripts/run".to_string(),
             Node::SessionsJson => "sessions.json".to_string(),
-            Node::Events => "events".to_string(),
+            Node::Events(_) => "events".to_string(),
             Node::View(v) => v.name().to_string(),
             Node::Facet(v, name) => format!("{}/{name}", v.name()),
             Node::ViewLink(v, _, key) => format!("{}/{key}", v.name()),
@@ -483,8 +485,6 @@ const TRANSCRIPTS_DIR: u64 = 6;
 const RUN_FILE: u64 = 7;
 const SESSIONS_JSON: u64 = 8;
 const FIRST_VIEW: u64 = 9;
-/// After the four views.
-const ROOT_EVENTS: u64 = 13;
 
 /// FNV-1a: a hash whose value never changes between builds or runs, so the
 /// numbers it gives survive a daemon restart.
@@ -690,6 +690,7 @@ fn named_hash(node: &Node) -> u64 {
     let view = |v: &ViewDir| v.name().as_bytes();
     match node {
         Node::World(w) => stable_hash(&[b"world", w.as_bytes()]),
+        Node::Events(file) => stable_hash(&[b"events", &file.to_le_bytes()]),
         Node::Slot(w, n) => stable_hash(&[b"slot", w.as_bytes(), n.to_string().as_bytes()]),
         Node::HostedFile(id) => stable_hash(&[b"hosted", id.as_bytes()]),
         Node::Facet(v, name) => stable_hash(&[b"facet", view(v), name.as_bytes()]),
@@ -758,7 +759,6 @@ impl InodeTable {
             Node::TranscriptsDir => TRANSCRIPTS_DIR,
             Node::RunFile => RUN_FILE,
             Node::SessionsJson => SESSIONS_JSON,
-            Node::Events => ROOT_EVENTS,
             Node::View(v) => v.ino(),
             Node::World(_)
             | Node::Slot(..)
@@ -768,7 +768,8 @@ impl InodeTable {
             | Node::Written(_)
             | Node::Earlier(..)
             | Node::EarlierPage(..)
-            | Node::Scratch(..) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
+            | Node::Scratch(..)
+            | Node::Events(_) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
             Node::Page(key, n) => {
                 let slot = self.table().pages.slot(key, key_hash(key));
                 PAGE_SPACE | slot << PAGE_BITS | (*n).min((1 << PAGE_BITS) - 1)
@@ -865,7 +866,6 @@ impl InodeTable {
             TRANSCRIPTS_DIR => return Some(Node::TranscriptsDir),
             RUN_FILE => return Some(Node::RunFile),
             SESSIONS_JSON => return Some(Node::SessionsJson),
-            ROOT_EVENTS => return Some(Node::Events),
             n if (FIRST_VIEW..FIRST_VIEW + 4).contains(&n) => {
                 return Some(Node::View(ViewDir::ALL[(n - FIRST_VIEW) as usize]))
             }
