@@ -39,6 +39,10 @@ pub struct Dialog {
     /// Which option is selected now (0-based).
     #[serde(skip)]
     pub selected: usize,
+    /// For a dialog whose options are keys named in its footer rather than
+    /// a list: the key of each option, in order (the first is its yes).
+    #[serde(skip)]
+    pub option_keys: Vec<Key>,
 }
 
 /// An answer a script gives (`ctl`'s `approve`, `deny`, `answer`).
@@ -60,11 +64,37 @@ pub type Key = Vec<u8>;
 const ENTER: &[u8] = b"\r";
 const ESC: &[u8] = b"\x1b";
 const DOWN: &[u8] = b"\x1b[B";
+const SHIFT_TAB: &[u8] = b"\x1b[Z";
+/// Claude's auto mode when its safety check cannot reach the server: the
+/// first option keeps auto mode and asks about each action (so `approve`),
+/// the second leaves for accept-edits mode and ends the turn.
+const AUTO_MODE_UNCHECKED: &str = "Auto mode can't check actions";
 const UP: &[u8] = b"\x1b[A";
 
 /// The question on `screen`, if the agent shows one.
 pub fn read(tui: Tui, screen: &str) -> Option<Dialog> {
     let lines: Vec<&str> = screen.lines().collect();
+    if tui == Tui::Claude {
+        let footer = lines
+            .iter()
+            .any(|l| l.contains("Enter to stay in auto mode") && l.contains("Esc to cancel"));
+        if let Some(l) = lines.iter().find(|l| l.contains(AUTO_MODE_UNCHECKED)) {
+            if footer {
+                return Some(Dialog {
+                    kind: Kind::Permission,
+                    text: l.trim().to_string(),
+                    tool: None,
+                    detail: None,
+                    options: vec![
+                        "Stay in auto mode and approve each action".into(),
+                        "Leave for accept edits mode and stop".into(),
+                    ],
+                    selected: 0,
+                    option_keys: vec![ENTER.to_vec(), SHIFT_TAB.to_vec()],
+                });
+            }
+        }
+    }
     let (kind, at) = find_question(tui, &lines)?;
     let (options, selected) = options_after(&lines, at);
     if options.is_empty() {
@@ -82,6 +112,7 @@ pub fn read(tui: Tui, screen: &str) -> Option<Dialog> {
         detail,
         options,
         selected,
+        option_keys: vec![],
     })
 }
 
@@ -255,6 +286,17 @@ pub fn keys(dialog: &Dialog, answer: &Answer) -> Result<Vec<Key>, String> {
     };
     match answer {
         Answer::Deny => Ok(vec![ESC.to_vec()]),
+        Answer::Approve if !dialog.option_keys.is_empty() => Ok(vec![dialog.option_keys[0].clone()]),
+        Answer::Option(n) if !dialog.option_keys.is_empty() => dialog
+            .option_keys
+            .get(n.wrapping_sub(1))
+            .map(|k| vec![k.clone()])
+            .ok_or_else(|| {
+                format!(
+                    "there is no option {n}: it offers {}",
+                    dialog.option_keys.len()
+                )
+            }),
         Answer::Approve => match dialog.kind {
             Kind::Offer => Err(format!(
                 "approve would take the offer \"{}\", which changes a setting; choose with answer N, or deny",
@@ -313,6 +355,34 @@ mod tests {
 
  Esc to cancel · Tab to amend
 ";
+
+    const AUTO_MODE: &str = "\
+────────────────────────────────────────
+  Auto mode can't check actions in this session
+
+  Auto mode's safety check runs on the server. Your requests go through 127.0.0.1:34675, and the check isn't getting
+  through.
+
+  You can stay in auto mode and approve each action that needs the check yourself.
+
+  Enter to stay in auto mode · shift+Tab to leave for accept edits mode and stop · Esc to cancel
+";
+
+    #[test]
+    fn claudes_unchecked_auto_mode_is_approved_by_staying_in_it() {
+        let d = read(Tui::Claude, AUTO_MODE).unwrap();
+        assert_eq!(d.kind, Kind::Permission);
+        assert_eq!(d.text, "Auto mode can't check actions in this session");
+        assert_eq!(d.options.len(), 2);
+        assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
+        assert_eq!(keys(&d, &Answer::Deny).unwrap(), vec![ESC.to_vec()]);
+        assert_eq!(
+            keys(&d, &Answer::Option(2)).unwrap(),
+            vec![SHIFT_TAB.to_vec()]
+        );
+        assert!(keys(&d, &Answer::Option(3)).is_err());
+        assert!(keys(&d, &Answer::Option(0)).is_err());
+    }
 
     #[test]
     fn claudes_permission_names_the_tool_its_command_and_the_options() {

@@ -17,6 +17,8 @@ pub const CLAUDE_EVENTS: &[&str] = &[
     "PermissionRequest",
     "Notification",
     "Stop",
+    // A turn that ended on an API error (after Claude's own retries).
+    "StopFailure",
     "SessionEnd",
 ];
 
@@ -175,7 +177,7 @@ pub fn hook_line(payload: &[u8], key: &str, ts_ms: u64) -> String {
         ("session_id", &["session_id", "thread-id", "thread_id"]),
         ("tool_name", &["tool_name"]),
         ("notification_type", &["notification_type"]),
-        ("reason", &["source", "reason"]),
+        ("reason", &["source", "reason", "error"]),
         ("message", &["message", "last-assistant-message"]),
     ];
     for (out, names) in fields {

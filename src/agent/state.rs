@@ -396,7 +396,7 @@ impl Tracker {
                 }
                 _ => return Outcome::Unchanged,
             },
-            "Stop" => (State::Idle, Source::Hook),
+            "Stop" | "StopFailure" => (State::Idle, Source::Hook),
             "agent-turn-complete" => (State::Idle, Source::Notify),
             // `/clear` and `/resume` end one conversation and go on with the
             // next in the same program; any other end means the program is

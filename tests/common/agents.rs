@@ -100,6 +100,47 @@ impl AgentEnv {
         std::fs::write(self.claude_dir.join("settings.json"), settings.to_string()).unwrap();
     }
 
+    /// Claude as its own first-run steps leave it and nothing more: the
+    /// onboarding done, the API key approved, the project trusted; no
+    /// settings file (so 2.1.328 runs in auto mode) and no offer seen.
+    pub fn stock_claude_config(&self) {
+        let key_tail = &CLAUDE_KEY[CLAUDE_KEY.len() - 20..];
+        let project = self.project.to_str().unwrap();
+        let state = serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
+            "projects": {project: {"hasTrustDialogAccepted": true}},
+        });
+        std::fs::write(self.claude_dir.join(".claude.json"), state.to_string()).unwrap();
+        let _ = std::fs::remove_file(self.claude_dir.join("settings.json"));
+    }
+
+    /// The classic permission mode asked for in the user's settings, and
+    /// the auto-mode offer not seen yet: Claude opens on that offer.
+    pub fn claude_config_with_the_offer(&self) {
+        self.stock_claude_config();
+        let settings = serde_json::json!({"permissions": {"defaultMode": "default"}});
+        std::fs::write(self.claude_dir.join("settings.json"), settings.to_string()).unwrap();
+    }
+
+    /// Claude's own state file, as JSON.
+    pub fn claude_state(&self) -> serde_json::Value {
+        let text = std::fs::read(self.claude_dir.join(".claude.json")).unwrap();
+        serde_json::from_slice(&text).unwrap()
+    }
+
+    /// Codex in a read-only sandbox that asks before anything leaves it
+    /// (`on-request`): a command that asks for more shows its approval.
+    pub fn codex_read_only(&self) {
+        let path = self.codex_home.join("config.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.replace(
+            "sandbox_mode = \"danger-full-access\"",
+            "sandbox_mode = \"read-only\"",
+        );
+        std::fs::write(&path, text).unwrap();
+    }
+
     fn write_codex_config(&self) {
         let config = format!(
             r#"model = "gpt-5"

@@ -22,6 +22,10 @@ pub enum Answer {
     Text(String),
     /// One shell tool call running `command`; the turn waits for its result.
     Bash(String),
+    /// Codex: a shell call that asks to leave the sandbox
+    /// (`sandbox_permissions: "require_escalated"` with a justification), so
+    /// an `on-request` policy asks the person. Claude: as `Bash`.
+    Escalated(String),
 }
 
 /// One scripted turn: the answer, and how long to pause after the first
@@ -96,6 +100,9 @@ struct State {
     requests: Vec<Request>,
     /// When the last byte of each conversation answer went out, in order.
     answered: Vec<Instant>,
+    /// Every conversation request is answered with this HTTP status (500,
+    /// or 529 "overloaded") until cleared; the queue waits.
+    failing: Option<u16>,
 }
 
 struct Shared {
@@ -159,6 +166,12 @@ impl ModelApi {
 
     pub fn push_text(&self, text: &str) {
         self.push(Answer::Text(text.into()), Duration::ZERO);
+    }
+
+    /// From now on every conversation request fails with HTTP `status`
+    /// (None: answer again).
+    pub fn fail_with(&self, status: Option<u16>) {
+        self.shared.state.lock().unwrap().failing = status;
     }
 
     pub fn push_bash(&self, command: &str) {
@@ -385,16 +398,33 @@ fn read_chunked(reader: &mut BufReader<TcpStream>, shared: &Shared) -> std::io::
 
 fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Result<()> {
     let turn = req.is_turn();
-    let scripted = {
+    let (scripted, failing) = {
         let mut st = shared.state.lock().unwrap();
         st.requests.push(req.clone());
         shared.changed.notify_all();
-        if turn {
-            st.queue.pop_front()
-        } else {
-            None
+        match st.failing {
+            Some(status) if turn => (None, Some(status)),
+            _ if turn => (st.queue.pop_front(), None),
+            _ => (None, None),
         }
     };
+    if let Some(status) = failing {
+        let kind = if status == 529 {
+            "overloaded_error"
+        } else {
+            "api_error"
+        };
+        let message = if status == 529 {
+            "Overloaded"
+        } else {
+            "Internal server error"
+        };
+        return send_json(
+            out,
+            status,
+            &json!({"type": "error", "error": {"type": kind, "message": message}}),
+        );
+    }
     let id = shared.ids.fetch_add(1, Ordering::SeqCst);
     let path = req.path.split('?').next().unwrap_or_default();
     let body = req.json();
@@ -462,7 +492,12 @@ fn mark_answered(shared: &Shared) {
 
 fn send_json(out: &mut TcpStream, status: u16, v: &Value) -> std::io::Result<()> {
     let body = v.to_string();
-    let reason = if status == 200 { "OK" } else { "Not Found" };
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        529 => "Overloaded",
+        _ => "Internal Server Error",
+    };
     write!(
         out,
         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -515,7 +550,7 @@ fn bash_input(command: &str) -> Value {
 fn anthropic_message(id: u64, answer: &Answer) -> Value {
     let (content, stop) = match answer {
         Answer::Text(t) => (json!([{"type": "text", "text": t}]), "end_turn"),
-        Answer::Bash(c) => (
+        Answer::Bash(c) | Answer::Escalated(c) => (
             json!([{"type": "tool_use", "id": format!("toolu_{id:04}"), "name": "Bash", "input": bash_input(c)}]),
             "tool_use",
         ),
@@ -538,7 +573,7 @@ fn anthropic_events(id: u64, answer: &Answer) -> Vec<(String, Value)> {
             json!({"type": "text_delta", "text": t}),
             "end_turn",
         ),
-        Answer::Bash(c) => (
+        Answer::Bash(c) | Answer::Escalated(c) => (
             json!({"type": "tool_use", "id": format!("toolu_{id:04}"), "name": "Bash", "input": {}}),
             json!({"type": "input_json_delta", "partial_json": bash_input(c).to_string()}),
             "tool_use",
@@ -603,8 +638,12 @@ fn openai_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Valu
             ));
             json!({"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]})
         }
-        Answer::Bash(c) => {
-            let (name, args) = codex_shell_call(c, request);
+        Answer::Bash(c) | Answer::Escalated(c) => {
+            let (name, mut args) = codex_shell_call(c, request);
+            if matches!(answer, Answer::Escalated(_)) {
+                args["sandbox_permissions"] = json!("require_escalated");
+                args["justification"] = json!("The command writes outside the sandbox.");
+            }
             let item = json!({"type": "function_call", "id": format!("fc_{id:04}"), "call_id": format!("call_{id:04}"), "name": name, "arguments": args.to_string(), "status": "completed"});
             ev.push((
                 "response.output_item.added".into(),

@@ -1,0 +1,139 @@
+//! A real mount whose daemon runs the real agent CLIs offline against the
+//! model API stand-in, with the shell pipeline's ways to drive a session.
+#![allow(dead_code)]
+
+use crate::agents::{agents_bin, AgentEnv};
+use crate::common::*;
+use crate::model_api::ModelApi;
+use std::time::{Duration, Instant};
+
+/// A host whose daemon runs the agents offline against `api`.
+pub struct Agents {
+    // Dropped in this order: the mount, the agents' leftovers, the host.
+    pub m: Mount,
+    pub env: AgentEnv,
+    pub host: Host,
+    pub api: ModelApi,
+}
+
+impl Agents {
+    pub fn start(test: &str) -> Option<Agents> {
+        Self::start_with(test, &[])
+    }
+
+    /// As [`Agents::start`], with more variables for the daemon and the
+    /// agents it starts.
+    pub fn start_with(test: &str, vars: &[(&str, &str)]) -> Option<Agents> {
+        let bin = agents_bin(test)?;
+        let api = ModelApi::start();
+        let mut host = Host::new();
+        let env = AgentEnv::new(bin, host.root.path(), &api.url());
+        for (k, v) in env.vars() {
+            host = host.with_env(&k, &v);
+        }
+        for (k, v) in vars {
+            host = host.with_env(k, v);
+        }
+        let m = host.mount("mnt");
+        Some(Agents { m, env, host, api })
+    }
+
+    /// A new session of `engine` that runs in the trusted project directory.
+    pub fn session(&self, engine: &str, id: &str) -> String {
+        self.session_in(engine, id, &self.env.project)
+    }
+
+    /// A new session of `engine` that runs in `workspace`.
+    pub fn session_in(&self, engine: &str, id: &str, workspace: &std::path::Path) -> String {
+        let key = format!("{engine}:{id}");
+        sh_ok(&format!("mkdir {}", self.m.q(&key)));
+        let meta = self.m.q(&format!("{key}/meta.json"));
+        sh_ok(&format!(
+            "jq --arg w '{}' '.workspace = $w' {meta} > {tmp} && cat {tmp} > {meta}",
+            workspace.display(),
+            tmp = self.host.path("meta.tmp").display()
+        ));
+        key
+    }
+
+    /// `sessionfs ARGS` against this mount: exit code, stdout, stderr.
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.host.cli(args);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// What the agent waits for, from `status`.
+    pub fn waiting_for(&self, key: &str) -> serde_json::Value {
+        self.m.json(&format!("{key}/status"))["waiting_for"].clone()
+    }
+
+    pub fn read(&self, key: &str, file: &str) -> String {
+        self.m.read(&format!("{key}/{file}"))
+    }
+
+    /// `echo TEXT > KEY/prompt`: how long close() took. The `printf` is
+    /// coreutils', which reports a failed close (bash's builtin would not).
+    pub fn prompt(&self, key: &str, text: &str) -> Duration {
+        let t0 = Instant::now();
+        let out = sh(&format!(
+            "env printf '%s\\n' '{}' > {}",
+            text.replace('\'', r"'\''"),
+            self.m.q(&format!("{key}/prompt"))
+        ));
+        assert!(
+            out.status.success(),
+            "prompt to {key} failed: {}\nstatus: {}\nscreen:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.read(key, "status"),
+            self.read(key, "screen")
+        );
+        t0.elapsed()
+    }
+
+    /// `cat KEY/wait`, bounded: its line.
+    pub fn wait(&self, key: &str, secs: u64) -> String {
+        let out = sh(&format!(
+            "timeout {secs} cat {}",
+            self.m.q(&format!("{key}/wait"))
+        ));
+        assert!(
+            out.status.success(),
+            "cat {key}/wait failed ({}); state {}; screen:\n{}",
+            out.status,
+            self.read(key, "state"),
+            self.read(key, "screen")
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The daemon stops and a new one mounts the same state; the agents'
+    /// masters go on.
+    pub fn restart(&mut self) {
+        self.m.terminate();
+        self.m = self.host.mount("mnt2");
+    }
+
+    pub fn events(&self, key: &str) -> Vec<serde_json::Value> {
+        self.read(key, "events")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        // The agents' masters go with the host; what they started must too.
+        for pid in self.host.masters() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        self.env.end_leftovers();
+    }
+}
