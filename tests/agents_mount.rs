@@ -525,50 +525,78 @@ fn ctl(a: &Agents, key: &str, command: &str) {
 /// A real Claude's permission dialog: `wait` returns `waiting` once it
 /// takes keys, `waiting_for` names Bash and the command, and an answer
 /// written the instant `wait` returns lands, whether `approve` through
-/// `ctl` or a raw Enter through `input`; `deny` runs nothing and the turn
-/// ends; `interrupt` of a slow turn is `idle` within a second.
+/// `ctl`, a raw Enter through `input` or `sessionfs approve`: 20 rounds, no
+/// answer dropped. `deny` runs nothing and the turn ends; `interrupt` of a
+/// slow turn is `idle` within a second.
 #[test]
 fn a_real_claudes_questions_are_answered_from_a_script() {
     let Some(a) = Agents::start("a_real_claudes_questions_are_answered_from_a_script") else {
         return;
     };
     let key = a.session("claude", "c1a0de00-0000-4000-8000-00000000a5c1");
-    for round in 0..4 {
+    for round in 0..20 {
         let marker = a.host.path(&format!("ran-{round}"));
         a.api
             .push_bash(&format!("echo approved > {}", marker.display()));
         a.api.push_text(&format!("Round {round} ran."));
         a.prompt(&key, &format!("run the tool, round {round}"));
         assert_eq!(a.wait(&key, 60), "waiting\n", "round {round}");
-        let asked = a.m.json(&format!("{key}/status"))["waiting_for"].clone();
-        assert_eq!(asked["kind"], "permission", "{asked}");
-        assert_eq!(asked["tool"], "Bash", "{asked}\n{}", a.read(&key, "screen"));
-        assert!(
-            asked["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains(&marker.display().to_string())),
-            "{asked}"
-        );
-        if round % 2 == 0 {
-            ctl(&a, &key, "approve");
-        } else {
-            sh_ok(&format!(
-                "printf '\\r' > {}",
-                a.m.q(&format!("{key}/input"))
-            ));
+        // The answer goes the instant `wait` returned, before anything else.
+        match round % 3 {
+            0 => ctl(&a, &key, "approve"),
+            1 => {
+                sh_ok(&format!(
+                    "printf '\\r' > {}",
+                    a.m.q(&format!("{key}/input"))
+                ));
+            }
+            _ => {
+                let (code, _, said) = a.cli(&["approve", &key]);
+                assert_eq!(code, 0, "round {round}: {said}");
+            }
         }
         assert_eq!(a.wait(&key, 60), "idle\n", "round {round}");
         assert!(marker.exists(), "round {round}: the approved command ran");
+        let events = a.events(&key);
+        let asked = events
+            .iter()
+            .rev()
+            .find(|e| e["state"] == "waiting")
+            .unwrap_or_else(|| panic!("round {round}: no waiting event"));
+        assert!(asked["detail"].as_str().is_some(), "{asked}");
     }
-
-    let refused = a.host.path("refused");
+    // What it waited for, read while it waits.
+    let marker = a.host.path("ran-named");
     a.api
-        .push_bash(&format!("echo ran > {}", refused.display()));
-    a.prompt(&key, "run the refused tool");
+        .push_bash(&format!("echo approved > {}", marker.display()));
+    a.api.push_text("Named.");
+    a.prompt(&key, "run the named tool");
     assert_eq!(a.wait(&key, 60), "waiting\n");
-    ctl(&a, &key, "deny");
-    assert_eq!(a.wait(&key, 10), "idle\n");
-    assert!(!refused.exists(), "the refused command ran");
+    let asked = a.m.json(&format!("{key}/status"))["waiting_for"].clone();
+    assert_eq!(asked["kind"], "permission", "{asked}");
+    assert_eq!(asked["tool"], "Bash", "{asked}\n{}", a.read(&key, "screen"));
+    assert!(
+        asked["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&marker.display().to_string())),
+        "{asked}"
+    );
+    ctl(&a, &key, "approve");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+
+    for round in 0..20 {
+        let refused = a.host.path(&format!("refused-{round}"));
+        a.api
+            .push_bash(&format!("echo ran > {}", refused.display()));
+        a.prompt(&key, &format!("run the refused tool, round {round}"));
+        assert_eq!(a.wait(&key, 60), "waiting\n", "deny round {round}");
+        ctl(&a, &key, "deny");
+        assert_eq!(a.wait(&key, 10), "idle\n", "deny round {round}");
+        assert!(
+            !refused.exists(),
+            "deny round {round}: the refused command ran"
+        );
+    }
 
     a.api.push(
         Answer::Text("A slow answer.".into()),
