@@ -338,6 +338,68 @@ fn bench_prompt_to_busy_and_last_byte_to_idle() {
 }
 
 /// The processes of a real Claude Code that the test's agents started.
+/// For `scripts/bench agents`: how long a script waits for `approve` (the
+/// write to `ctl` returns once the agent left its dialog) and for
+/// `interrupt` (until the state is `idle`), with both real CLIs.
+#[test]
+#[ignore = "a benchmark: scripts/bench agents"]
+fn bench_approve_and_interrupt() {
+    let Some(a) = Agents::start("bench_approve_and_interrupt") else {
+        return;
+    };
+    a.env.codex_read_only();
+    const ROUNDS: usize = 5;
+    let show = |v: &mut Vec<Duration>| {
+        v.sort();
+        format!("median {:?}, max {:?}", v[v.len() / 2], v[v.len() - 1])
+    };
+    for (engine, id) in [
+        ("claude", "c1a0de00-0000-4000-8000-0000000000b2"),
+        ("codex", "bench-answers"),
+    ] {
+        let key = a.session(engine, id);
+        a.api.push_text("warm.");
+        a.prompt(&key, "warm up");
+        assert_eq!(a.wait(&key, 60), "idle\n");
+        let (mut approve, mut interrupt) = (vec![], vec![]);
+        for round in 0..ROUNDS {
+            let marker = a.host.path(&format!("bench-{engine}-{round}"));
+            let command = format!("echo ran > {}", marker.display());
+            a.api.push(Answer::Escalated(command), Duration::ZERO);
+            a.api.push_text("done.");
+            a.prompt(&key, &format!("run it, round {round}"));
+            assert_eq!(a.wait(&key, 60), "waiting\n", "{engine} round {round}");
+            let t0 = Instant::now();
+            ctl(&a, &key, "approve");
+            approve.push(t0.elapsed());
+            assert_eq!(a.wait(&key, 60), "idle\n");
+        }
+        for round in 0..ROUNDS {
+            a.api.push(
+                Answer::Text("a slow answer".into()),
+                Duration::from_secs(30),
+            );
+            a.prompt(&key, &format!("answer slowly, round {round}"));
+            wait_for(20, "the slow turn", || a.read(&key, "state") == "busy\n");
+            let t0 = Instant::now();
+            ctl(&a, &key, "interrupt");
+            while a.read(&key, "state") != "idle\n" {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "{engine}: never idle"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            interrupt.push(t0.elapsed());
+        }
+        println!(
+            "{engine}: approve -> dialog gone {}; interrupt -> idle {} (goal: under 1 s each)",
+            show(&mut approve),
+            show(&mut interrupt)
+        );
+    }
+}
+
 fn claude_processes(a: &Agents) -> Vec<u32> {
     agents::processes_with_env(&[a.env.claude_dir.to_string_lossy().into_owned()])
         .into_iter()
