@@ -45,6 +45,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
 
     release_big_buffers();
     raise_open_files_limit();
+    let state_dir = config.state_dir.clone();
     let core = Core::new(config, &mountpoint)?;
     core.attach_live();
 
@@ -70,8 +71,15 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .map_err(|e| Error::io("cannot start the follow timer thread", &e))?;
     let files = fs.files().clone();
     let fs = Guarded(fs);
-    let mounted =
-        |e: std::io::Error| Error::io(&format!("cannot mount {}", mountpoint.display()), &e);
+    // Recorded before the mount appears, so a command that sees the mount
+    // finds the record (a client also checks the mount is there).
+    if let Err(e) = crate::mounts::record(&state_dir, &mountpoint) {
+        log::warn!("cannot record the mount for `sessionfs` commands: {e}");
+    }
+    let mounted = |e: std::io::Error| {
+        crate::mounts::forget(&state_dir);
+        Error::io(&format!("cannot mount {}", mountpoint.display()), &e)
+    };
     // As root fuser would mount the type as plain `fuse`; mount it ourselves.
     let mut session = if as_root {
         let fd = mounting::mount_as_root(&mountpoint, options.allow_other)?;
@@ -106,6 +114,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
     let stopping_core = core.clone();
+    let signal_state_dir = state_dir.clone();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -127,6 +136,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
             if let Err(e) = result {
                 log::error!("{}", e.message);
             }
+            crate::mounts::forget(&signal_state_dir);
             std::process::exit(0);
         })
         .map_err(|e| Error::io("cannot start the signal thread", &e))?;
@@ -134,6 +144,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .run()
         .map_err(|e| Error::io("serving the mount failed", &e))?;
     log::info!("unmounted {}", mountpoint.display());
+    crate::mounts::forget(&state_dir);
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub mod key;
 pub mod listing;
 pub mod metaedit;
 pub mod mounting;
+pub mod mounts;
 pub mod procinfo;
 pub mod ring_file;
 pub mod runtime;

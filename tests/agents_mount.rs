@@ -587,8 +587,8 @@ fn ctl(a: &Agents, key: &str, command: &str) {
 /// A real Claude's permission dialog: `wait` returns `waiting` once it
 /// takes keys, `waiting_for` names Bash and the command, and an answer
 /// written the instant `wait` returns lands, whether `approve` through
-/// `ctl`, a raw Enter through `input` or `sessionfs approve`: 20 rounds, no
-/// answer dropped. `deny` runs nothing and the turn ends; `interrupt` of a
+/// `ctl` or `sessionfs approve`, or a raw Enter through `input`: 20 rounds
+/// each, no answer dropped. `deny` runs nothing and the turn ends; `interrupt` of a
 /// slow turn is `idle` within a second.
 #[test]
 fn a_real_claudes_questions_are_answered_from_a_script() {
@@ -596,7 +596,7 @@ fn a_real_claudes_questions_are_answered_from_a_script() {
         return;
     };
     let key = a.session("claude", "c1a0de00-0000-4000-8000-00000000a5c1");
-    for round in 0..20 {
+    for round in 0..40 {
         let marker = a.host.path(&format!("ran-{round}"));
         a.api
             .push_bash(&format!("echo approved > {}", marker.display()));
@@ -604,9 +604,11 @@ fn a_real_claudes_questions_are_answered_from_a_script() {
         a.prompt(&key, &format!("run the tool, round {round}"));
         assert_eq!(a.wait(&key, 60), "waiting\n", "round {round}");
         // The answer goes the instant `wait` returned, before anything else.
-        match round % 3 {
+        // Twenty approves (through `ctl`, or `sessionfs approve`) and
+        // twenty raw Enters.
+        match round % 4 {
             0 => ctl(&a, &key, "approve"),
-            1 => {
+            1 | 3 => {
                 sh_ok(&format!(
                     "printf '\\r' > {}",
                     a.m.q(&format!("{key}/input"))

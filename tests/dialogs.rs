@@ -240,7 +240,7 @@ fn follow_into(
         .env("XDG_STATE_HOME", host.path("state"))
         .env("XDG_RUNTIME_DIR", host.path("run"))
         .stdout(std::fs::File::create(out).unwrap())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
         .spawn()
         .unwrap()
 }
@@ -343,9 +343,10 @@ fn root_events_rotate_under_followers_without_a_line_twice_and_announce_discover
         let reached = wait_until(15, || shown(out).contains(&last));
         let text = shown(out);
         let end: Vec<&str> = text.lines().rev().take(3).collect();
+        let said = std::fs::read_to_string(out.with_extension("err")).unwrap_or_default();
         assert!(
             reached,
-            "{} never showed {last}; it ends with {end:?}",
+            "{} never showed {last}; it ends with {end:?}; it said {said:?}",
             out.display()
         );
     }

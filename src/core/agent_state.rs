@@ -1017,10 +1017,12 @@ impl Core {
         self.event_stream.path().to_path_buf()
     }
 
-    /// The root `events` file's inode on disk now (0 while there is none).
+    /// The root `events` file's inode on disk now, its low bits (0 while
+    /// there is none).
     pub fn event_stream_file(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(self.event_stream.path()).map_or(0, |m| m.ino())
+        std::fs::metadata(self.event_stream.path())
+            .map_or(0, |m| m.ino() & super::node::EVENTS_FILE_BITS)
     }
 
     /// The root `events` file with inode `file`: the current one, or the
@@ -1034,7 +1036,9 @@ impl Core {
         let now = self.event_stream.path().to_path_buf();
         let before = crate::agent::stream::rotated_path(&now);
         for path in [now, before] {
-            if std::fs::metadata(&path).is_ok_and(|m| m.ino() == file) {
+            if std::fs::metadata(&path)
+                .is_ok_and(|m| m.ino() & super::node::EVENTS_FILE_BITS == file)
+            {
                 return Ok(Some(path));
             }
         }

@@ -17,7 +17,6 @@ use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -739,7 +738,7 @@ impl Core {
 }
 
 /// Drops cached listings once they are too old to serve, so a big one made
-/// for a single `stat` does not stay in memory.
+/// for a single `stat` does not stay in memory, and runtimes nothing uses.
 pub(super) fn start_janitor(core: &Arc<Core>) {
     let core = Arc::downgrade(core);
     let spawned = std::thread::Builder::new()
@@ -748,71 +747,16 @@ pub(super) fn start_janitor(core: &Arc<Core>) {
             std::thread::sleep(CACHE_FOR);
             let Some(core) = core.upgrade() else { return };
             core.listings.expire();
+            core.forget_unused_runtimes();
         });
     if let Err(e) = spawned {
         log::warn!("cannot start the listing janitor: {e}");
     }
 }
 
-/// The mount points of sessionfs daemons, from `/proc/self/mounts`.
 /// The mount points of the daemons that serve `config`'s state directory.
 pub fn daemon_mounts(config: &crate::config::Config) -> Vec<std::path::PathBuf> {
-    let Ok(ours) = config.state_dir.canonicalize() else {
-        return Vec::new();
-    };
-    sessionfs_mounts()
-        .into_iter()
-        .filter(|mnt| {
-            let Ok(status) = std::fs::read(mnt.join("status")) else {
-                return false;
-            };
-            let Ok(status) = serde_json::from_slice::<Value>(&status) else {
-                return false;
-            };
-            let theirs = status["state_dir"].as_str().map(std::path::PathBuf::from);
-            theirs.and_then(|d| d.canonicalize().ok()).as_ref() == Some(&ours)
-        })
-        .collect()
-}
-
-fn sessionfs_mounts() -> Vec<std::path::PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else {
-        return Vec::new();
-    };
-    table
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split(' ');
-            let (source, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-            // Mounted as root the subtype is not shown: the source names it.
-            let ours = kind == "fuse.sessionfs" || (kind == "fuse" && source == "sessionfs");
-            ours.then(|| unescape_mount_field(point))
-        })
-        .collect()
-}
-
-/// `/proc/self/mounts` writes space, tab, newline and backslash as `\ooo`.
-fn unescape_mount_field(field: &str) -> std::path::PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    std::path::PathBuf::from(OsString::from_vec(out))
+    crate::mounts::serving(&config.state_dir)
 }
 
 /// `sessionfs ls` while a daemon serves the same state directory: the
@@ -1007,17 +951,5 @@ mod tests {
         let recorded = rows.iter().find(|r| r.key == key("recorded")).unwrap();
         assert!(recorded.meta.favourite);
         assert_eq!(rows.len(), 4, "each conversation once");
-    }
-
-    #[test]
-    fn mount_points_are_unescaped() {
-        assert_eq!(
-            unescape_mount_field(r"/tmp/a\040b\134c\011d"),
-            std::path::PathBuf::from("/tmp/a b\\c\td")
-        );
-        assert_eq!(
-            unescape_mount_field(r"/plain\x"),
-            std::path::PathBuf::from(r"/plain\x")
-        );
     }
 }

@@ -485,6 +485,10 @@ const TRANSCRIPTS_DIR: u64 = 6;
 const RUN_FILE: u64 = 7;
 const SESSIONS_JSON: u64 = 8;
 const FIRST_VIEW: u64 = 9;
+/// The root `events`: this bit and the low bits of its file's inode on
+/// disk, so each file it was has a number of its own, none held in a table.
+const EVENTS_SPACE: u64 = 1 << 40;
+pub const EVENTS_FILE_BITS: u64 = (1 << 40) - 1;
 
 /// FNV-1a: a hash whose value never changes between builds or runs, so the
 /// numbers it gives survive a daemon restart.
@@ -690,7 +694,6 @@ fn named_hash(node: &Node) -> u64 {
     let view = |v: &ViewDir| v.name().as_bytes();
     match node {
         Node::World(w) => stable_hash(&[b"world", w.as_bytes()]),
-        Node::Events(file) => stable_hash(&[b"events", &file.to_le_bytes()]),
         Node::Slot(w, n) => stable_hash(&[b"slot", w.as_bytes(), n.to_string().as_bytes()]),
         Node::HostedFile(id) => stable_hash(&[b"hosted", id.as_bytes()]),
         Node::Facet(v, name) => stable_hash(&[b"facet", view(v), name.as_bytes()]),
@@ -768,8 +771,8 @@ impl InodeTable {
             | Node::Written(_)
             | Node::Earlier(..)
             | Node::EarlierPage(..)
-            | Node::Scratch(..)
-            | Node::Events(_) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
+            | Node::Scratch(..) => NAMED_SPACE | self.table().named.slot(node, named_hash(node)),
+            Node::Events(file) => EVENTS_SPACE | (file & EVENTS_FILE_BITS),
             Node::Page(key, n) => {
                 let slot = self.table().pages.slot(key, key_hash(key));
                 PAGE_SPACE | slot << PAGE_BITS | (*n).min((1 << PAGE_BITS) - 1)
@@ -868,6 +871,9 @@ impl InodeTable {
             SESSIONS_JSON => return Some(Node::SessionsJson),
             n if (FIRST_VIEW..FIRST_VIEW + 4).contains(&n) => {
                 return Some(Node::View(ViewDir::ALL[(n - FIRST_VIEW) as usize]))
+            }
+            n if n & !EVENTS_FILE_BITS == EVENTS_SPACE => {
+                return Some(Node::Events(n & EVENTS_FILE_BITS))
             }
             _ => {}
         }

@@ -336,6 +336,17 @@ impl Core {
         }
     }
 
+    /// Forgets every runtime that nothing uses and that holds nothing: one
+    /// whose reader closed while another thread held it for a moment (a
+    /// listing, a look) was kept then, and goes now.
+    pub(super) fn forget_unused_runtimes(&self) {
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|_, rt| {
+            let alone = Arc::strong_count(rt) == 1 && Arc::strong_count(&rt.scrollback) == 1;
+            !(alone && rt.unused())
+        });
+    }
+
     /// The runtime of a known session, created on first use.
     pub fn session_runtime(&self, key: &SessionKey) -> Result<Arc<SessionRuntime>> {
         self.require(key)?;
