@@ -60,6 +60,16 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The mount points of every sessionfs mount this process can see.
+pub fn sessionfs_mount_points() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    parse_mountinfo(&text)
+        .into_iter()
+        .filter(is_sessionfs)
+        .map(|row| row.mount_point)
+        .collect()
+}
+
 /// Whether a row is a sessionfs mount, whoever mounted it and how.
 fn is_sessionfs(row: &MountRow) -> bool {
     row.fs_type == format!("fuse.{FS_NAME}") || (row.fs_type == "fuse" && row.source == FS_NAME)

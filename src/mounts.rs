@@ -34,7 +34,7 @@ pub fn serving(state_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir(state_dir)) else {
         return Vec::new();
     };
-    let mounted = sessionfs_mounts();
+    let mounted = crate::mounting::sessionfs_mount_points();
     let mut found: Vec<(u32, PathBuf)> = Vec::new();
     for entry in entries.flatten() {
         let Some(pid) = entry
@@ -52,7 +52,7 @@ pub fn serving(state_dir: &Path) -> Vec<PathBuf> {
             continue;
         };
         let point = PathBuf::from(OsString::from_vec(point));
-        if mounted.contains(&point) {
+        if mounted.iter().any(|m| *m == point.to_string_lossy()) {
             found.push((pid, point));
         }
     }
@@ -61,58 +61,9 @@ pub fn serving(state_dir: &Path) -> Vec<PathBuf> {
     found.into_iter().map(|(_, p)| p).collect()
 }
 
-/// Every sessionfs mount point, from `/proc/self/mounts`.
-fn sessionfs_mounts() -> Vec<PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else {
-        return Vec::new();
-    };
-    table
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split(' ');
-            let (source, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-            // Mounted as root the subtype is not shown: the source names it.
-            let ours = kind == "fuse.sessionfs" || (kind == "fuse" && source == "sessionfs");
-            ours.then(|| unescape_mount_field(point))
-        })
-        .collect()
-}
-
-/// `/proc/self/mounts` writes space, tab, newline and backslash as `\ooo`.
-fn unescape_mount_field(field: &str) -> PathBuf {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(OsString::from_vec(out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mount_fields_are_unescaped() {
-        assert_eq!(
-            unescape_mount_field(r"/tmp/a\040b\011c\134d"),
-            PathBuf::from("/tmp/a b\tc\\d")
-        );
-        assert_eq!(unescape_mount_field(r"/x\0"), PathBuf::from(r"/x\0"));
-    }
 
     #[test]
     fn records_of_gone_daemons_are_dropped_and_unmounted_points_skipped() {

@@ -619,7 +619,14 @@ fn a_real_claudes_questions_are_answered_from_a_script() {
                 assert_eq!(code, 0, "round {round}: {said}");
             }
         }
-        assert_eq!(a.wait(&key, 60), "idle\n", "round {round}");
+        let state = a.wait(&key, 60);
+        assert_eq!(
+            state,
+            "idle\n",
+            "round {round}: events {:?}\nscreen:\n{}",
+            a.events(&key).iter().rev().take(6).collect::<Vec<_>>(),
+            a.read(&key, "screen")
+        );
         assert!(marker.exists(), "round {round}: the approved command ran");
         let events = a.events(&key);
         let asked = events

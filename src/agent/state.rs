@@ -253,7 +253,7 @@ pub struct Tracker {
 
 /// How long after a hook announced a question `waiting` comes without
 /// the screen showing it.
-pub const ANNOUNCED_WAIT_MS: u64 = 2_000;
+pub const ANNOUNCED_WAIT_MS: u64 = 3_000;
 
 /// The most session ids a tracker remembers (resumes may add new ones).
 const MAX_IDS: usize = 16;
@@ -426,7 +426,10 @@ impl Tracker {
             if self.state == State::Waiting {
                 self.announced_ms = None;
             } else if now_ms.saturating_sub(at) >= ANNOUNCED_WAIT_MS
-                && matches!(verdict, Verdict::Unknown | Verdict::Working)
+                // A screen still showing the turn run is not a question yet
+                // (a loaded machine draws it late): only one the reader
+                // cannot tell apart.
+                && verdict == Verdict::Unknown
             {
                 return self.set(
                     State::Waiting,

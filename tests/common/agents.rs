@@ -82,17 +82,23 @@ impl AgentEnv {
         env
     }
 
-    fn write_claude_config(&self) {
+    /// Claude's own state as its first-run steps leave it: the onboarding
+    /// done, the API key approved, the project trusted.
+    fn stock_claude_state(&self) -> serde_json::Value {
         let key_tail = &CLAUDE_KEY[CLAUDE_KEY.len() - 20..];
         let project = self.project.to_str().unwrap();
-        let state = serde_json::json!({
+        serde_json::json!({
             "hasCompletedOnboarding": true,
             "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
             "projects": {project: {"hasTrustDialogAccepted": true}},
-            // First-run offers that would otherwise cover the prompt box.
-            "hasSeenAutoDefaultNudge": true,
-            "hasSeenEffortMediumNudge": true,
-        });
+        })
+    }
+
+    fn write_claude_config(&self) {
+        let mut state = self.stock_claude_state();
+        // First-run offers that would otherwise cover the prompt box.
+        state["hasSeenAutoDefaultNudge"] = true.into();
+        state["hasSeenEffortMediumNudge"] = true.into();
         std::fs::write(self.claude_dir.join(".claude.json"), state.to_string()).unwrap();
         // The classic permission dialog, not "auto mode" (whose risk check
         // itself asks the model).
@@ -104,13 +110,7 @@ impl AgentEnv {
     /// onboarding done, the API key approved, the project trusted; no
     /// settings file (so 2.1.328 runs in auto mode) and no offer seen.
     pub fn stock_claude_config(&self) {
-        let key_tail = &CLAUDE_KEY[CLAUDE_KEY.len() - 20..];
-        let project = self.project.to_str().unwrap();
-        let state = serde_json::json!({
-            "hasCompletedOnboarding": true,
-            "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
-            "projects": {project: {"hasTrustDialogAccepted": true}},
-        });
+        let state = self.stock_claude_state();
         std::fs::write(self.claude_dir.join(".claude.json"), state.to_string()).unwrap();
         let _ = std::fs::remove_file(self.claude_dir.join("settings.json"));
     }
