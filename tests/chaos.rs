@@ -2409,15 +2409,22 @@ fn a_storm_of_hostile_clients_leaves_the_daemon_answering_and_whole() {
                     .collect()
             })
             .unwrap_or_default();
+        let log = m.log_text();
         for pid in &left {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            eprintln!(
-                "chaos: master {pid} left: {}",
-                String::from_utf8_lossy(&cmdline).replace('\0', " ")
-            );
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            eprintln!("chaos: master {pid} left: {cmdline}");
+            // Everything the daemon said of that session.
+            let key = cmdline
+                .split(" --key ")
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .unwrap_or("?");
+            for line in log.lines().filter(|l| l.contains(key)) {
+                eprintln!("chaos: of {key}: {line}");
+            }
         }
         eprintln!("chaos: listed {live_keys:?}; archived {archived:?}");
-        let log = m.log_text();
         let tail: Vec<&str> = log.lines().rev().take(60).collect();
         for line in tail.iter().rev() {
             eprintln!("chaos: log: {line}");

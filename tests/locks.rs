@@ -347,3 +347,36 @@ fn a_write_while_a_close_of_the_same_file_commits_waits_for_it() {
     drop(file);
     assert_eq!(m.read("shell:one/title"), "firstsecond\n");
 }
+
+/// A stop that comes while a launch has a master but its wrapper has not
+/// yet written the run record (a loaded machine): the master is found
+/// through its socket and ended, so nothing starts the program later for
+/// a session that was stopped (or archived). Seen as a master that
+/// outlived the storm's stops.
+#[test]
+fn a_stop_ends_a_master_whose_run_record_is_not_written_yet() {
+    use sessionfs::key::SessionKey;
+    use sessionfs::runtime::RuntimePaths;
+    let host = Host::new();
+    let run = host.path("run/sessionfs");
+    std::fs::create_dir_all(run.join("locks")).unwrap();
+    let paths = RuntimePaths::new(&run, &run.join("locks"));
+    let key = SessionKey::parse("shell:early").unwrap();
+    let socket = paths.socket(&key);
+    // A master as `dtach -n` leaves it, its program not started, no record.
+    let status = std::process::Command::new("dtach")
+        .arg("-n")
+        .arg(&socket)
+        .args(["-E", "-z", "sleep", "1000"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(!paths.record(&key).exists());
+    wait_for(5, "the master to answer", || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    assert_eq!(host.masters().len(), 1);
+    sessionfs::runtime::launch::terminate(&paths, &key, std::time::Duration::from_secs(3));
+    wait_for(5, "the master to be gone", || host.masters().is_empty());
+    assert!(!socket.exists(), "its socket is removed");
+}

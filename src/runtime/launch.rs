@@ -337,11 +337,29 @@ pub fn terminate_known(
     known: Option<&RunRecord>,
 ) {
     use nix::sys::signal::Signal;
-    let record = live_record(paths, key).or_else(|| {
+    let socket = paths.socket(key);
+    let mut record = live_record(paths, key).or_else(|| {
         known
-            .filter(|r| procinfo::is_dtach_master(r.master_pid, &paths.socket(key)))
+            .filter(|r| procinfo::is_dtach_master(r.master_pid, &socket))
             .cloned()
     });
+    if record.is_none() {
+        // A launch stopped before its wrapper wrote the record: its master
+        // answers the socket and would start the program on its own. The
+        // wrapper writes the record first thing; without one soon, the
+        // master alone is ended (its program never ran).
+        if let Some(master) = master_of(&socket) {
+            record = poll_until(Duration::from_secs(1), || live_record(paths, key));
+            if record.is_none() {
+                log::info!("{key}: ending master {master}, whose program never started");
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(master as i32),
+                    Signal::SIGKILL,
+                );
+                poll_until(grace, || (!procinfo::alive(master)).then_some(()));
+            }
+        }
+    }
     if let Some(record) = record {
         let signal = |pids: &[u32], sig| {
             for pid in pids {
@@ -369,6 +387,21 @@ pub fn terminate_known(
         }
     }
     remove_stale_socket(paths, key);
+}
+
+/// The pid of the dtach master that serves `socket`, found among the
+/// processes (the socket's own credentials name the process that made it,
+/// which `dtach -n` leaves at once). Looked for only when a stop finds a
+/// master that answers but no run record.
+fn master_of(socket: &Path) -> Option<u32> {
+    if !dtach::answers(socket) {
+        return None;
+    }
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&pid| procinfo::is_dtach_master(pid, socket))
 }
 
 /// Unlinks a socket no master answers on, holding the lock so that no
