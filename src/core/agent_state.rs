@@ -1263,7 +1263,18 @@ impl Core {
         }
         let mut enters = 0;
         loop {
-            lock(&rt.agent.inner).entered = true;
+            {
+                let mut inner = lock(&rt.agent.inner);
+                // The end of the turn before, still held for its store row,
+                // ends that turn now: held on, it would end this one.
+                if let Some((end, _, _)) = inner.ending.take() {
+                    let (now, mut changes) = (now_ms(), vec![]);
+                    inner.hook(&rt.key, end, now, &mut changes);
+                    inner.queue(&mut changes, now);
+                }
+                inner.entered = true;
+            }
+            self.agent_changed(&rt);
             let sent = send(b"\r");
             enters += 1;
             let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
