@@ -119,7 +119,9 @@ fn approve_and_deny_answer_the_question_on_the_screen() {
             m.q(&format!("{KEY}/prompt"))
         ));
         let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{KEY}/wait"))));
-        assert_eq!(state, "waiting\n", "round {round}");
+        let events = m.read(&format!("{KEY}/events"));
+        let last: Vec<&str> = events.lines().rev().take(8).collect();
+        assert_eq!(state, "waiting\n", "round {round}: {last:#?}");
         let asked = m.json(&format!("{KEY}/status"))["waiting_for"].clone();
         assert_eq!(asked["kind"], "permission", "{asked}");
         assert_eq!(asked["tool"], "Bash", "{asked}");
