@@ -132,12 +132,21 @@ struct Inner {
     /// made them (queued under this lock, so two threads' changes never
     /// swap on their way to the log).
     pending: Vec<(Change, u64)>,
+    /// The time given to the last queued change.
+    queued_ms: u64,
 }
 
 impl Inner {
-    /// Queues `changes` for the events log; [`changed`] writes them.
+    /// Queues `changes` for the events log; [`changed`] writes them. Their
+    /// times never go back: a thread that read the clock before another
+    /// but took this lock after it is given the later time.
     fn queue(&mut self, changes: &mut Vec<Change>, now: u64) {
-        self.pending.extend(changes.drain(..).map(|c| (c, now)));
+        if changes.is_empty() {
+            return;
+        }
+        let at = now.max(self.queued_ms);
+        self.queued_ms = at;
+        self.pending.extend(changes.drain(..).map(|c| (c, at)));
     }
 }
 
@@ -370,6 +379,7 @@ impl Default for Agent {
                 looked_ms: 0,
                 evidence_ms: 0,
                 pending: vec![],
+                queued_ms: 0,
             }),
             changed: Condvar::new(),
             version: AtomicU64::new(0),
