@@ -34,6 +34,10 @@ fn claudes_auto_mode_offer_is_named_and_declined_from_a_script() {
     a.env.claude_config_with_the_offer();
     let key = a.session("claude", "c1a0de00-0000-4000-8000-00000000f0f1");
     open(&a, &key);
+    // The offer comes about 2 s after Claude is ready: `idle` first.
+    wait_for(60, "the offer to be waited on", || {
+        a.read(&key, "state") == "waiting\n"
+    });
     assert_eq!(a.wait(&key, 60), "waiting\n", "{}", a.read(&key, "screen"));
     let asked = a.waiting_for(&key);
     assert_eq!(asked["kind"], "offer", "{asked}");

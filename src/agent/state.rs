@@ -216,6 +216,10 @@ impl Coverage {
 pub struct Timing {
     /// How long one screen verdict must hold before it moves the state.
     pub screen_hold_ms: u64,
+    /// How long a question must be drawn before it is `waiting`: the TUIs
+    /// drop keys typed while they set up a dialog, and on a loaded machine
+    /// that takes longer than a frame.
+    pub dialog_hold_ms: u64,
     /// How long after the last hook event the screen may overrule a state
     /// the hooks set (an interrupted turn or a refused permission fires no
     /// Stop).
@@ -226,6 +230,7 @@ impl Default for Timing {
     fn default() -> Timing {
         Timing {
             screen_hold_ms: 800,
+            dialog_hold_ms: 1500,
             hook_quiet_ms: 3000,
         }
     }
@@ -454,7 +459,11 @@ impl Tracker {
                 now_ms
             }
         };
-        if now_ms.saturating_sub(first_seen) < self.timing.screen_hold_ms {
+        let hold = match verdict {
+            Verdict::Dialog => self.timing.dialog_hold_ms,
+            _ => self.timing.screen_hold_ms,
+        };
+        if now_ms.saturating_sub(first_seen) < hold {
             return Outcome::Unchanged;
         }
         if !self.screen_may_set(target, now_ms) {
@@ -558,8 +567,13 @@ mod tests {
             t.apply(&Signal::Screen(Verdict::Dialog), 1300),
             Outcome::Unchanged
         );
+        // A question holds longer than other verdicts (1.5 s).
         assert_eq!(
-            changed(t.apply(&Signal::Screen(Verdict::Dialog), 2200)),
+            t.apply(&Signal::Screen(Verdict::Dialog), 2200),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Dialog), 2800)),
             State::Waiting
         );
         let note = Signal::Hook(HookEvent {
@@ -607,6 +621,7 @@ mod tests {
         // Out of `starting` the hold is still required: a frame is not enough.
         let mut t2 = claude().with_timing(Timing {
             screen_hold_ms: 500,
+            dialog_hold_ms: 500,
             hook_quiet_ms: 3000,
         });
         assert_eq!(

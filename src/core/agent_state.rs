@@ -91,6 +91,7 @@ impl AgentKind {
             // The foreground group is a fact, not a drawing: no hold.
             AgentKind::Shell => Tracker::new(state, now, Coverage::NONE).with_timing(Timing {
                 screen_hold_ms: 0,
+                dialog_hold_ms: 0,
                 hook_quiet_ms: 0,
             }),
         }
