@@ -150,13 +150,7 @@ fn ls_filters_by_state_and_prints_keys() {
     sh_ok(&format!("echo 'sleep 30' > {}", m.q("shell:busy1/prompt")));
     sh_ok(&format!("echo 'true' > {}", m.q("shell:idle1/prompt")));
     let ls = |state: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-            .args(["ls", "--state", state, "--keys"])
-            .env("HOME", host.path("home"))
-            .env("XDG_STATE_HOME", host.path("state"))
-            .env("XDG_RUNTIME_DIR", host.path("run"))
-            .output()
-            .unwrap();
+        let out = host.cli(&["ls", "--state", state, "--keys"]);
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
     };

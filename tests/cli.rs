@@ -12,12 +12,9 @@ use std::process::{Command, Output, Stdio};
 
 /// `sessionfs ARGS` on this host's state, run in `dir`, with `stdin`.
 fn cli_in(host: &Host, dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-        .args(args)
+    let mut child = host
+        .state_env(Command::new(env!("CARGO_BIN_EXE_sessionfs")).args(args))
         .current_dir(dir)
-        .env("HOME", host.path("home"))
-        .env("XDG_STATE_HOME", host.path("state"))
-        .env("XDG_RUNTIME_DIR", host.path("run"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -41,16 +38,17 @@ fn new_prints_its_own_key_even_when_five_run_at_once() {
     // Five creators at once, each told which key it made.
     let children: Vec<_> = (0..5)
         .map(|i| {
-            Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-                .args(["new", "shell", "--title", &format!("job {i}")])
-                .current_dir(&project)
-                .env("HOME", host.path("home"))
-                .env("XDG_STATE_HOME", host.path("state"))
-                .env("XDG_RUNTIME_DIR", host.path("run"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            host.state_env(Command::new(env!("CARGO_BIN_EXE_sessionfs")).args([
+                "new",
+                "shell",
+                "--title",
+                &format!("job {i}"),
+            ]))
+            .current_dir(&project)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     let mut keys = Vec::new();
@@ -259,11 +257,13 @@ os.write(fd, b"\x1c")
 _, status = os.waitpid(pid, 0)
 print("exit", os.waitstatus_to_exitcode(status))
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script, env!("CARGO_BIN_EXE_sessionfs"), &key])
-        .env("HOME", host.path("home"))
-        .env("XDG_STATE_HOME", host.path("state"))
-        .env("XDG_RUNTIME_DIR", host.path("run"))
+    let out = host
+        .state_env(Command::new("python3").args([
+            "-c",
+            script,
+            env!("CARGO_BIN_EXE_sessionfs"),
+            &key,
+        ]))
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

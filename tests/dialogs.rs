@@ -236,11 +236,7 @@ fn follow_into(
     args: &[&str],
     out: &std::path::Path,
 ) -> std::process::Child {
-    std::process::Command::new(program)
-        .args(args)
-        .env("HOME", host.path("home"))
-        .env("XDG_STATE_HOME", host.path("state"))
-        .env("XDG_RUNTIME_DIR", host.path("run"))
+    host.state_env(std::process::Command::new(program).args(args))
         .stdout(std::fs::File::create(out).unwrap())
         .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
         .spawn()

@@ -133,13 +133,17 @@ impl Host {
 
     /// `sessionfs ARGS` on this host's state, as a script runs it.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-            .args(args)
-            .env("HOME", self.path("home"))
-            .env("XDG_STATE_HOME", self.path("state"))
-            .env("XDG_RUNTIME_DIR", self.path("run"))
+        self.state_env(Command::new(env!("CARGO_BIN_EXE_sessionfs")).args(args))
             .output()
             .unwrap()
+    }
+
+    /// `cmd` with this host's home, state and runtime directories, as a
+    /// user's shell would give a `sessionfs` command.
+    pub fn state_env<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.env("HOME", self.path("home"))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_RUNTIME_DIR", self.path("run"))
     }
 
     /// `sessionfs ls ARGS` on this host's state; its stdout (it must succeed).
