@@ -68,6 +68,17 @@ fn append_turns(file: &PathBuf, from: usize, to: usize) {
     f.write_all(&new[old.len()..]).unwrap();
 }
 
+/// A real `tail ARGS PATH` whose output goes to `out`.
+fn tail_into(args: &[&str], path: &Path, out: &Path) -> std::process::Child {
+    Command::new("tail")
+        .args(args)
+        .arg(path)
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Waits until `d` has passed, checking the clock (no fixed sleep).
 fn let_pass(d: Duration) {
     let until = Instant::now() + d;
@@ -229,13 +240,7 @@ fn tail_f_on_latest_shows_an_appended_turn_and_an_open_handle_reads_it() {
     held.read_to_string(&mut seen).unwrap();
 
     let out = host.path("tail.out");
-    let mut tail = Command::new("tail")
-        .args(["-n", "+1", "-f"])
-        .arg(&latest)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut tail = tail_into(&["-n", "+1", "-f"], &latest, &out);
     let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
     wait_for(10, "tail to print the page", || {
         shown().contains("prompt #2")
@@ -344,13 +349,7 @@ fn tail_f_on_latest_shows_a_turn_row_by_row_as_the_agent_writes_it() {
     let m = host.mount("mnt");
     let latest = m.path(&format!("claude:{ID}/transcript/latest"));
     let out = host.path("tail.out");
-    let mut tail = Command::new("tail")
-        .args(["-n", "+1", "-f", "-s", "0.2"])
-        .arg(&latest)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut tail = tail_into(&["-n", "+1", "-f", "-s", "0.2"], &latest, &out);
     let shown = || String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
     wait_for(10, "tail to print the page", || {
         shown().contains("prompt #1")
