@@ -210,6 +210,9 @@ fn ls_paths_prints_where_each_session_is_in_the_mount() {
     for line in &lines {
         assert!(Path::new(line).join("status").is_file(), "{line}");
     }
+    wait_for(10, "shell:one to be idle", || {
+        m.read("shell:one/state") == "idle\n"
+    });
     let idle = host.ls(&["--state", "idle", "--paths"]);
     assert_eq!(idle, format!("{}\n", m.path("shell:one").display()));
     let archived = host.ls(&["--archived", "--paths"]);

@@ -387,6 +387,11 @@ impl Tracker {
             None => return Outcome::Rejected(format!("{} without a session id", event.name)),
         }
         self.last_hook_ms = Some(now_ms);
+        // Anything but another announcement means the question announced
+        // before is behind the agent (a tool ran, the turn ended).
+        if !matches!(event.name.as_str(), "PermissionRequest" | "Notification") {
+            self.announced_ms = None;
+        }
         let detail = hook_detail(event);
         let (state, source) = match event.name.as_str() {
             "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
@@ -613,6 +618,26 @@ mod tests {
         assert_eq!(changed(t.apply(&Signal::Answered, 5000)), State::Busy);
         assert_eq!(t.apply(&unknown, 9000), Outcome::Unchanged);
         assert_eq!(changed(t.apply(&Signal::Interrupted, 9100)), State::Idle);
+    }
+
+    /// A question announced and then left behind (its tool ran, the turn
+    /// ended) never turns a later state into `waiting`.
+    #[test]
+    fn an_announcement_the_agent_moved_past_is_forgotten() {
+        let mut t = claude();
+        t.apply(&hook("UserPromptSubmit"), 10);
+        t.apply(&hook("PermissionRequest"), 20);
+        // The tool ran while busy: nothing changes, the question is behind.
+        assert_eq!(t.apply(&hook("PostToolUse"), 30), Outcome::Unchanged);
+        let unknown = Signal::Screen(Verdict::Unknown);
+        assert_eq!(
+            t.apply(&unknown, 20 + ANNOUNCED_WAIT_MS + 1),
+            Outcome::Unchanged
+        );
+        assert_eq!(t.state(), State::Busy);
+        assert_eq!(changed(t.apply(&hook("Stop"), 5000)), State::Idle);
+        assert_eq!(t.apply(&unknown, 9000), Outcome::Unchanged);
+        assert_eq!(t.state(), State::Idle);
     }
 
     #[test]
