@@ -81,13 +81,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::fd::IntoRawFd;
     let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
     file.write_all(bytes)?;
-    let fd = file.into_raw_fd();
-    // SAFETY: `fd` was just taken from the file, which no longer owns it,
-    // and is closed once here.
-    if unsafe { libc::close(fd) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    nix::unistd::close(file.into_raw_fd()).map_err(std::io::Error::from)
 }
 
 /// Writes one `ctl` command (`approve`, `deny`, `interrupt`, `answer
