@@ -3,17 +3,11 @@
 //! an untrusted workspace, its auto-mode approval, Codex's approval of a
 //! command that leaves its sandbox, and a model API that keeps failing.
 
-#[path = "common/agent_host.rs"]
-mod agent_host;
-#[path = "common/agents.rs"]
-mod agents;
 mod common;
-#[path = "common/model_api.rs"]
-mod model_api;
 
-use agent_host::Agents;
+use common::agent_host::Agents;
+use common::model_api::Answer;
 use common::*;
-use model_api::Answer;
 use std::time::{Duration, Instant};
 
 /// `echo open > KEY/ctl`: starts the session's program.

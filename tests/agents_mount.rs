@@ -2,17 +2,11 @@
 //! against the model API stand-in: `prompt`, `state`, `wait`, `events` and
 //! `transcript/last` as a shell pipeline uses them.
 
-#[path = "common/agent_host.rs"]
-mod agent_host;
-#[path = "common/agents.rs"]
-mod agents;
 mod common;
-#[path = "common/model_api.rs"]
-mod model_api;
 
-use agent_host::Agents;
+use common::agent_host::Agents;
+use common::model_api::Answer;
 use common::*;
-use model_api::Answer;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -401,7 +395,7 @@ fn bench_approve_and_interrupt() {
 }
 
 fn claude_processes(a: &Agents) -> Vec<u32> {
-    agents::processes_with_env(&[a.env.claude_dir.to_string_lossy().into_owned()])
+    common::agents::processes_with_env(&[a.env.claude_dir.to_string_lossy().into_owned()])
         .into_iter()
         .filter(|pid| {
             std::fs::read_link(format!("/proc/{pid}/exe"))

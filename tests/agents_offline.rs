@@ -3,15 +3,11 @@
 //! stores appear, and sessionfs's transcript renderer shows the prompt and
 //! the stand-in's answer through a real mount.
 
-#[path = "common/agents.rs"]
-mod agents;
 mod common;
-#[path = "common/model_api.rs"]
-mod model_api;
 
-use agents::{agents_bin, AgentEnv};
+use common::agents::{agents_bin, AgentEnv};
+use common::model_api::ModelApi;
 use common::*;
-use model_api::ModelApi;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
@@ -201,7 +197,7 @@ fn the_stand_in_streams_both_apis_on_one_connection() {
     api.push_text("hi there");
     api.push_bash("ls -la");
     api.push(
-        model_api::Answer::Text("slow".into()),
+        common::model_api::Answer::Text("slow".into()),
         Duration::from_millis(300),
     );
     let mut conn = BufReader::new(TcpStream::connect(("127.0.0.1", api.port())).unwrap());

@@ -6,16 +6,11 @@
 //! screen verdicts from `agent::screen` as the fallback. What these show is
 //! recorded in docs/AGENTS.md.
 
-#[path = "common/agents.rs"]
-mod agents;
 mod common;
-#[path = "common/model_api.rs"]
-mod model_api;
-#[path = "common/tui.rs"]
-mod tui;
 
-use agents::{agents_bin, AgentEnv};
-use model_api::{Answer, ModelApi};
+use common::agents::{agents_bin, AgentEnv};
+use common::model_api::{Answer, ModelApi};
+use common::tui::Tui;
 use sessionfs::agent::events::Follower;
 use sessionfs::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
 use sessionfs::agent::screen::{self, verdict};
@@ -24,7 +19,6 @@ use sessionfs::agent::state::{
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tui::Tui;
 
 const CLAUDE_ID: &str = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
 
@@ -419,10 +413,10 @@ fn codex_turn_complete_arrives_by_notify_for_its_own_thread_only() {
     );
     // Nothing Codex started outlives the test.
     let marks = [run.env.codex_home.to_string_lossy().into_owned()];
-    assert!(!agents::processes_with_env(&marks).is_empty());
+    assert!(!common::agents::processes_with_env(&marks).is_empty());
     drop(run);
     common::wait_for(10, "Codex's processes to end", || {
-        agents::processes_with_env(&marks)
+        common::agents::processes_with_env(&marks)
             .into_iter()
             .all(common::is_zombie)
     });

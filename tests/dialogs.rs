@@ -2,11 +2,9 @@
 //! asks something, and refusals a shell's `echo` reports. Through a real
 //! mount, with a Claude stand-in (the real CLIs are in `agents_mount.rs`).
 
-#[path = "common/claude_stand_in.rs"]
-mod claude_stand_in;
 mod common;
 
-use claude_stand_in::host_with_claude_stand_in;
+use common::claude_stand_in::host_with_claude_stand_in;
 use common::*;
 use std::time::{Duration, Instant};
 

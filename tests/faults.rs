@@ -471,7 +471,7 @@ fn errno_of(r: std::io::Result<impl std::fmt::Debug>) -> i32 {
 
 #[test]
 fn a_full_state_directory_refuses_every_metadata_change_and_loses_nothing() {
-    if !running_as_root(
+    if !require_root(
         "a_full_state_directory_refuses_every_metadata_change_and_loses_nothing",
         "mounts a small tmpfs as the state directory",
     ) {

@@ -549,7 +549,7 @@ fn inode_numbers_are_stable() {
 
 #[test]
 fn the_fstab_form_mounts_in_the_background_and_unmounts_with_umount() {
-    if !running_as_root(
+    if !require_root(
         "the_fstab_form_mounts_in_the_background_and_unmounts_with_umount",
         "mount(8) with -t fuse",
     ) {

@@ -2,11 +2,9 @@
 //! scrollback, its screen rebuilt from it, its state settled. Through a real
 //! mount, with real dtach masters and bash.
 
-#[path = "common/claude_stand_in.rs"]
-mod claude_stand_in;
 mod common;
 
-use claude_stand_in::host_with_claude_stand_in;
+use common::claude_stand_in::host_with_claude_stand_in;
 use common::*;
 use std::time::{Duration, Instant};
 

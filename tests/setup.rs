@@ -3,6 +3,8 @@
 //! with a cargo error. The machine is simulated by a PATH that holds only
 //! the ordinary tools the script uses and stand-ins for apt and cargo.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -56,6 +58,7 @@ impl Machine {
             "rsync",
             "sshfs",
             "ssh-keygen",
+            "strace",
         ] {
             if let Some(real) = which(tool) {
                 std::os::unix::fs::symlink(real, bin.join(tool)).unwrap();
@@ -172,10 +175,14 @@ fn a_new_enough_distribution_rustc_is_installed_from_its_packages() {
 #[test]
 fn a_toolchain_in_the_home_cargo_folder_is_found_without_path() {
     // This machine's own toolchain, as rustup leaves it in ~/.cargo/bin.
-    let Some(cargo) = which("cargo") else {
-        eprintln!("skipped: no cargo on PATH to stand as the home toolchain");
-        return;
-    };
+    let cargo = which("cargo");
+    common::require(
+        "a_toolchain_in_the_home_cargo_folder_is_found_without_path",
+        "`cargo` on PATH to stand as the home toolchain (scripts/setup leaves one there)",
+        cargo.is_some(),
+        None,
+    );
+    let cargo = cargo.unwrap();
     let m = Machine::new("1.63.0+dfsg1-2");
     let home = m.dir.path().join("home");
     let cargo_bin = home.join(".cargo/bin");

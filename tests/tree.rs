@@ -579,19 +579,13 @@ impl Drop for Sshd {
 
 #[test]
 fn sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart() {
-    if !running_as_root(
-        "sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart",
-        "runs sshd and logs in as root",
-    ) {
+    let test = "sshfs_over_loopback_lists_follows_and_survives_a_daemon_restart";
+    if !require_root(test, "runs sshd and logs in as root") {
         return;
     }
-    if !std::path::Path::new("/usr/sbin/sshd").exists() || sh("command -v sshfs").stdout.is_empty()
-    {
-        eprintln!(
-            "skipped: sshfs or openssh-server is not installed (scripts/setup installs them)"
-        );
-        return;
-    }
+    require_tool(test, "/usr/sbin/sshd", "openssh-server");
+    require_tool(test, "sshfs", "sshfs");
+    require_tool(test, "ssh-keygen", "openssh-client");
     let (host, store) = store_host(3);
     let mut m = host.mount("mnt");
     let key = "shell:remote";

@@ -2,9 +2,9 @@
 //! model API stand-in, with the shell pipeline's ways to drive a session.
 #![allow(dead_code)]
 
-use crate::agents::{agents_bin, AgentEnv};
-use crate::common::*;
-use crate::model_api::ModelApi;
+use super::agents::{agents_bin, AgentEnv};
+use super::model_api::ModelApi;
+use super::*;
 use std::time::{Duration, Instant};
 
 /// A host whose daemon runs the agents offline against `api`.

@@ -39,15 +39,14 @@ pub fn agents_bin(test: &str) -> Option<PathBuf> {
             ))
         }
     });
-    let skipping = std::env::var("SESSIONFS_SKIP_AGENTS").as_deref() == Ok("1");
     match found {
         Ok(bin) => Some(bin.clone()),
         // The one way to skip them: a run that asks to.
-        Err(why) if skipping => {
-            eprintln!("skipped: {test}: {why}");
+        Err(why) => {
+            let what = format!("the real agent CLIs ({why})");
+            super::require(test, &what, false, Some("SESSIONFS_SKIP_AGENTS"));
             None
         }
-        Err(why) => panic!("{test} needs the real agent CLIs: {why}"),
     }
 }
 

@@ -4,7 +4,7 @@
 //! driven without the real CLI (which the agent tests use).
 #![allow(dead_code)]
 
-use crate::common::{sh_ok, Host};
+use super::{sh_ok, Host};
 
 /// A Claude stand-in that speaks through the hooks sessionfs gives it, as
 /// the real one does: `SessionStart` at start, and on a typed `/clear` a

@@ -1,10 +1,19 @@
-//! A real kernel mount of the real binary, driven with real tools.
+//! A real kernel mount of the real binary, driven with real tools. Each
+//! test binary declares `mod common;` and uses the parts it needs.
 #![allow(dead_code)]
+
+pub mod agent_host;
+pub mod agents;
+pub mod claude_stand_in;
+pub mod model_api;
+pub mod tui;
+pub mod watchdog;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use watchdog::Deadline;
 
 /// Waits for `probe` to hold, polling, up to `secs` seconds; panics with `what`.
 pub fn wait_for(secs: u64, what: &str, probe: impl FnMut() -> bool) {
@@ -25,14 +34,51 @@ pub fn wait_until(secs: u64, mut probe: impl FnMut() -> bool) -> bool {
     true
 }
 
-/// Whether this process is root; when not, prints why `test` is skipped.
-/// Tests that call mount(8) or act as another uid need it.
-pub fn running_as_root(test: &str, why: &str) -> bool {
-    let root = nix::unistd::Uid::effective().is_root();
-    if !root {
-        eprintln!("skipped: {test} needs root ({why})");
+/// Whether `test` can go on: `available` says whether `what` it needs is
+/// here. When it is not, the test fails naming it, unless `skip` names a
+/// variable that is set to `1`: then it prints `skipped: TEST: WHY` and the
+/// caller returns. A test never passes for lack of what it checks.
+pub fn require(test: &str, what: &str, available: bool, skip: Option<&str>) -> bool {
+    if available {
+        return true;
     }
-    root
+    match skip {
+        Some(var) if std::env::var(var).as_deref() == Ok("1") => {
+            eprintln!("skipped: {test}: it needs {what} and {var}=1");
+            false
+        }
+        Some(var) => panic!("{test} needs {what} ({var}=1 skips it)"),
+        None => panic!("{test} needs {what}"),
+    }
+}
+
+/// The variable that skips the tests that need root, when not run as root.
+pub const SKIP_ROOT: &str = "SESSIONFS_SKIP_ROOT";
+
+/// Root, for tests that call mount(8) or act as another uid: without it
+/// `test` fails, unless `SESSIONFS_SKIP_ROOT=1` (then it is skipped and
+/// this is false).
+pub fn require_root(test: &str, why: &str) -> bool {
+    let root = nix::unistd::Uid::effective().is_root();
+    require(test, &format!("root ({why})"), root, Some(SKIP_ROOT))
+}
+
+/// A program `scripts/setup` installs from the apt package `package`: on
+/// `PATH`, or at `tool` when it is an absolute path. Without it `test`
+/// fails, naming both.
+pub fn require_tool(test: &str, tool: &str, package: &str) {
+    let found = if tool.starts_with('/') {
+        Path::new(tool).is_file()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+    };
+    require(
+        test,
+        &format!("`{tool}` (apt package {package}, which scripts/setup installs)"),
+        found,
+        None,
+    );
 }
 
 /// Runs a shell command line; returns its output whatever the status.
@@ -60,6 +106,8 @@ pub fn sh_ok(cmd: &str) -> String {
 pub struct Host {
     pub root: tempfile::TempDir,
     pub extra_env: Vec<(String, String)>,
+    /// How long each of its mounts may last before the test is failed.
+    pub deadline: Duration,
 }
 
 impl Host {
@@ -74,7 +122,15 @@ impl Host {
         Host {
             root,
             extra_env: vec![],
+            deadline: watchdog::default_deadline(),
         }
+    }
+
+    /// Mounts of this host may last `deadline` (the default is
+    /// [`watchdog::default_deadline`]).
+    pub fn with_deadline(mut self, deadline: Duration) -> Host {
+        self.deadline = deadline;
+        self
     }
 
     pub fn with_env(mut self, key: &str, value: &str) -> Host {
@@ -117,10 +173,20 @@ impl Host {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("sessionfs starts");
+        let deadline = Deadline::arm(
+            self.deadline,
+            watchdog::Hang {
+                mnt: mnt.clone(),
+                log: log.clone(),
+                daemon: child.id(),
+                runtime: self.runtime_dir(),
+            },
+        );
         let mount = Mount {
             mnt,
             log,
             child: Some(child),
+            _deadline: deadline,
         };
         let ready = wait_until(20, || mount.path("status").exists());
         assert!(
@@ -155,31 +221,35 @@ impl Host {
 
     /// Every dtach master serving a socket of this host.
     pub fn masters(&self) -> Vec<u32> {
-        let run = self.runtime_dir();
-        let run = run.to_string_lossy();
-        let mut pids = vec![];
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let args: Vec<String> = raw
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            if args.first().is_some_and(|a| a.ends_with("dtach"))
-                && args
-                    .iter()
-                    .any(|a| a.starts_with(run.as_ref()) && a.ends_with(".sock"))
-                && !is_zombie(pid)
-            {
-                pids.push(pid);
-            }
-        }
-        pids
+        masters_under(&self.runtime_dir())
     }
+}
+
+/// Every dtach master serving a socket under the runtime directory `run`.
+pub fn masters_under(run: &Path) -> Vec<u32> {
+    let run = run.to_string_lossy();
+    let mut pids = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = raw
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with("dtach"))
+            && args
+                .iter()
+                .any(|a| a.starts_with(run.as_ref()) && a.ends_with(".sock"))
+            && !is_zombie(pid)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
 }
 
 pub fn is_zombie(pid: u32) -> bool {
@@ -207,11 +277,13 @@ impl Drop for Host {
     }
 }
 
-/// One running daemon and its mount point.
+/// One running daemon and its mount point. While it lives, its deadline
+/// is armed: a test that runs past it is failed (see [`watchdog`]).
 pub struct Mount {
     pub mnt: PathBuf,
     pub log: PathBuf,
     child: Option<Child>,
+    _deadline: Deadline,
 }
 
 impl Mount {
@@ -329,14 +401,20 @@ impl Mount {
     /// Waits for the daemon to exit on its own (after `fusermount3 -u`).
     pub fn wait_exit(&mut self, secs: u64) -> Option<i32> {
         let mut child = self.child.take()?;
-        let until = Instant::now() + Duration::from_secs(secs);
-        loop {
-            if let Some(status) = child.try_wait().ok()? {
-                return status.code();
+        // Set once the daemon exited (its status) or cannot be asked (None).
+        let mut status = None;
+        wait_for(secs, "the daemon to exit", || match child.try_wait() {
+            Ok(Some(s)) => {
+                status = Some(Some(s));
+                true
             }
-            assert!(Instant::now() < until, "daemon did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            Ok(None) => false,
+            Err(_) => {
+                status = Some(None);
+                true
+            }
+        });
+        status.flatten()?.code()
     }
 }
 
