@@ -49,21 +49,19 @@ fn waits(m: &Mount) -> u64 {
 
 /// Waits for a child up to `secs`; its exit status and stdout.
 fn finish(mut child: Child, secs: u64) -> (std::process::ExitStatus, String) {
-    let until = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut out = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
-            return (status, out);
-        }
-        assert!(Instant::now() < until, "the child did not end");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut status = None;
+    wait_for(secs, "the child to end", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    (status.unwrap(), out)
 }
 
 #[test]
@@ -402,21 +400,7 @@ fn a_prompt_closed_by_exec_is_typed_and_nothing_waits_on_the_exec() {
 
     // The job ends: the prompt is typed, its close answered, the exec done.
     sh_ok(&format!("printf '\\003' > {}", m.q("shell:x/input")));
-    let until = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = writer.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < until, "the writer's exec never finished");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut out = String::new();
-    writer
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let (status, out) = finish(writer, 15);
     assert!(status.success() && out == "execd\n", "{status:?} {out:?}");
     m.wait_output_line("shell:x", "via-exec-42");
 }

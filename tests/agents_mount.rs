@@ -121,20 +121,13 @@ fn a_tool_call_waits_for_permission_given_through_input() {
         a.read(&key, "screen").contains("Do you want to proceed?")
     });
     let input = a.m.q(&format!("{key}/input"));
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < until, "the approval was never taken");
+    wait_for(20, "the approval to be taken", || {
         sh_ok(&format!("printf '\\r' > {input}"));
         // Keys right after the dialog appears are dropped: again if the
         // state has not moved within a second.
-        let moved_by = Instant::now() + Duration::from_secs(1);
-        while a.read(&key, "state") == "waiting\n" && Instant::now() < moved_by {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if a.read(&key, "state") != "waiting\n" {
-            break;
-        }
-    }
+        wait_until(1, || a.read(&key, "state") != "waiting\n");
+        a.read(&key, "state") != "waiting\n"
+    });
     assert_eq!(a.wait(&key, 60), "idle\n");
     assert!(marker.exists(), "the approved command ran");
     let last = a.read(&key, "transcript/last");

@@ -22,13 +22,9 @@ fn run_for(mut cmd: Command, secs: u64) -> Output {
         .spawn()
         .expect("the CLI starts");
     let pid = child.id();
-    let until = Instant::now() + Duration::from_secs(secs);
     let watchdog = std::thread::spawn(move || {
-        while Instant::now() < until {
-            if !alive(pid) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if wait_until(secs, || !alive(pid)) {
+            return;
         }
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),

@@ -11,6 +11,7 @@ mod common;
 use common::agents::{agents_bin, AgentEnv};
 use common::model_api::{Answer, ModelApi};
 use common::tui::Tui;
+use common::{wait_for, wait_until, wait_within};
 use sessionfs::agent::events::Follower;
 use sessionfs::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
 use sessionfs::agent::screen::{self, verdict};
@@ -119,22 +120,18 @@ impl Run {
     }
 
     fn wait_state(&mut self, want: State, secs: u64) {
-        let until = Instant::now() + Duration::from_secs(secs);
-        loop {
+        let reached = wait_until(secs, || {
             self.step();
-            if self.tracker.state() == want {
-                return;
-            }
-            assert!(
-                Instant::now() < until,
-                "timed out waiting for {want}; state {}, hooks {:?}, changes {:?}\nscreen:\n{}",
-                self.tracker.state(),
-                self.hook_names(),
-                self.change_list(),
-                self.tui.screen()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            self.tracker.state() == want
+        });
+        assert!(
+            reached,
+            "timed out waiting for {want}; state {}, hooks {:?}, changes {:?}\nscreen:\n{}",
+            self.tracker.state(),
+            self.hook_names(),
+            self.change_list(),
+            self.tui.screen()
+        );
     }
 
     /// Types `text` as the agent takes a paste, waits until the prompt box
@@ -284,11 +281,10 @@ fn claude_tool_call_waits_for_permission_then_approval_makes_it_idle() {
         assert!(enters < 20, "the dialog never took Enter");
         run.tui.push(b"\r");
         enters += 1;
-        let until = Instant::now() + Duration::from_millis(250);
-        while Instant::now() < until && run.tracker.state() == State::Waiting {
+        wait_within(Duration::from_millis(250), || {
             run.step();
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            run.tracker.state() != State::Waiting
+        });
     }
     eprintln!(
         "claude: dialog drawn -> approval taken after {} Enter(s), {} ms",
@@ -358,14 +354,12 @@ fn codex_turn_complete_arrives_by_notify_for_its_own_thread_only() {
     let busy_at = run.changed_at(State::Busy, Source::Screen);
     // Its own thread is the rollout's id, known once the rollout exists;
     // until then notify lines wait in the hook file.
-    let until = Instant::now() + Duration::from_secs(20);
-    let rollout = loop {
-        if let Some(f) = run.env.codex_stores().first() {
-            break f.clone();
-        }
-        assert!(Instant::now() < until, "no rollout appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut rollout = None;
+    wait_for(20, "a rollout to appear", || {
+        rollout = run.env.codex_stores().first().cloned();
+        rollout.is_some()
+    });
+    let rollout = rollout.unwrap();
     let name = rollout.file_stem().unwrap().to_string_lossy().into_owned();
     let thread = name[name.len() - 36..].to_string();
     run.tracker.own_id(&thread);
@@ -424,12 +418,13 @@ fn codex_turn_complete_arrives_by_notify_for_its_own_thread_only() {
 
 impl Run {
     fn wait_until_hooks(&mut self, n: usize, secs: u64) {
-        let until = Instant::now() + Duration::from_secs(secs);
-        while self.hooks.len() < n {
-            assert!(Instant::now() < until, "only {:?}", self.hooks);
-            self.step();
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let enough = wait_until(secs, || {
+            if self.hooks.len() < n {
+                self.step();
+            }
+            self.hooks.len() >= n
+        });
+        assert!(enough, "only {:?}", self.hooks);
     }
 }
 

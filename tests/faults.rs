@@ -276,16 +276,14 @@ fn two_daemons_racing_first_writes_over_ten_new_keys_start_one_master_each() {
     // Every command ran. dtach keeps no history, so each daemon holds the
     // output from its own ATTACH on, and the two together hold all of it.
     for (key, marker) in &wanted {
-        let until = Instant::now() + Duration::from_secs(20);
-        while !output_lines(&a, key).contains(marker) && !output_lines(&b, key).contains(marker) {
-            if Instant::now() > until {
-                panic!(
-                    "{marker:?} never ran in {key}:\n{}",
-                    explain(&[&a, &b], key)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let ran = wait_until(20, || {
+            output_lines(&a, key).contains(marker) || output_lines(&b, key).contains(marker)
+        });
+        assert!(
+            ran,
+            "{marker:?} never ran in {key}:\n{}",
+            explain(&[&a, &b], key)
+        );
     }
     masters.sort();
     let mut after = host.masters();

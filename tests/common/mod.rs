@@ -21,8 +21,13 @@ pub fn wait_for(secs: u64, what: &str, probe: impl FnMut() -> bool) {
 }
 
 /// Waits for `probe` to hold, polling, up to `secs` seconds; whether it did.
-pub fn wait_until(secs: u64, mut probe: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(secs);
+pub fn wait_until(secs: u64, probe: impl FnMut() -> bool) -> bool {
+    wait_within(Duration::from_secs(secs), probe)
+}
+
+/// [`wait_until`] for a span shorter than a second, or not whole seconds.
+pub fn wait_within(span: Duration, mut probe: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + span;
     let mut pause = Duration::from_millis(5);
     while !probe() {
         if Instant::now() >= until {

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const PUSH: u8 = 0;
 const ATTACH: u8 = 1;
@@ -125,18 +125,12 @@ impl Tui {
 
     /// Waits until the screen satisfies `probe`, up to `secs`.
     pub fn wait_screen(&self, secs: u64, what: &str, probe: impl Fn(&str) -> bool) {
-        let until = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let screen = self.screen();
-            if probe(&screen) {
-                return;
-            }
-            assert!(
-                Instant::now() < until,
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut screen = String::new();
+        let shown = super::wait_until(secs, || {
+            screen = self.screen();
+            probe(&screen)
+        });
+        assert!(shown, "timed out waiting for {what}; the screen:\n{screen}");
     }
 }
 
