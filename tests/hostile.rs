@@ -8,8 +8,13 @@
 //! `cat MNT/status` within 100 ms.
 
 mod common;
+/// The catalogue's calls on the core in process, without a mount.
+mod hostile {
+    pub mod direct;
+}
 
 use common::*;
+use hostile::direct::Direct;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -507,11 +512,17 @@ fn catalogue(mnt: &Path) -> Vec<Row> {
 /// Everything a refusal must leave as it was: `meta.json` as served, and
 /// every stored file (sidecar, slot records, hosted transcripts), by bytes.
 fn snapshot(m: &Mount, state: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
+    let mut files = stored(state);
     files.insert(
         PathBuf::from("meta.json (served)"),
         std::fs::read(m.path(&s("meta.json"))).unwrap(),
     );
+    files
+}
+
+/// Every stored file under the state directory `state`, by bytes.
+fn stored(state: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
     let mut dirs = vec![state.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
@@ -725,4 +736,65 @@ fn a_workspace_removed_before_launch_is_reported() {
     );
     assert!(m.log_text().contains("started in the home directory"));
     std::fs::write(m.path("shell:ws/ctl"), "stop\n").unwrap();
+}
+
+/// The same catalogue on the core itself, without a mount
+/// (`hostile/direct.rs`): every row gets the same errno from the daemon's
+/// logic as through the kernel, and no refusal changes a stored file.
+#[test]
+fn the_catalogue_gets_the_same_errnos_from_the_core_without_a_mount() {
+    let d = Direct::new();
+    let setup = |op: Op| {
+        d.run(&op)
+            .unwrap_or_else(|e| panic!("setup {op:?}: errno {e}"))
+    };
+    setup(Op::Mkdir(KEY.into()));
+    // A workspace that leads into the mount point by a link (the mount
+    // point is a plain directory here, with the session's name in it).
+    std::fs::create_dir(d.mnt.join(KEY)).unwrap();
+    std::os::unix::fs::symlink(d.mnt.join(KEY), d.mnt.with_file_name("into-mount")).unwrap();
+    setup(Op::Mkdir("shell:arch".into()));
+    setup(put("shell:arch/archive", "1\n"));
+    assert!(d.resolve(ARCHIVED).is_ok(), "{ARCHIVED} is not there");
+    setup(put(&w("1"), r#"{"sessionId":"keep","name":"n"}"#));
+    setup(write_with(
+        HOSTED,
+        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+        "{\"type\":\"text\",\"text\":\"hi\"}\n",
+    ));
+    let state = d.state();
+    let rows = catalogue(&d.mnt);
+    let mut failures = vec![];
+    for r in &rows {
+        let before = stored(&state);
+        let got = d.run(&r.op);
+        let mut wrong = vec![];
+        if got != Err(r.errno) {
+            wrong.push(format!(
+                "got {:?}, expected errno {} ({})",
+                got.map_err(|e| format!("{e} ({})", std::io::Error::from_raw_os_error(e))),
+                r.errno,
+                std::io::Error::from_raw_os_error(r.errno)
+            ));
+        }
+        let after = stored(&state);
+        for (path, bytes) in &before {
+            if after.get(path) != Some(bytes) {
+                wrong.push(format!("{} changed", path.display()));
+            }
+        }
+        for path in after.keys().filter(|p| !before.contains_key(*p)) {
+            wrong.push(format!("{} appeared", path.display()));
+        }
+        if !wrong.is_empty() {
+            failures.push(format!("{}: {}", r.name, wrong.join("; ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed on the core:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
 }
