@@ -8,10 +8,11 @@
 //! default); a long run: `SESSIONFS_FUZZ_CASES=1000000 cargo test --release
 //! --test fuzz`.
 
+mod common;
+
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{json, Value};
-use sessionfs::config::Config;
 use sessionfs::core::Core;
 use sessionfs::key::SessionKey;
 use sessionfs::metaedit;
@@ -19,7 +20,6 @@ use sessionfs::runtime::dtach;
 use sessionfs::slots::{self, SlotStore};
 use sessionfs::transcript::testgen::{self, Shape};
 use sessionfs::transcript::{page_count, render_page, Limits, PageError, StoreKind, TurnIndex};
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -1343,21 +1343,7 @@ struct TestCore {
 impl TestCore {
     fn new() -> TestCore {
         let dir = scratch();
-        let env: HashMap<String, String> = [
-            ("HOME", "home"),
-            ("XDG_STATE_HOME", "state"),
-            ("XDG_RUNTIME_DIR", "run"),
-        ]
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                dir.path().join(v).to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        let config = Config::from_map(&env, None).unwrap();
+        let config = common::scratch_config(dir.path());
         let core = Core::new(config, &dir.path().join("mnt")).unwrap();
         TestCore { dir, core }
     }

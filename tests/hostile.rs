@@ -538,6 +538,42 @@ fn stored(state: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     files
 }
 
+/// What is wrong when a row's call gave `got` and not the errno `want`.
+fn wrong_errno(got: Result<(), i32>, want: i32) -> Option<String> {
+    (got != Err(want)).then(|| {
+        format!(
+            "got {:?}, expected errno {want} ({})",
+            got.map_err(|e| format!("{e} ({})", std::io::Error::from_raw_os_error(e))),
+            std::io::Error::from_raw_os_error(want)
+        )
+    })
+}
+
+/// The stored files that changed or appeared from `before` to `after`.
+fn changes(before: &BTreeMap<PathBuf, Vec<u8>>, after: &BTreeMap<PathBuf, Vec<u8>>) -> Vec<String> {
+    let mut wrong = vec![];
+    for (path, bytes) in before {
+        if after.get(path) != Some(bytes) {
+            wrong.push(format!("{} changed", path.display()));
+        }
+    }
+    for path in after.keys().filter(|p| !before.contains_key(*p)) {
+        wrong.push(format!("{} appeared", path.display()));
+    }
+    wrong
+}
+
+/// Fails with every failed row (`failures`: "NAME: what was wrong").
+fn all_rows_pass(rows: &[Row], failures: &[String], how: &str) {
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed {how}:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+}
+
 fn error_of(m: &Mount, rel: &str) -> String {
     let v: Value = m.json(rel);
     v["error"].as_str().unwrap_or_default().to_string()
@@ -594,14 +630,7 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
         let got = run(&m.mnt, &r.op);
 
         let mut wrong = vec![];
-        if got != Err(r.errno) {
-            wrong.push(format!(
-                "got {:?}, expected errno {} ({})",
-                got.map_err(|e| format!("{e} ({})", std::io::Error::from_raw_os_error(e))),
-                r.errno,
-                std::io::Error::from_raw_os_error(r.errno)
-            ));
-        }
+        wrong.extend(wrong_errno(got, r.errno));
         // Without root the kernel checks the modes itself: EACCES comes
         // from it, without a reason.
         let kernel_checks_modes = !root && r.errno == libc::EACCES;
@@ -634,14 +663,7 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
             }
         }
         let after = snapshot(&m, &state);
-        for (path, bytes) in &before {
-            if after.get(path) != Some(bytes) {
-                wrong.push(format!("{} changed", path.display()));
-            }
-        }
-        for path in after.keys().filter(|p| !before.contains_key(*p)) {
-            wrong.push(format!("{} appeared", path.display()));
-        }
+        wrong.extend(changes(&before, &after));
         let latency = status_latency(&m);
         if latency > Duration::from_millis(100) {
             wrong.push(format!("cat status took {latency:?}"));
@@ -650,13 +672,7 @@ fn hostile_inputs_get_an_errno_a_reason_and_change_nothing() {
             failures.push(format!("{}: {}", r.name, wrong.join("; ")));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows failed:\n{}",
-        failures.len(),
-        rows.len(),
-        failures.join("\n")
-    );
+    all_rows_pass(&rows, &failures, "through the mount");
     // The daemon is the one that started, with the sessions it had.
     assert!(m.path(KEY).is_dir());
     assert_eq!(m.json("status")["sessions"], sessions);
@@ -769,32 +785,12 @@ fn the_catalogue_gets_the_same_errnos_from_the_core_without_a_mount() {
         let before = stored(&state);
         let got = d.run(&r.op);
         let mut wrong = vec![];
-        if got != Err(r.errno) {
-            wrong.push(format!(
-                "got {:?}, expected errno {} ({})",
-                got.map_err(|e| format!("{e} ({})", std::io::Error::from_raw_os_error(e))),
-                r.errno,
-                std::io::Error::from_raw_os_error(r.errno)
-            ));
-        }
+        wrong.extend(wrong_errno(got, r.errno));
         let after = stored(&state);
-        for (path, bytes) in &before {
-            if after.get(path) != Some(bytes) {
-                wrong.push(format!("{} changed", path.display()));
-            }
-        }
-        for path in after.keys().filter(|p| !before.contains_key(*p)) {
-            wrong.push(format!("{} appeared", path.display()));
-        }
+        wrong.extend(changes(&before, &after));
         if !wrong.is_empty() {
             failures.push(format!("{}: {}", r.name, wrong.join("; ")));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows failed on the core:\n{}",
-        failures.len(),
-        rows.len(),
-        failures.join("\n")
-    );
+    all_rows_pass(&rows, &failures, "on the core");
 }

@@ -86,6 +86,22 @@ pub fn require_tool(test: &str, tool: &str, package: &str) {
     );
 }
 
+/// A daemon's configuration over scratch directories under `dir` (its
+/// home, state and runtime directories), for tests that drive the core in
+/// process, without a mount.
+pub fn scratch_config(dir: &Path) -> sessionfs::config::Config {
+    let env: std::collections::HashMap<String, String> = [
+        ("HOME", "home"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_RUNTIME_DIR", "run"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), dir.join(v).to_string_lossy().into_owned()))
+    .collect();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    sessionfs::config::Config::from_map(&env, None).unwrap()
+}
+
 /// Runs a shell command line; returns its output whatever the status.
 pub fn sh(cmd: &str) -> Output {
     Command::new("bash")

@@ -9,10 +9,8 @@
 //! ENOSYS and the kernel then EOPNOTSUPP.
 
 use crate::Op;
-use sessionfs::config::Config;
 use sessionfs::core::node::ROOT;
 use sessionfs::core::{Access, Attr, Core, Files, Kind, SetAttr};
-use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -36,24 +34,9 @@ impl Direct {
             .prefix("sfs-direct")
             .tempdir_in("/tmp")
             .unwrap();
-        let env: HashMap<String, String> = [
-            ("HOME", "home"),
-            ("XDG_STATE_HOME", "state"),
-            ("XDG_RUNTIME_DIR", "run"),
-        ]
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                dir.path().join(v).to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
-        for d in ["home", "state", "run", "mnt"] {
-            std::fs::create_dir_all(dir.path().join(d)).unwrap();
-        }
+        let config = crate::common::scratch_config(dir.path());
         let mnt = dir.path().join("mnt");
-        let config = Config::from_map(&env, None).unwrap();
+        std::fs::create_dir(&mnt).unwrap();
         let core = Core::new(config, &mnt).unwrap();
         Direct {
             _dir: dir,
