@@ -101,8 +101,17 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .map_err(|e| Error::io("cannot start the moved-entries thread", &e))?;
     let moved = std::sync::Arc::new(moved);
     let for_moves = moved.clone();
-    core.on_moved(crate::core::SessionHook(Box::new(move |key| {
-        for_moves.session_moved(key)
+    // Weak: the core holds the hook.
+    let weak_core = std::sync::Arc::downgrade(&core);
+    core.on_moved(crate::core::MovesHook(Box::new(move |keys| {
+        let Some(core) = weak_core.upgrade() else {
+            return;
+        };
+        let moves = keys
+            .iter()
+            .map(|key| (key.clone(), core.is_archived(key)))
+            .collect();
+        for_moves.sessions_moved(moves)
     })));
     // Weak: the core holds the hook, and the files hold the core.
     let weak_files = std::sync::Arc::downgrade(&files);

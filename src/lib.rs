@@ -4,6 +4,7 @@
 //! driven and tested without a mount.
 
 pub mod agent;
+pub mod atomic;
 pub mod binding;
 pub mod catalog;
 pub mod client;

@@ -352,11 +352,16 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("hook") {
         return hook_main(&args[2..]);
     }
-    if let (Some(sessionfs::fs::moved::PROBE), Some(path)) =
-        (args.get(1).map(String::as_str), args.get(2))
+    if let (Some(sessionfs::fs::moved::PROBE), [path, more @ ..]) =
+        (args.get(1).map(String::as_str), args.get(2..).unwrap_or_default())
     {
-        let errno = sessionfs::fs::moved::probe(std::path::Path::new(path));
-        return ExitCode::from(u8::try_from(errno).unwrap_or(255));
+        if more.is_empty() {
+            let errno = sessionfs::fs::moved::probe(std::path::Path::new(path));
+            return ExitCode::from(u8::try_from(errno).unwrap_or(255));
+        }
+        let paths: Vec<std::path::PathBuf> = args[2..].iter().map(Into::into).collect();
+        sessionfs::fs::moved::probe_all(&paths);
+        return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
     let json = cli.json;

@@ -1348,8 +1348,8 @@ impl TestCore {
         TestCore { dir, core }
     }
 
-    fn sidecar(&self) -> Option<Vec<u8>> {
-        std::fs::read(self.dir.path().join("state/sessionfs/sidecar.json")).ok()
+    fn sidecar(&self) -> Vec<u8> {
+        common::sidecar_bytes(&self.dir.path().join("state/sessionfs"))
     }
 
     fn status(&self, key: &SessionKey) -> Value {

@@ -181,9 +181,9 @@ fn mkdirs_waiting_for_a_held_metadata_lock_stop_nothing_else() {
     assert!(listing.lines().any(|l| l == "shell:after"), "{listing}");
     assert!(!listing.contains("shell:x"), "{listing}");
     assert_eq!(m.read("shell:before/title"), "kept\n");
-    let sidecar = std::fs::read_to_string(state(&host, "sidecar.json")).unwrap();
-    assert!(sidecar.contains("shell:before") && sidecar.contains("shell:after"));
-    assert!(!sidecar.contains("shell:x"), "{sidecar}");
+    let sidecar = sidecar_records(&host.path("state/sessionfs"));
+    assert!(!sidecar["shell:before"].is_null() && !sidecar["shell:after"].is_null());
+    assert!(sidecar["shell:x"].is_null(), "{sidecar}");
 }
 
 #[test]
@@ -287,10 +287,11 @@ fn a_held_metadata_lock_never_stalls_a_listing_that_binds_a_conversation() {
 
     // Released: the binding is recorded.
     lock.release();
-    let sidecar = state(&host, "sidecar.json");
     wait_for(20, "the binding in the sidecar", || {
         quick("ls", &format!("ls {}", m.q("")));
-        std::fs::read_to_string(&sidecar).is_ok_and(|s| s.contains(rollout_id))
+        sidecar_records(&host.path("state/sessionfs"))
+            .to_string()
+            .contains(rollout_id)
     });
     let listing = sh_ok(&format!("ls {}", m.q("")));
     assert!(!listing.contains(rollout_id), "{listing}");

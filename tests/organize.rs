@@ -100,10 +100,8 @@ os.unlink(os.path.join(d,'.#meta.json'))\" {dir}"
     assert_eq!(m.read("shell:ed/favourite"), "0\n");
     assert_eq!(m.read("shell:ed/title"), "A plain title\n");
     // The sidecar holds it, not an engine's store, and it survives a restart.
-    let sidecar: Value =
-        serde_json::from_slice(&std::fs::read(host.path("state/sessionfs/sidecar.json")).unwrap())
-            .unwrap();
-    assert_eq!(sidecar["sessions"]["shell:ed"]["title"], "A plain title");
+    let sidecar = sidecar_records(&host.path("state/sessionfs"));
+    assert_eq!(sidecar["shell:ed"]["title"], "A plain title");
 }
 
 /// An editor's scratch file held open, removed and made again under the

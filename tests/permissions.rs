@@ -452,8 +452,8 @@ fn another_user_is_refused_everything_without_allow_other_and_every_change_with_
         "{\"type\":\"text\",\"text\":\"hi\"}\n",
     )
     .unwrap();
-    let sidecar = host.path("state/sessionfs/sidecar.json");
-    let sidecar_before = std::fs::read(&sidecar).unwrap();
+    let sidecar = host.path("state/sessionfs");
+    let sidecar_before = sidecar_bytes(&sidecar);
     let scroll_before = std::fs::read(open.path(&format!("{key}/scrollback"))).unwrap();
 
     // Without allow_other the kernel refuses the other user everything.
@@ -496,7 +496,7 @@ fn another_user_is_refused_everything_without_allow_other_and_every_change_with_
     eprintln!("another user with allow_other:\n{report}");
 
     // Nothing the other user tried changed anything.
-    assert_eq!(std::fs::read(&sidecar).unwrap(), sidecar_before);
+    assert_eq!(sidecar_bytes(&sidecar), sidecar_before);
     assert_eq!(open.read(&format!("{key}/title")), "\n");
     assert_eq!(status_of(&open, key)["state"], "live");
     let scroll = std::fs::read(open.path(&format!("{key}/scrollback"))).unwrap();

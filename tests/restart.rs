@@ -397,9 +397,9 @@ fn kill_9_at_any_moment_leaves_every_session_settled() {
             masters.len() <= live,
             "round {round}: {masters:?} for {live} live sessions"
         );
-        let sidecar = std::fs::read(host.path("state/sessionfs/sidecar.json")).unwrap();
-        serde_json::from_slice::<serde_json::Value>(&sidecar)
-            .unwrap_or_else(|e| panic!("round {round}: the sidecar is torn: {e}"));
+        if let Err(e) = sessionfs::sidecar::read_records(&host.path("state/sessionfs")) {
+            panic!("round {round}: the metadata is torn: {e}");
+        }
     }
     // The /clear rounds moved the stand-in's session on, each recorded.
     let m = host.mount("mnt");

@@ -311,15 +311,18 @@ impl Core {
         self.work.submit(what, work::DEADLINE, answer, move || {
             sidecar.update(|all| {
                 let mine = key.to_string();
-                let taken = all.iter().find(|(k, meta)| {
-                    **k != mine
-                        && meta.conversation.as_deref() == Some(found.as_str())
-                        && SessionKey::parse(k).is_ok_and(|k| k.engine() == key.engine())
+                let taken = SessionKey::new(key.engine(), &found).ok().and_then(|c| {
+                    all.owners_of(&c).into_iter().find(|other| {
+                        *other != mine
+                            && all
+                                .get(other)
+                                .is_some_and(|m| m.conversation.as_deref() == Some(found.as_str()))
+                    })
                 });
-                if let Some((other, _)) = taken {
+                if let Some(other) = taken {
                     return Err(Error::busy(format!("{other} goes on as it already")));
                 }
-                let meta = all.entry(mine).or_insert_with(|| SessionMeta {
+                let meta = all.entry_or(&mine, || SessionMeta {
                     created_ms: since,
                     ..Default::default()
                 });

@@ -368,7 +368,7 @@ impl Core {
         rows
     }
 
-    fn gather_rows(&self) -> Vec<Row> {
+    pub(super) fn gather_rows(&self) -> Vec<Row> {
         #[cfg(test)]
         self.listings
             .gathered
@@ -748,6 +748,7 @@ pub(super) fn start_janitor(core: &Arc<Core>) {
             let Some(core) = core.upgrade() else { return };
             core.listings.expire();
             core.forget_unused_runtimes();
+            core.sidecar.compact_if_due();
         });
     if let Err(e) = spawned {
         log::warn!("cannot start the listing janitor: {e}");
@@ -939,7 +940,7 @@ mod tests {
             std::os::unix::net::UnixListener::bind(core.paths.socket(&key(&long))).unwrap();
         core.sidecar
             .update(|all| {
-                let meta = all.entry("claude:recorded".to_string()).or_default();
+                let meta = all.entry_or("claude:recorded", SessionMeta::default);
                 meta.favourite = true;
                 Ok(())
             })

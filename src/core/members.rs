@@ -8,7 +8,9 @@
 
 use super::listing::Row;
 use super::node::ViewDir;
-use super::{lock, Core};
+use super::{lock, Core, HOSTED};
+use crate::key::SessionKey;
+use crate::sidecar::{Change, SessionMeta};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +36,7 @@ struct MembersStamp {
 }
 
 /// The members as of one stamp.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Membership {
     /// Active sessions by project, and by engine.
     projects: HashMap<String, usize>,
@@ -53,7 +55,7 @@ impl Membership {
         let mut engines: HashMap<&str, usize> = HashMap::new();
         let mut digest = 0u64;
         for row in rows {
-            digest = digest.wrapping_add(member_hash(row));
+            digest = digest.wrapping_add(member_hash(&row.key, &row.meta));
             if row.meta.archived {
                 continue;
             }
@@ -73,6 +75,31 @@ impl Membership {
             digest,
             sessions: rows.len(),
         }
+    }
+
+    /// Counts `key`, grouped by `meta`, in (`by` 1) or out (`by` -1).
+    fn count(&mut self, key: &SessionKey, meta: &SessionMeta, by: isize) {
+        let hash = member_hash(key, meta);
+        self.digest = if by > 0 {
+            self.digest.wrapping_add(hash)
+        } else {
+            self.digest.wrapping_sub(hash)
+        };
+        self.sessions = self.sessions.saturating_add_signed(by);
+        if meta.archived {
+            return;
+        }
+        let tally = |by_name: &mut HashMap<String, usize>, name: &str| {
+            let n = by_name.entry(name.to_string()).or_default();
+            *n = n.saturating_add_signed(by);
+            if *n == 0 {
+                by_name.remove(name);
+            }
+        };
+        if let Some(project) = &meta.project {
+            tally(&mut self.projects, project);
+        }
+        tally(&mut self.engines, key.engine());
     }
 
     /// Whether `projects/NAME` (or `engines/NAME`) exists: an active
@@ -117,13 +144,13 @@ impl Membership {
 /// process's random keys. The members' digest is the sum of these: it does
 /// not depend on the listing's order, and no one can choose keys whose
 /// changes cancel out.
-fn member_hash(row: &Row) -> u64 {
+fn member_hash(key: &SessionKey, meta: &SessionMeta) -> u64 {
     static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
     KEYS.get_or_init(std::hash::RandomState::new).hash_one((
-        row.key.as_str(),
-        row.meta.archived,
-        row.meta.favourite,
-        row.meta.project.as_deref(),
+        key.as_str(),
+        meta.archived,
+        meta.favourite,
+        meta.project.as_deref(),
     ))
 }
 
@@ -170,15 +197,47 @@ impl Core {
     }
 
     /// The members now: the index made before while nothing they depend on
-    /// changed, else made again from the rows.
+    /// changed; moved by the records' changes when only they changed (an
+    /// edit costs the same whatever the number of sessions); else made
+    /// again from the rows.
     pub(super) fn membership(&self) -> Arc<Membership> {
         // Taken before the rows, so a change in between makes it again.
-        let stamp = self.members_stamp();
-        if let Some(current) = &*lock(&self.members.current) {
-            if current.stamp == stamp && (current.settled || current.made.elapsed() < SETTLE) {
-                return current.membership.clone();
+        let mut stamp = self.members_stamp();
+        let prior = lock(&self.members.current).as_ref().map(|current| {
+            (
+                current.stamp,
+                current.settled || current.made.elapsed() < SETTLE,
+                current.membership.clone(),
+            )
+        });
+        if let Some((then, fresh, membership)) = prior {
+            if then == stamp && fresh {
+                return membership;
+            }
+            let only_records = MembersStamp {
+                records: stamp.records,
+                ..then
+            } == stamp;
+            if only_records && fresh {
+                let moved = self
+                    .sidecar
+                    .changes_since(then.records)
+                    .and_then(|(generation, changes)| {
+                        stamp.records = generation;
+                        self.moved_membership(&membership, &changes)
+                    });
+                if let Some(moved) = moved {
+                    let moved = Arc::new(moved);
+                    let mut current = lock(&self.members.current);
+                    if let Some(current) = current.as_mut().filter(|c| c.stamp == then) {
+                        current.stamp = stamp;
+                        current.membership = moved.clone();
+                    }
+                    return moved;
+                }
             }
         }
+        let stamp = self.members_stamp();
         let membership = Arc::new(Membership::of(&self.rows(false)));
         let settled = stamp
             .hosted
@@ -190,6 +249,45 @@ impl Core {
             membership: membership.clone(),
         });
         membership
+    }
+}
+
+impl Core {
+    /// `membership` with the records' `changes` made to it; `None` when
+    /// one of them may change more than its own session's membership (a
+    /// conversation claimed or switched, a hosted run's record).
+    fn moved_membership(&self, membership: &Membership, changes: &[Change]) -> Option<Membership> {
+        let mut moved = membership.clone();
+        let nothing = SessionMeta::default();
+        for change in changes {
+            let Ok(key) = SessionKey::parse(&change.key) else {
+                // Never listed.
+                continue;
+            };
+            let (before, after) = (change.before.as_ref(), change.after.as_ref());
+            let conversations = |m: Option<&SessionMeta>| {
+                m.map(|m| (m.conversation.clone(), m.conversations.clone()))
+            };
+            if key.engine() == HOSTED
+                || conversations(before).unwrap_or_default() != conversations(after).unwrap_or_default()
+                || self.conversation_owner(&key).is_some()
+            {
+                return None;
+            }
+            // Listed without a record: a conversation in a store, or live here.
+            let bare = (self.catalog.kind_of(key.engine()).is_some()
+                && self.catalog.find(&key).is_some())
+                || lock(&self.sessions)
+                    .get(&key)
+                    .is_some_and(|rt| rt.live_client().is_some());
+            if before.is_some() || bare {
+                moved.count(&key, before.unwrap_or(&nothing), -1);
+            }
+            if after.is_some() || bare {
+                moved.count(&key, after.unwrap_or(&nothing), 1);
+            }
+        }
+        Some(moved)
     }
 }
 
@@ -297,10 +395,13 @@ mod tests {
         assert!(files.getattr(ROOT, None, 0).unwrap().mtime >= root_time);
 
         // Archived sessions are in no facet; a new record is in its engine's.
+        let recorded: Vec<String> = core.sidecar.all().into_keys().collect();
         core.sidecar
             .update(|all| {
-                for meta in all.values_mut() {
-                    meta.archived = true;
+                for key in &recorded {
+                    if let Some(meta) = all.get_mut(key) {
+                        meta.archived = true;
+                    }
                 }
                 Ok(())
             })
@@ -332,5 +433,55 @@ mod tests {
         assert_ne!(first.digest(), second.digest());
         assert!(second.has_facet(ViewDir::Projects, "api"));
         assert!(!first.has_facet(ViewDir::Projects, "api"));
+    }
+
+    /// The members moved change by change are the members made from the
+    /// rows, through every kind of edit, and an edit gathers no listing.
+    #[test]
+    fn members_moved_by_edits_are_the_members_made_again() {
+        let (core, _dir) = core();
+        sessions(&core, 50);
+        let mut rng = crate::transcript::testgen::Rng::new(7);
+        core.membership();
+        let gathered = core.listings.gathered();
+        for round in 0..300 {
+            let key = format!("shell:s{}", rng.below(60));
+            let pick = rng.below(6);
+            core.sidecar
+                .update(|all| {
+                    match pick {
+                        0 => all.remove(&key),
+                        1 => {
+                            all.entry_or(&key, SessionMeta::default).archived = rng.below(2) == 0;
+                        }
+                        2 => all.entry_or(&key, SessionMeta::default).favourite ^= true,
+                        3 => {
+                            let project = ["web", "api", "x"][rng.below(3) as usize];
+                            all.entry_or(&key, SessionMeta::default).project =
+                                (rng.below(4) > 0).then(|| project.to_string());
+                        }
+                        4 => all.entry_or(&key, SessionMeta::default).title = Some("t".into()),
+                        _ => {}
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            let moved = core.membership();
+            let made = Membership::of(&core.gather_rows());
+            assert_eq!(moved.digest(), made.digest(), "round {round}");
+            assert_eq!(moved.sessions(), made.sessions(), "round {round}");
+            for view in [ViewDir::Projects, ViewDir::Engines] {
+                assert_eq!(
+                    moved.facet_names(view),
+                    made.facet_names(view),
+                    "round {round}"
+                );
+            }
+        }
+        assert_eq!(
+            core.listings.gathered() - gathered,
+            300,
+            "only the checks gathered"
+        );
     }
 }

@@ -135,10 +135,10 @@ pub struct Core {
     /// Told when a session leaves its directory other than by a rename
     /// (archived or unarchived through a file): the kernel may still hold
     /// the old entry. Set once by the FUSE adapter.
-    moved_hook: HookSlot,
+    moved_hook: HookSlot<MovesHook>,
     /// Told when a session's metadata changed, so that it may have left a
     /// view: the kernel may hold its link there. Set once by the adapter.
-    members_hook: HookSlot,
+    members_hook: HookSlot<SessionHook>,
 }
 
 /// Whose `status` `error` a refusal goes to.
@@ -150,9 +150,11 @@ pub enum Concern {
     Root,
 }
 
-/// What [`Core::on_moved`] and [`Core::on_members_changed`] call with the
-/// session concerned.
+/// What [`Core::on_members_changed`] calls with the session concerned.
 pub struct SessionHook(pub Box<dyn Fn(&SessionKey) + Send + Sync>);
+
+/// What [`Core::on_moved`] calls with the sessions that moved.
+pub struct MovesHook(pub Box<dyn Fn(&[SessionKey]) + Send + Sync>);
 
 impl std::fmt::Debug for SessionHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,17 +162,35 @@ impl std::fmt::Debug for SessionHook {
     }
 }
 
-/// A [`SessionHook`] the FUSE adapter sets once; called if set.
-#[derive(Debug, Default)]
-struct HookSlot(std::sync::OnceLock<SessionHook>);
+impl std::fmt::Debug for MovesHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MovesHook")
+    }
+}
 
-impl HookSlot {
-    fn set(&self, hook: SessionHook, what: &str) {
+/// A hook the FUSE adapter sets once; called if set.
+#[derive(Debug)]
+struct HookSlot<H>(std::sync::OnceLock<H>);
+
+impl<H> Default for HookSlot<H> {
+    fn default() -> Self {
+        HookSlot(std::sync::OnceLock::new())
+    }
+}
+
+impl<H> HookSlot<H> {
+    fn set(&self, hook: H, what: &str) {
         if self.0.set(hook).is_err() {
             log::debug!("a second {what} hook is ignored");
         }
     }
 
+    fn get(&self) -> Option<&H> {
+        self.0.get()
+    }
+}
+
+impl HookSlot<SessionHook> {
     fn call(&self, key: &SessionKey) {
         if let Some(hook) = self.0.get() {
             (hook.0)(key);
@@ -394,7 +414,7 @@ impl Core {
         engine.check_new_id(key.id())?;
         // `mkdir` keeps the root locked in the kernel while this waits.
         self.sidecar.update_within(DIR_LOCK_WAIT, |all| {
-            all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+            all.entry_or(key.as_str(), || SessionMeta {
                 created_ms: now_ms(),
                 ..Default::default()
             });

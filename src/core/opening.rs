@@ -293,7 +293,7 @@ impl Core {
         if self.sidecar.get(&key.to_string()).is_none() {
             // A live master found on disk becomes a known session.
             let _ = self.sidecar.update(|all| {
-                all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                all.entry_or(key.as_str(), || SessionMeta {
                     created_ms: opened.record.as_ref().map_or_else(now_ms, |r| r.started_ms),
                     ..Default::default()
                 });

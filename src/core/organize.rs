@@ -6,10 +6,8 @@ use crate::catalog::StoreFile;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::metaedit::{self, MetaChange};
-use crate::sidecar::SessionMeta;
+use crate::sidecar::{Records, SessionMeta};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Largest `meta.json`, `title`, `project`, `favourite` or `archive` a
@@ -72,6 +70,9 @@ pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
     }
 }
 
+/// How many sessions `archive-older` archives with one change of the records.
+const ARCHIVE_BATCH: usize = 1024;
+
 /// A copy of a transcript made under temporary names; dropped before it
 /// is installed, it is removed.
 struct KeptCopy {
@@ -85,8 +86,7 @@ struct KeptCopy {
 impl KeptCopy {
     fn install(&self) -> std::io::Result<()> {
         std::fs::rename(&self.tmp, &self.name)?;
-        std::fs::rename(&self.origin_tmp, self.dir.join("origin"))?;
-        std::fs::File::open(&self.dir)?.sync_all()
+        std::fs::rename(&self.origin_tmp, self.dir.join("origin"))
     }
 }
 
@@ -177,10 +177,10 @@ impl Core {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
                 Err(e) => return Err(e),
             }
-            std::fs::File::open(&copy.tmp)?.sync_all()?;
-            let mut origin = std::fs::File::create(&copy.origin_tmp)?;
-            origin.write_all(file.path.to_string_lossy().as_bytes())?;
-            origin.sync_all()?;
+            // Not synced: the engine's own file is still in place, and the
+            // disk's own writeback keeps the copy long before an engine
+            // deletes its old conversations.
+            std::fs::write(&copy.origin_tmp, file.path.to_string_lossy().as_bytes())?;
             Ok(true)
         })();
         // Dropped, `copy` removes whatever part of it was made.
@@ -194,87 +194,112 @@ impl Core {
         }
     }
 
-    /// Archives in the order the contract gives: reap the runtime first
-    /// (best-effort, never blocking the archive), then record it. What can
-    /// fail is done before anything is stopped: the transcript's copy made
-    /// and synced, the new sidecar written and synced, so that recording is
-    /// a rename. If that fails, the session is exactly as it was.
+    /// Archives one session: see [`Core::archive_all`].
     pub fn archive(&self, key: &SessionKey) -> Result<()> {
         self.require(key)?;
-        let created = self.row(key).meta.created_ms;
-        let mark = |all: &mut BTreeMap<String, SessionMeta>| {
-            all.entry(key.to_string())
-                .or_insert_with(|| SessionMeta {
-                    created_ms: created,
-                    ..Default::default()
-                })
-                .archived = true;
-            Ok(())
-        };
-        let result = (|| {
-            let launchable = key.engine() != HOSTED;
-            let copy = if launchable {
-                self.prepare_copy(key)?
+        self.archive_all(std::slice::from_ref(key))
+            .map(drop)
+            .map_err(|e| {
+                self.refuse(
+                    key,
+                    Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+                )
+            })
+    }
+
+    /// Archives `keys` in the order the contract gives, as one change of
+    /// the records: what can fail is done before anything is stopped (each
+    /// transcript's copy made, room for the records' change reserved),
+    /// then the runtimes are reaped (best-effort, never blocking the
+    /// archive), then the change is written. If the reservation fails, every
+    /// session is exactly as it was. Of several keys, one whose transcript
+    /// cannot be copied is left as it was, its reason in its `status`.
+    /// Returns the keys archived.
+    fn archive_all(&self, keys: &[SessionKey]) -> Result<Vec<SessionKey>> {
+        let mut ready: Vec<(SessionKey, u64)> = Vec::with_capacity(keys.len());
+        let mut copies: Vec<Option<KeptCopy>> = Vec::with_capacity(keys.len());
+        for key in keys {
+            let created = self.row(key).meta.created_ms;
+            let copy = if key.engine() != HOSTED {
+                match self.prepare_copy(key) {
+                    Ok(copy) => copy,
+                    Err(e) if keys.len() > 1 => {
+                        self.refuse(
+                            key,
+                            Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+                        );
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
             } else {
                 None
             };
-            let record = self.sidecar.prepare(mark)?;
-            if launchable {
-                let rt = self.reap_detached(key);
-                {
-                    let mut state = lock(&rt.state);
-                    state.outcome = None;
-                    state.record = None;
-                }
-                // The reap closed the connection: the ring holds all the
-                // output there will be.
-                let kept = if self.ring_is_history(key) {
-                    self.keep_archived_scrollback(key, &rt.scrollback)
-                } else {
-                    Ok(())
-                };
-                match kept {
-                    Ok(()) => rt.scrollback.discard(),
-                    // Not lost: still read from the ring until a restart.
-                    Err(e) => log::error!("{key}: {}", e.message),
-                }
-                rt.clear_screen();
-                if let Some(copy) = copy {
-                    if let Err(e) = copy.install() {
-                        log::warn!("{key}: cannot put the transcript's copy in place: {e}");
-                    }
+            ready.push((key.clone(), created));
+            copies.push(copy);
+        }
+        let mark = |all: &mut Records| {
+            for (key, created) in &ready {
+                all.entry_or(key.as_str(), || SessionMeta {
+                    created_ms: *created,
+                    ..Default::default()
+                })
+                .archived = true;
+            }
+            Ok(())
+        };
+        let record = self.sidecar.prepare(mark)?;
+        for ((key, _), copy) in ready.iter().zip(&mut copies) {
+            if key.engine() == HOSTED {
+                continue;
+            }
+            let rt = self.reap_detached(key);
+            {
+                let mut state = lock(&rt.state);
+                state.outcome = None;
+                state.record = None;
+            }
+            // The reap closed the connection: the ring holds all the
+            // output there will be.
+            let kept = if self.ring_is_history(key) {
+                self.keep_archived_scrollback(key, &rt.scrollback)
+            } else {
+                Ok(())
+            };
+            match kept {
+                Ok(()) => rt.scrollback.discard(),
+                // Not lost: still read from the ring until a restart.
+                Err(e) => log::error!("{key}: {}", e.message),
+            }
+            rt.clear_screen();
+            if let Some(copy) = copy.take() {
+                if let Err(e) = copy.install() {
+                    log::warn!("{key}: cannot put the transcript's copy in place: {e}");
                 }
             }
-            self.sidecar.commit(record, mark)
-        })();
-        match result {
-            Ok(()) => {
-                // An open that began before the commit (it found the
-                // session not archived) and after the processes were ended
-                // would leave an archived session running: ended too.
-                let raced = key.engine() != HOSTED && {
-                    let rt = self.runtime(key);
+        }
+        self.sidecar.commit(record, mark)?;
+        let now = crate::runtime::record::now_ms();
+        let mut archived = Vec::with_capacity(ready.len());
+        for (key, _) in ready {
+            // An open that began before the commit (it found the session
+            // not archived) and after the processes were ended would
+            // leave an archived session running: ended too.
+            let raced = key.engine() != HOSTED
+                && lock(&self.sessions).get(&key).is_some_and(|rt| {
                     let state = lock(&rt.state);
                     state.opening.is_some() || state.client.is_some()
-                };
-                if raced {
-                    self.reap_detached(key);
-                }
-                self.record_changed(key);
-                log::info!("{key}: archived");
-                self.event_stream.append(
-                    crate::runtime::record::now_ms(),
-                    key.as_str(),
-                    "archived",
-                    serde_json::json!({}),
-                );
-                Ok(())
+                });
+            if raced {
+                self.reap_detached(&key);
             }
-            Err(e) => Err(self.refuse(
-                key,
-                Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
-            )),
+            self.record_changed(&key);
+            log::info!("{key}: archived");
+            self.event_stream
+                .append(now, key.as_str(), "archived", serde_json::json!({}));
+            archived.push(key);
         }
+        Ok(archived)
     }
 
     pub fn unarchive(&self, key: &SessionKey) -> Result<()> {
@@ -298,7 +323,9 @@ impl Core {
         Ok(())
     }
 
-    /// Archives every active session whose last activity is before the cutoff.
+    /// Archives every active session whose last activity is before the
+    /// cutoff, as one change (see [`Core::archive_all`]), in batches so
+    /// that the kernel hears of the moves as they are made.
     pub fn archive_older(&self, cutoff_ms: u64) -> Result<usize> {
         let old: Vec<SessionKey> = self
             .rows(false)
@@ -306,12 +333,14 @@ impl Core {
             .filter(|r| !r.meta.archived && r.last_activity_ms < cutoff_ms)
             .map(|r| r.key.clone())
             .collect();
-        for key in &old {
-            self.archive(key)?;
-            self.moved(key);
+        let mut count = 0;
+        for batch in old.chunks(ARCHIVE_BATCH) {
+            let archived = self.archive_all(batch)?;
+            count += archived.len();
+            self.moved_all(&archived);
         }
-        log::info!("archive-older: {} sessions archived", old.len());
-        Ok(old.len())
+        log::info!("archive-older: {count} sessions archived");
+        Ok(count)
     }
 
     /// Changes the sidecar record, creating it for a discovered session.
@@ -319,7 +348,7 @@ impl Core {
         // A discovered conversation was created when its store began.
         let created = self.row(key).meta.created_ms;
         self.sidecar.update(|all| {
-            let meta = all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+            let meta = all.entry_or(key.as_str(), || SessionMeta {
                 created_ms: created,
                 ..Default::default()
             });
@@ -383,12 +412,18 @@ impl Core {
     /// Lets the FUSE adapter know once: called after a session moved
     /// between the root and `archived/` by anything but a rename (a rename
     /// moves the kernel's entry itself).
-    pub fn on_moved(&self, hook: super::SessionHook) {
+    pub fn on_moved(&self, hook: super::MovesHook) {
         self.moved_hook.set(hook, "moved");
     }
 
     pub(super) fn moved(&self, key: &SessionKey) {
-        self.moved_hook.call(key);
+        self.moved_all(std::slice::from_ref(key));
+    }
+
+    pub(super) fn moved_all(&self, keys: &[SessionKey]) {
+        if let Some(hook) = self.moved_hook.get() {
+            (hook.0)(keys);
+        }
     }
 
     /// Lets the FUSE adapter know once: called after any change of a

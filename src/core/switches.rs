@@ -21,15 +21,10 @@ use std::sync::{Arc, Mutex};
 /// The most earlier conversations a session's record keeps.
 const EARLIER_MAX: usize = 64;
 
-/// Conversation key → the session that writes or wrote it.
-type OwnerMap = HashMap<SessionKey, SessionKey>;
-
-/// Which session each conversation recorded in the sidecar belongs to,
-/// made again only when the sidecar changed.
+/// Which session each conversation belongs to, as this daemon saw the
+/// switches (the sidecar keeps those it recorded).
 #[derive(Debug, Default)]
 pub(super) struct Owners {
-    /// (sidecar generation, its map).
-    recorded: Mutex<Option<(u64, Arc<OwnerMap>)>>,
     /// Switches this daemon saw, before (and while) the sidecar records them.
     seen: Mutex<HashMap<SessionKey, SessionKey>>,
 }
@@ -42,8 +37,12 @@ impl Core {
         if let Some(owner) = lock(&self.owners.seen).get(conversation) {
             return Some(owner.clone());
         }
-        if let Some(owner) = self.recorded_owners().get(conversation) {
-            return Some(owner.clone());
+        if let Some(owner) = self
+            .sidecar
+            .owner_of(conversation)
+            .and_then(|k| SessionKey::parse(&k).ok())
+        {
+            return Some(owner);
         }
         self.live_claim(conversation).map(|c| c.1)
     }
@@ -78,32 +77,6 @@ impl Core {
             }
         }
         keys
-    }
-
-    /// The sidecar's conversations and their sessions.
-    fn recorded_owners(&self) -> Arc<OwnerMap> {
-        let generation = self.sidecar.generation();
-        if let Some((g, map)) = lock(&self.owners.recorded).as_ref() {
-            if *g == generation {
-                return map.clone();
-            }
-        }
-        let mut map = HashMap::new();
-        for (k, meta) in self.sidecar.all() {
-            let Ok(key) = SessionKey::parse(&k) else {
-                continue;
-            };
-            for id in meta.conversation.iter().chain(&meta.conversations) {
-                if let Ok(conversation) = SessionKey::new(key.engine(), id) {
-                    if conversation != key {
-                        map.insert(conversation, key.clone());
-                    }
-                }
-            }
-        }
-        let map = Arc::new(map);
-        *lock(&self.owners.recorded) = Some((generation, map.clone()));
-        map
     }
 
     /// A claim on `conversation` by a session whose master lives.
@@ -202,7 +175,7 @@ impl Core {
                 claims::end(&lock_dir, from_key.as_str(), key.as_str());
             }
             sidecar.update(|all| {
-                let meta = all.entry(key.to_string()).or_insert_with(|| SessionMeta {
+                let meta = all.entry_or(key.as_str(), || SessionMeta {
                     created_ms: created,
                     ..Default::default()
                 });

@@ -34,8 +34,9 @@ const QUEUE: usize = 1024;
 
 /// What the thread tells the kernel.
 enum Told {
-    /// A session's directory moved between the root and `archived/`.
-    Moved(String),
+    /// Sessions' directories moved between the root and `archived/`: each
+    /// name, and whether it is in `archived/` now.
+    Moved(Vec<(String, bool)>),
     /// A session left views: its links there are dropped.
     LeftViews(Vec<Entry>),
 }
@@ -62,10 +63,19 @@ impl MovedEntries {
         Ok(MovedEntries { queue })
     }
 
-    /// `KEY` moved between the root and `archived/`: waits up to a deadline
-    /// for the kernel to have been told.
-    pub fn session_moved(&self, key: &SessionKey) {
-        self.tell(key, Told::Moved(key.to_string()));
+    /// Sessions moved between the root and `archived/` (each with whether
+    /// it is archived now): waits up to a deadline for the kernel to have
+    /// been told.
+    pub fn sessions_moved(&self, moves: Vec<(SessionKey, bool)>) {
+        let Some((first, _)) = moves.first() else {
+            return;
+        };
+        let first = first.clone();
+        let names = moves
+            .into_iter()
+            .map(|(key, archived)| (key.to_string(), archived))
+            .collect();
+        self.tell(&first, Told::Moved(names));
     }
 
     /// `key`'s record changed, and the kernel holds `links` of it in the
@@ -100,14 +110,33 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
     let exe = std::env::current_exe().unwrap_or_else(|_| "sessionfs".into());
     for job in jobs {
         match &job.told {
-            Told::Moved(name) => {
-                for parent in [ROOT, ViewDir::Archived.ino()] {
-                    write_inval(&mut device, parent, name, Inval::ExpireOnly);
+            Told::Moved(moves) => {
+                for (name, _) in moves {
+                    for parent in [ROOT, ViewDir::Archived.ino()] {
+                        write_inval(&mut device, parent, name, Inval::ExpireOnly);
+                    }
                 }
-                // Only the new name exists; the lookup of the other one
-                // finds nothing and changes nothing.
-                for dir in [mountpoint, archived.as_path()] {
-                    look_up(&exe, &dir.join(name), &job.done);
+                // Only the new name exists: it is the one looked up.
+                let new_path = |(name, now_archived): &(String, bool)| {
+                    let dir = if *now_archived {
+                        archived.as_path()
+                    } else {
+                        mountpoint
+                    };
+                    dir.join(name)
+                };
+                match moves.as_slice() {
+                    [one] => look_up(&exe, &new_path(one), &job.done),
+                    many => {
+                        // Many at once (`archive-older`): the caller goes
+                        // on once the entries are expired; one child looks
+                        // every new name up.
+                        let _ = job.done.try_send(());
+                        let paths: Vec<PathBuf> = many.iter().map(new_path).collect();
+                        if let Err(e) = probe_all_in_child(&exe, &paths) {
+                            log::debug!("looking up {} moved sessions: {e}", paths.len());
+                        }
+                    }
                 }
             }
             // A link is no directory: nothing is below it to keep.
@@ -142,24 +171,44 @@ pub fn probe(path: &std::path::Path) -> i32 {
     }
 }
 
-/// `lstat(path)` in a child process, as [`probe`] gives it; killed (EIO)
-/// past [`PROBE_WITHIN`].
-fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
-    let mut child = std::process::Command::new(exe)
+/// `sessionfs lstat-probe PATH PATH...`: looks each path up, again while
+/// the kernel answers ESTALE (for at most [`STALE_FOR`] in all).
+pub fn probe_all(paths: &[PathBuf]) {
+    let until = std::time::Instant::now() + STALE_FOR;
+    let mut pause = Duration::from_millis(2);
+    let mut stale: Vec<&PathBuf> = paths.iter().collect();
+    while !stale.is_empty() {
+        stale.retain(|p| probe(p) == libc::ESTALE);
+        if stale.is_empty() || std::time::Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// [`probe_all`] in a child process; killed past [`PROBE_WITHIN`] and
+/// [`STALE_FOR`] together.
+fn probe_all_in_child(exe: &std::path::Path, paths: &[PathBuf]) -> std::io::Result<()> {
+    let child = std::process::Command::new(exe)
         .arg(PROBE)
-        .arg(path)
+        .args(paths)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()?;
-    let until = std::time::Instant::now() + PROBE_WITHIN;
+    wait_child(child, PROBE_WITHIN + STALE_FOR).map(drop)
+}
+
+/// Waits for `child` up to `within`, then kills it (EIO).
+fn wait_child(
+    mut child: std::process::Child,
+    within: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + within;
     loop {
         if let Some(status) = child.try_wait()? {
-            return match status.code() {
-                Some(0) => Ok(()),
-                Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
-                None => Err(std::io::Error::from_raw_os_error(libc::EIO)),
-            };
+            return Ok(status);
         }
         if std::time::Instant::now() >= until {
             let _ = child.kill();
@@ -167,6 +216,23 @@ fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Res
             return Err(std::io::Error::from_raw_os_error(libc::EIO));
         }
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `lstat(path)` in a child process, as [`probe`] gives it; killed (EIO)
+/// past [`PROBE_WITHIN`].
+fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
+    let child = std::process::Command::new(exe)
+        .arg(PROBE)
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    match wait_child(child, PROBE_WITHIN)?.code() {
+        Some(0) => Ok(()),
+        Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+        None => Err(std::io::Error::from_raw_os_error(libc::EIO)),
     }
 }
 

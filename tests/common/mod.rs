@@ -15,6 +15,23 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use watchdog::Deadline;
 
+/// The metadata as stored under a state directory, byte for byte: its
+/// base file and its journal. Equal before and after: nothing was written.
+pub fn sidecar_bytes(state_dir: &Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(state_dir.join("sidecar.json")).unwrap_or_default();
+    bytes.push(0);
+    bytes.extend(std::fs::read(state_dir.join("sidecar.journal")).unwrap_or_default());
+    bytes
+}
+
+/// The records stored under a state directory (base and journal), as a
+/// daemon reads them; panics on a damaged store.
+pub fn sidecar_records(state_dir: &Path) -> Value {
+    let records = sessionfs::sidecar::read_records(state_dir)
+        .unwrap_or_else(|e| panic!("the metadata is damaged: {e}"));
+    serde_json::to_value(records).unwrap()
+}
+
 /// Waits for `probe` to hold, polling, up to `secs` seconds; panics with `what`.
 pub fn wait_for(secs: u64, what: &str, probe: impl FnMut() -> bool) {
     assert!(wait_until(secs, probe), "timed out waiting for {what}");
