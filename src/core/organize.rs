@@ -253,6 +253,19 @@ impl Core {
             if key.engine() == HOSTED {
                 continue;
             }
+            if let Some(copy) = copy.take() {
+                if let Err(e) = copy.install() {
+                    log::warn!("{key}: cannot put the transcript's copy in place: {e}");
+                }
+            }
+            // Nothing runs it here or anywhere: nothing to reap (most of
+            // what `archive-older` archives).
+            let idle = !lock(&self.sessions).contains_key(key)
+                && !self.paths.record(key).exists()
+                && !self.paths.socket(key).exists();
+            if idle {
+                continue;
+            }
             let rt = self.reap_detached(key);
             {
                 let mut state = lock(&rt.state);
@@ -272,11 +285,6 @@ impl Core {
                 Err(e) => log::error!("{key}: {}", e.message),
             }
             rt.clear_screen();
-            if let Some(copy) = copy.take() {
-                if let Err(e) = copy.install() {
-                    log::warn!("{key}: cannot put the transcript's copy in place: {e}");
-                }
-            }
         }
         self.sidecar.commit(record, mark)?;
         let now = crate::runtime::record::now_ms();
