@@ -352,9 +352,10 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("hook") {
         return hook_main(&args[2..]);
     }
-    if let (Some(sessionfs::fs::moved::PROBE), [path, more @ ..]) =
-        (args.get(1).map(String::as_str), args.get(2..).unwrap_or_default())
-    {
+    if let (Some(sessionfs::fs::moved::PROBE), [path, more @ ..]) = (
+        args.get(1).map(String::as_str),
+        args.get(2..).unwrap_or_default(),
+    ) {
         if more.is_empty() {
             let errno = sessionfs::fs::moved::probe(std::path::Path::new(path));
             return ExitCode::from(u8::try_from(errno).unwrap_or(255));

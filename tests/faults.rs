@@ -516,7 +516,12 @@ fn a_full_state_directory_refuses_every_metadata_change_and_loses_nothing() {
     // fit in the room its last page has left. Once one is refused, the
     // disk is full for every change.
     let mut fitted = 0;
-    while save(&m.path(&format!("{live}/title")), &format!("fits {fitted}\n")).is_ok() {
+    while save(
+        &m.path(&format!("{live}/title")),
+        &format!("fits {fitted}\n"),
+    )
+    .is_ok()
+    {
         fitted += 1;
         assert!(fitted < 200, "title writes still fit after {fitted}");
     }

@@ -219,13 +219,13 @@ impl Core {
                 ..then
             } == stamp;
             if only_records && fresh {
-                let moved = self
-                    .sidecar
-                    .changes_since(then.records)
-                    .and_then(|(generation, changes)| {
-                        stamp.records = generation;
-                        self.moved_membership(&membership, &changes)
-                    });
+                let moved =
+                    self.sidecar
+                        .changes_since(then.records)
+                        .and_then(|(generation, changes)| {
+                            stamp.records = generation;
+                            self.moved_membership(&membership, &changes)
+                        });
                 if let Some(moved) = moved {
                     let moved = Arc::new(moved);
                     let mut current = lock(&self.members.current);
@@ -269,7 +269,8 @@ impl Core {
                 m.map(|m| (m.conversation.clone(), m.conversations.clone()))
             };
             if key.engine() == HOSTED
-                || conversations(before).unwrap_or_default() != conversations(after).unwrap_or_default()
+                || conversations(before).unwrap_or_default()
+                    != conversations(after).unwrap_or_default()
                 || self.conversation_owner(&key).is_some()
             {
                 return None;

@@ -154,7 +154,10 @@ pub enum Concern {
 pub struct SessionHook(pub Box<dyn Fn(&SessionKey) + Send + Sync>);
 
 /// What [`Core::on_moved`] calls with the sessions that moved.
-pub struct MovesHook(pub Box<dyn Fn(&[SessionKey]) + Send + Sync>);
+pub struct MovesHook(pub Box<MovedKeys>);
+
+/// A function of the keys of sessions that moved.
+pub type MovedKeys = dyn Fn(&[SessionKey]) + Send + Sync;
 
 impl std::fmt::Debug for SessionHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

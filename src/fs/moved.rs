@@ -190,14 +190,21 @@ pub fn probe_all(paths: &[PathBuf]) {
 /// [`probe_all`] in a child process; killed past [`PROBE_WITHIN`] and
 /// [`STALE_FOR`] together.
 fn probe_all_in_child(exe: &std::path::Path, paths: &[PathBuf]) -> std::io::Result<()> {
-    let child = std::process::Command::new(exe)
+    wait_child(spawn_probe(exe, paths)?, PROBE_WITHIN + STALE_FOR).map(drop)
+}
+
+/// `sessionfs lstat-probe PATH...` started, with no standard streams.
+fn spawn_probe<P: AsRef<std::ffi::OsStr>>(
+    exe: &std::path::Path,
+    paths: &[P],
+) -> std::io::Result<std::process::Child> {
+    std::process::Command::new(exe)
         .arg(PROBE)
         .args(paths)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()?;
-    wait_child(child, PROBE_WITHIN + STALE_FOR).map(drop)
+        .spawn()
 }
 
 /// Waits for `child` up to `within`, then kills it (EIO).
@@ -222,14 +229,7 @@ fn wait_child(
 /// `lstat(path)` in a child process, as [`probe`] gives it; killed (EIO)
 /// past [`PROBE_WITHIN`].
 fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
-    let child = std::process::Command::new(exe)
-        .arg(PROBE)
-        .arg(path)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    match wait_child(child, PROBE_WITHIN)?.code() {
+    match wait_child(spawn_probe(exe, &[path])?, PROBE_WITHIN)?.code() {
         Some(0) => Ok(()),
         Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
         None => Err(std::io::Error::from_raw_os_error(libc::EIO)),

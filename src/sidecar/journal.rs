@@ -111,7 +111,7 @@ pub(super) fn read_tail(path: &Path, from: u64) -> Result<Tail, String> {
 }
 
 /// The lines for `changes`, ready to append.
-pub(super) fn encode(changes: &[(String, Option<SessionMeta>)]) -> Vec<u8> {
+pub(super) fn encode(changes: &super::Written) -> Vec<u8> {
     let mut bytes = Vec::new();
     for (key, meta) in changes {
         let line = Line {

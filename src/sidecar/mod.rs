@@ -11,7 +11,7 @@
 mod journal;
 mod records;
 
-pub use records::{Change, Records};
+pub use records::{Change, Records, Written};
 
 use crate::error::{Error, Result};
 use crate::filelock::{SharedLock, LOCK_WAIT};
@@ -106,7 +106,10 @@ enum Catch {
 }
 
 /// Reads the base and the whole journal.
-fn load(base: &Path, journal: &Path) -> std::result::Result<(BTreeMap<String, SessionMeta>, journal::Tail), String> {
+fn load(
+    base: &Path,
+    journal: &Path,
+) -> std::result::Result<(BTreeMap<String, SessionMeta>, journal::Tail), String> {
     let mut sessions = journal::read_base(base)?;
     let tail = journal::read_tail(journal, 0)?;
     for line in &tail.lines {
@@ -120,7 +123,9 @@ fn load(base: &Path, journal: &Path) -> std::result::Result<(BTreeMap<String, Se
 
 /// The records a state directory holds (the base with the journal over
 /// it), read without a daemon: for tools and tests.
-pub fn read_records(state_dir: &Path) -> std::result::Result<BTreeMap<String, SessionMeta>, String> {
+pub fn read_records(
+    state_dir: &Path,
+) -> std::result::Result<BTreeMap<String, SessionMeta>, String> {
     load(
         &state_dir.join("sidecar.json"),
         &state_dir.join("sidecar.journal"),
@@ -273,7 +278,7 @@ impl Sidecar {
     fn stage<T>(
         &self,
         change: impl FnOnce(&mut Records) -> Result<T>,
-    ) -> Result<(T, Vec<(String, Option<SessionMeta>)>, u64)> {
+    ) -> Result<(T, Written, u64)> {
         let cache = self.refresh();
         if let Some(reason) = &cache.broken {
             return Err(Error::new(libc::EIO, reason.clone()));
@@ -298,7 +303,7 @@ impl Sidecar {
     }
 
     /// Appends `changes` (staged at `at`) and installs them.
-    fn write(&self, changes: Vec<(String, Option<SessionMeta>)>, at: u64) -> Result<()> {
+    fn write(&self, changes: Written, at: u64) -> Result<()> {
         if changes.is_empty() {
             return Ok(());
         }
@@ -384,7 +389,10 @@ impl Sidecar {
                 cache.base = base;
                 cache.journal = journal;
                 cache.read_to = 0;
-                log::debug!("the metadata journal is folded into {}", self.base.display());
+                log::debug!(
+                    "the metadata journal is folded into {}",
+                    self.base.display()
+                );
             }
             Err(e) => log::warn!("cannot fold the metadata journal: {e}"),
         }
@@ -592,15 +600,22 @@ mod tests {
         }
     }
 
+    /// A sidecar with one record `shell:a`, then `extra` written at the
+    /// journal's end behind its back; the journal's path and its bytes.
+    fn journal_ending_with(dir: &Path, extra: &[u8]) -> (Sidecar, PathBuf, Vec<u8>) {
+        let s = Sidecar::open(dir);
+        title(&s, "shell:a", "kept");
+        let journal = dir.join("sidecar.journal");
+        let mut bytes = std::fs::read(&journal).unwrap();
+        bytes.extend_from_slice(extra);
+        std::fs::write(&journal, &bytes).unwrap();
+        (s, journal, bytes)
+    }
+
     #[test]
     fn a_line_torn_by_a_crash_is_ignored_then_cut_by_the_next_change() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Sidecar::open(dir.path());
-        title(&s, "shell:a", "kept");
-        let journal = dir.path().join("sidecar.journal");
-        let mut torn = std::fs::read(&journal).unwrap();
-        torn.extend_from_slice(b"{\"key\":\"shell:b\",\"meta\":{\"crea");
-        std::fs::write(&journal, &torn).unwrap();
+        journal_ending_with(dir.path(), b"{\"key\":\"shell:b\",\"meta\":{\"crea");
         let fresh = Sidecar::open(dir.path());
         assert!(fresh.get("shell:b").is_none());
         assert_eq!(fresh.get("shell:a").unwrap().title.as_deref(), Some("kept"));
@@ -613,12 +628,7 @@ mod tests {
     #[test]
     fn a_damaged_journal_line_refuses_changes_and_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Sidecar::open(dir.path());
-        title(&s, "shell:a", "kept");
-        let journal = dir.path().join("sidecar.journal");
-        let mut damaged = std::fs::read(&journal).unwrap();
-        damaged.extend_from_slice(b"not json\n");
-        std::fs::write(&journal, &damaged).unwrap();
+        let (s, journal, damaged) = journal_ending_with(dir.path(), b"not json\n");
         let err = s
             .update(|all| {
                 all.remove("shell:a");
@@ -645,7 +655,9 @@ mod tests {
         let before = s.all();
         s.compact_if_due();
         assert_eq!(
-            std::fs::metadata(dir.path().join("sidecar.journal")).unwrap().len(),
+            std::fs::metadata(dir.path().join("sidecar.journal"))
+                .unwrap()
+                .len(),
             0
         );
         assert_eq!(s.all(), before);

@@ -10,6 +10,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 /// How many of the last changes are kept for [`Index::changes_since`].
 const CHANGES_KEPT: usize = 4096;
 
+/// Records as a change writes them: each key with its whole new record,
+/// `None` for one removed.
+pub type Written = Vec<(String, Option<SessionMeta>)>;
+
 /// One record's change: what it was and what it is (`None`: no record).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
@@ -125,7 +129,9 @@ impl Index {
     /// The session whose record names `conversation` (the last in key
     /// order when several do).
     pub fn owner_of(&self, conversation: &SessionKey) -> Option<&String> {
-        self.owners.get(conversation).and_then(|s| s.iter().next_back())
+        self.owners
+            .get(conversation)
+            .and_then(|s| s.iter().next_back())
     }
 
     /// Every session whose record names `conversation`.
@@ -171,11 +177,7 @@ impl<'a> Records<'a> {
     }
 
     /// The record of `key`, made by `make` when there is none.
-    pub fn entry_or(
-        &mut self,
-        key: &str,
-        make: impl FnOnce() -> SessionMeta,
-    ) -> &mut SessionMeta {
+    pub fn entry_or(&mut self, key: &str, make: impl FnOnce() -> SessionMeta) -> &mut SessionMeta {
         let installed = self.installed;
         self.staged
             .entry(key.to_string())
@@ -198,7 +200,7 @@ impl<'a> Records<'a> {
 
     /// What the change writes: each record it touched whose value differs
     /// from the installed one.
-    pub(super) fn into_changes(self) -> Vec<(String, Option<SessionMeta>)> {
+    pub(super) fn into_changes(self) -> Written {
         let installed = self.installed;
         self.staged
             .into_iter()
