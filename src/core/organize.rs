@@ -258,11 +258,13 @@ impl Core {
                     log::warn!("{key}: cannot put the transcript's copy in place: {e}");
                 }
             }
-            // Nothing runs it here or anywhere: nothing to reap (most of
-            // what `archive-older` archives).
+            // Nothing runs it here or anywhere and no earlier daemon kept
+            // its ring: nothing to reap or keep (most of what
+            // `archive-older` archives).
             let idle = !lock(&self.sessions).contains_key(key)
                 && !self.paths.record(key).exists()
-                && !self.paths.socket(key).exists();
+                && !self.paths.socket(key).exists()
+                && !self.paths.ring(key).exists();
             if idle {
                 continue;
             }
@@ -517,6 +519,31 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shell stopped under an earlier daemon: no runtime here, no record,
+    /// no socket, only the ring file it kept. `archive-older` keeps that
+    /// ring as the archived scrollback and removes the file.
+    #[test]
+    fn archive_older_keeps_the_ring_a_stopped_shell_left() {
+        let (core, _dir) = Core::for_tests(&[]);
+        let key = core.create("shell:old").unwrap();
+        let rt = core.session_runtime(&key).unwrap();
+        rt.scrollback.append(b"history\n");
+        drop(rt);
+        lock(&core.sessions).remove(&key);
+        let ring = core.paths.ring(&key);
+        assert!(ring.exists(), "the ring is kept in {}", ring.display());
+        let archived = core
+            .archive_older(crate::runtime::record::now_ms() + 60_000)
+            .unwrap();
+        assert_eq!(archived, 1);
+        assert!(core.is_archived(&key));
+        assert!(!ring.exists(), "the kept ring file goes with the archive");
+        let kept = core
+            .archived_scrollback(&key)
+            .expect("an archived scrollback");
+        assert_eq!(kept.snapshot(), b"history\n");
+    }
 
     #[test]
     fn cutoffs_are_times_or_ages() {
