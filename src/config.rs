@@ -27,7 +27,7 @@ pub struct Config {
     pub history_page_turns: u64,
     /// How long a `prompt` waits for its session and its turn.
     pub prompt_timeout: Duration,
-    /// What open files may hold in memory together (see `core::held`).
+    /// What open files may hold in memory together (see `core::tree::handle_memory`).
     pub open_bytes: u64,
     /// Size at which the root `events` file is moved aside to `events.1`.
     pub events_bytes: u64,

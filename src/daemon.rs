@@ -94,7 +94,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .map_err(|e| Error::io("cannot duplicate the FUSE device", &e))?;
     let crowded = device
         .try_clone()
-        .and_then(crate::fs::crowded::start)
+        .and_then(crate::fs::entry_eviction::start)
         .map_err(|e| Error::io("cannot start the crowded-entries thread", &e))?;
     files.on_crowded(crowded);
     let moved = crate::fs::MovedEntries::start(device, mountpoint.clone())

@@ -352,16 +352,16 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("hook") {
         return hook_main(&args[2..]);
     }
-    if let (Some(sessionfs::fs::moved::PROBE), [path, more @ ..]) = (
+    if let (Some(sessionfs::fs::moved_sessions::PROBE), [path, more @ ..]) = (
         args.get(1).map(String::as_str),
         args.get(2..).unwrap_or_default(),
     ) {
         if more.is_empty() {
-            let errno = sessionfs::fs::moved::probe(std::path::Path::new(path));
+            let errno = sessionfs::fs::moved_sessions::probe(std::path::Path::new(path));
             return ExitCode::from(u8::try_from(errno).unwrap_or(255));
         }
         let paths: Vec<std::path::PathBuf> = args[2..].iter().map(Into::into).collect();
-        sessionfs::fs::moved::probe_all(&paths);
+        sessionfs::fs::moved_sessions::probe_all(&paths);
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
@@ -468,7 +468,7 @@ fn main() -> ExitCode {
                 }
             }
             // With a state, the whole scope is listed, then filtered and paged here.
-            let query = sessionfs::listing::Query {
+            let query = sessionfs::core::organize::query::Query {
                 q,
                 project,
                 engine,
@@ -535,7 +535,10 @@ fn main() -> ExitCode {
                             serde_json::to_string_pretty(&listing).expect("listing serialises")
                         );
                     } else {
-                        print!("{}", sessionfs::listing::render_table(&listing));
+                        print!(
+                            "{}",
+                            sessionfs::core::organize::query::render_table(&listing)
+                        );
                     }
                     ExitCode::SUCCESS
                 }

@@ -14,7 +14,7 @@ use common::tui::Tui;
 use common::{wait_for, wait_until, wait_within};
 use sessionfs::agent::events::Follower;
 use sessionfs::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
-use sessionfs::agent::screen::{self, verdict};
+use sessionfs::agent::screen_rules::{self, verdict};
 use sessionfs::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, Source, State, Tracker,
 };
@@ -30,7 +30,7 @@ fn sessionfs_exe() -> &'static Path {
 /// One agent TUI and the state derived from its hooks and screen.
 struct Run {
     tui: Tui,
-    which: screen::Tui,
+    which: screen_rules::Tui,
     follower: Follower,
     tracker: Tracker,
     /// Every hook event read, in order.
@@ -61,7 +61,7 @@ impl Run {
         tracker.own_id(CLAUDE_ID);
         Run {
             tui,
-            which: screen::Tui::Claude,
+            which: screen_rules::Tui::Claude,
             follower: Follower::new(&hook_file),
             tracker,
             hooks: vec![],
@@ -83,7 +83,7 @@ impl Run {
         let tui = Tui::launch(&dir.path().join("codex.sock"), &cmd);
         Run {
             tui,
-            which: screen::Tui::Codex,
+            which: screen_rules::Tui::Codex,
             follower: Follower::new(&hook_file),
             tracker: Tracker::new(State::Starting, 0, Coverage::CODEX_NOTIFY),
             hooks: vec![],
@@ -150,9 +150,11 @@ impl Run {
             .wait_screen(10, "the paste in the prompt box", |s| {
                 let lines: Vec<&str> = s.lines().collect();
                 match which {
-                    screen::Tui::Claude => screen::claude_composer(&lines)
+                    screen_rules::Tui::Claude => screen_rules::claude_composer(&lines)
                         .is_some_and(|rows| rows.join(" ").contains(text)),
-                    screen::Tui::Codex => lines.iter().any(|l| l.trim_end() == format!("› {text}")),
+                    screen_rules::Tui::Codex => {
+                        lines.iter().any(|l| l.trim_end() == format!("› {text}"))
+                    }
                 }
             });
         self.tui.push(b"\r");
@@ -270,7 +272,7 @@ fn claude_tool_call_waits_for_permission_then_approval_makes_it_idle() {
     // PermissionRequest fires before the dialog is drawn: approve only
     // once it is on the screen.
     run.tui.wait_screen(10, "the permission dialog", |s| {
-        verdict(screen::Tui::Claude, s) == sessionfs::agent::state::Verdict::Dialog
+        verdict(screen_rules::Tui::Claude, s) == sessionfs::agent::state::Verdict::Dialog
     });
     let drawn = Instant::now();
     assert!(!marker.exists(), "the command ran before approval");

@@ -13,11 +13,11 @@ mod common;
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{json, Value};
+use sessionfs::core::organize::meta_edit;
+use sessionfs::core::records::slots::{self, SlotStore};
 use sessionfs::core::Core;
 use sessionfs::key::SessionKey;
-use sessionfs::metaedit;
 use sessionfs::runtime::dtach;
-use sessionfs::slots::{self, SlotStore};
 use sessionfs::transcript::testgen::{self, Shape};
 use sessionfs::transcript::{page_count, render_page, Limits, PageError, StoreKind, TurnIndex};
 use std::io::{Read, Write};
@@ -1091,7 +1091,7 @@ fn slot_records() {
                     prop_assert_eq!(store.get(W, slot).unwrap(), Some(rec.clone()));
                     // What the slot file reads back parses as the same record.
                     let line = rec.to_json_line();
-                    let again: sessionfs::slots::SlotRecord =
+                    let again: sessionfs::core::records::slots::SlotRecord =
                         serde_json::from_slice(&line).unwrap();
                     prop_assert_eq!(again, rec);
                 }
@@ -1211,10 +1211,10 @@ fn metadata_fields() {
                     .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
             };
             for (max, result) in [
-                (metaedit::MAX_TITLE_BYTES, metaedit::validate_title(&text)),
+                (meta_edit::MAX_TITLE_BYTES, meta_edit::validate_title(&text)),
                 (
-                    metaedit::MAX_PROJECT_BYTES,
-                    metaedit::validate_project(&text),
+                    meta_edit::MAX_PROJECT_BYTES,
+                    meta_edit::validate_project(&text),
                 ),
             ] {
                 match result {
@@ -1228,20 +1228,20 @@ fn metadata_fields() {
                     Err(e) => prop_assert_eq!(e.errno, libc::EINVAL),
                 }
             }
-            if let Ok(Some(p)) = metaedit::validate_project(&text) {
+            if let Ok(Some(p)) = meta_edit::validate_project(&text) {
                 prop_assert!(safe_component(&p));
-                prop_assert_eq!(metaedit::validate_project(&p).unwrap(), Some(p.clone()));
+                prop_assert_eq!(meta_edit::validate_project(&p).unwrap(), Some(p.clone()));
             }
-            match metaedit::validate_workspace(&text) {
+            match meta_edit::validate_workspace(&text) {
                 Ok(Some(w)) => {
                     prop_assert!(w.starts_with('/') && !w.contains(['\0', '\n', '\r']));
-                    prop_assert!(w.len() <= metaedit::MAX_WORKSPACE_BYTES);
+                    prop_assert!(w.len() <= meta_edit::MAX_WORKSPACE_BYTES);
                     prop_assert_eq!(w, text.clone());
                 }
                 Ok(None) => prop_assert!(text.is_empty()),
                 Err(e) => prop_assert_eq!(e.errno, libc::EINVAL),
             }
-            match metaedit::parse_flag(text.as_bytes()) {
+            match meta_edit::parse_flag(text.as_bytes()) {
                 Ok(f) => {
                     let t = text.trim().to_ascii_lowercase();
                     prop_assert_eq!(f, ["1", "true", "yes"].contains(&t.as_str()));
@@ -1249,7 +1249,7 @@ fn metadata_fields() {
                 }
                 Err(e) => prop_assert_eq!(e.errno, libc::EINVAL),
             }
-            match metaedit::parse_line_file(text.as_bytes()) {
+            match meta_edit::parse_line_file(text.as_bytes()) {
                 Ok(line) => {
                     prop_assert!(!line.contains(['\n', '\r']));
                     let endings = [line.clone(), format!("{line}\n"), format!("{line}\r\n")];
@@ -1372,7 +1372,7 @@ fn meta_json_edits() {
             .unwrap()
             .is_empty());
         let bytes = gen_meta_edit(&mut g, &seen);
-        let expected = metaedit::parse_meta_edit(&seen, &seen, &bytes, false);
+        let expected = meta_edit::parse_meta_edit(&seen, &seen, &bytes, false);
         let sidecar_before = t.sidecar();
         match t.core.edit_meta(&key, &seen, &bytes) {
             Ok(()) => {
@@ -1396,7 +1396,7 @@ fn meta_json_edits() {
                 }
                 for f in ["title", "project"] {
                     if let Some(v) = text(&now, f) {
-                        prop_assert!(metaedit::validate_title(&v).unwrap() == Some(v.clone()));
+                        prop_assert!(meta_edit::validate_title(&v).unwrap() == Some(v.clone()));
                     }
                 }
                 // The new document round-trips too.
@@ -1631,7 +1631,7 @@ fn root_ctl_commands() {
                     let meta = t.core.meta_value(key).unwrap();
                     if let Some(title) = meta["title"].as_str() {
                         prop_assert_eq!(
-                            metaedit::validate_title(title).ok(),
+                            meta_edit::validate_title(title).ok(),
                             Some(Some(title.to_string())),
                             "{:?} took a title a meta.json edit refuses",
                             line
@@ -1639,7 +1639,7 @@ fn root_ctl_commands() {
                     }
                     let ws = meta["workspace"].as_str().unwrap_or_default();
                     prop_assert!(
-                        metaedit::validate_workspace(ws).is_ok(),
+                        meta_edit::validate_workspace(ws).is_ok(),
                         "{line:?} took workspace {ws:?}"
                     );
                 }

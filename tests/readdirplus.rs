@@ -23,7 +23,7 @@ fn lookups(m: &Mount) -> usize {
 
 /// A host whose daemons log a line per lookup.
 fn traced() -> Host {
-    Host::new().with_env("RUST_LOG", "info,sessionfs::core::files=trace")
+    Host::new().with_env("RUST_LOG", "info,sessionfs::core::tree::requests=trace")
 }
 
 fn inodes(m: &Mount) -> u64 {

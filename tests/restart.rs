@@ -397,7 +397,9 @@ fn kill_9_at_any_moment_leaves_every_session_settled() {
             masters.len() <= live,
             "round {round}: {masters:?} for {live} live sessions"
         );
-        if let Err(e) = sessionfs::sidecar::read_records(&host.path("state/sessionfs")) {
+        if let Err(e) =
+            sessionfs::core::organize::sidecar::read_records(&host.path("state/sessionfs"))
+        {
             panic!("round {round}: the metadata is torn: {e}");
         }
     }

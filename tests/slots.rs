@@ -320,7 +320,7 @@ fn hosted_runs_are_sessions_and_agent_run_follows_the_last_entry() {
 
 #[test]
 fn worlds_looked_up_by_the_thousand_are_let_go_and_keep_their_numbers() {
-    use sessionfs::core::node::HELD_MAX;
+    use sessionfs::core::tree::node::HELD_MAX;
     let host = Host::new();
     let m = host.mount("mnt");
     let slot = format!("slots/{WORLD}/1");

@@ -7,7 +7,7 @@
 //! one of these dialogs takes as "no" or "cancel" and which changes no
 //! setting. (Measured with Claude Code 2.1.328 and Codex 0.169.)
 
-use super::screen::Tui;
+use super::screen_rules::Tui;
 use serde::Serialize;
 
 /// What kind of question it is.

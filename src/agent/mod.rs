@@ -3,13 +3,13 @@
 //!
 //! Plain logic with no FUSE and no session runtime: the daemon feeds it
 //! signals (the process, hook lines from [`events::Follower`], screen
-//! verdicts from [`screen`]) and serves what [`state::Tracker`] decides.
+//! verdicts from [`screen_rules`]) and serves what [`state::Tracker`] decides.
 
 pub mod claims;
 pub mod dialogs;
 pub mod events;
 pub mod hooks;
-pub mod screen;
+pub mod screen_rules;
 pub mod state;
 pub mod stream;
 

@@ -16,66 +16,38 @@
 //!   root and the views hold, without listing them) and `organize`
 //!   (metadata changes, archive).
 
-mod agent_state;
-mod answers;
-mod archived_scrollback;
-mod caps;
-mod control;
-mod conversations;
-mod discoveries;
-mod files;
-mod handles;
-mod held;
-mod hosted_times;
-#[cfg(test)]
-mod lifecycle_tests;
-mod listing;
-mod members;
-pub mod node;
-mod opening;
-mod organize;
-mod prompt_close;
-mod record_buffers;
-mod records;
-mod repaint;
-mod root_ctl;
-mod save;
-pub mod scratch;
+pub mod agents;
+pub mod organize;
+pub mod records;
 mod session_runtime;
-mod shell_line;
-mod stamps;
-mod status;
-mod switches;
-mod times;
-mod transcripts;
-mod views;
-mod waits;
+pub mod sessions;
+pub mod tree;
 mod warnings;
 
-pub use agent_state::EMPTY_PROMPT;
-pub use files::{Access, Attr, CrowdedHook, Files, Fixed, SetAttr, SlowWrite};
-pub use handles::{DirEntry, DirSnapshot};
-pub use listing::{daemon_mounts, listing_from_daemon};
-pub use node::Kind;
-pub use organize::{MetaField, META_FILE_MAX};
+pub use agents::session_agent::EMPTY_PROMPT;
+pub use agents::waits::WaitReply;
+pub use organize::changes::{MetaField, META_FILE_MAX};
+pub use organize::rows::{daemon_mounts, listing_from_daemon};
 pub use session_runtime::SessionRuntime;
-pub use waits::WaitReply;
+pub use tree::handles::{DirEntry, DirSnapshot};
+pub use tree::node::Kind;
+pub use tree::requests::{Access, Attr, CrowdedHook, Files, Fixed, SetAttr, SlowWrite};
 
-use control::STOP_GRACE;
-use opening::{Flight, OpenMode, INPUT_DEADLINE};
-use transcripts::TranscriptCache;
+use sessions::control::STOP_GRACE;
+use sessions::opening::{Flight, OpenMode, INPUT_DEADLINE};
+use sessions::transcripts::TranscriptCache;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::core::organize::sidecar::{SessionMeta, Sidecar};
+use crate::core::records::hosted::EntryIndex;
+use crate::core::records::slots::SlotStore;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::filelock::DIR_LOCK_WAIT;
-use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
 use crate::runtime::record::now_ms;
 use crate::runtime::RuntimePaths;
-use crate::sidecar::{SessionMeta, Sidecar};
-use crate::slots::SlotStore;
 use crate::work::Pool;
 use jiff::Timestamp;
 use serde_json::Value;
@@ -113,23 +85,23 @@ pub struct Core {
     /// Slow operations (input, ctl, launches, stops, archives, changes
     /// under a store's lock) run here.
     work: Pool,
-    listings: listing::ListingCache,
-    members: members::Members,
+    listings: crate::core::organize::rows::ListingCache,
+    members: crate::core::organize::members::Members,
     /// Sessions launched here whose conversation may still be bound.
-    pending_binds: conversations::PendingBinds,
+    pending_binds: crate::core::sessions::conversations::PendingBinds,
     /// Which session each conversation it switched to belongs to.
-    owners: switches::Owners,
+    owners: crate::core::sessions::switches::Owners,
     /// The root `events`: every session's changes.
     event_stream: Arc<crate::agent::stream::EventStream>,
     /// Conversations seen in the stores, to announce new ones.
-    discoveries: discoveries::Discoveries,
+    discoveries: crate::core::agents::discoveries::Discoveries,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// The key the root `ctl`'s last `new` made (root `status`'s `new`).
     last_new: Mutex<Option<String>>,
     warnings: warnings::Warnings,
     /// Blocked reads of `wait`.
-    waits: waits::Waits,
+    waits: crate::core::agents::waits::Waits,
     /// Every live session's output, read by a few threads.
     output_readers: crate::runtime::readers::OutputReaders,
     /// Told when a session leaves its directory other than by a rename
@@ -229,12 +201,12 @@ impl Core {
     /// Prepares directories and finds the programs the runtime needs.
     pub fn new(config: Config, mountpoint: &Path) -> Result<Arc<Core>> {
         let dtach = find_dtach()?;
-        crate::metaedit::set_own_mount(mountpoint);
+        crate::core::organize::meta_edit::set_own_mount(mountpoint);
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
-        listing::start_janitor(&core);
-        agent_state::start(&core);
-        discoveries::start(&core);
+        crate::core::organize::rows::start_janitor(&core);
+        crate::core::agents::session_agent::start(&core);
+        crate::core::agents::discoveries::start(&core);
         Ok(core)
     }
 
@@ -298,8 +270,8 @@ impl Core {
             mountpoint: mountpoint.to_path_buf(),
             started_ms: now_ms(),
             work: Pool::default(),
-            listings: listing::ListingCache::default(),
-            members: members::Members::default(),
+            listings: crate::core::organize::rows::ListingCache::default(),
+            members: crate::core::organize::members::Members::default(),
             pending_binds: Default::default(),
             owners: Default::default(),
             event_stream,
@@ -307,7 +279,7 @@ impl Core {
             root_error: Mutex::new(None),
             last_new: Mutex::new(None),
             warnings: Default::default(),
-            waits: waits::Waits::default(),
+            waits: crate::core::agents::waits::Waits::default(),
             output_readers: Default::default(),
             moved_hook: HookSlot::default(),
             members_hook: HookSlot::default(),

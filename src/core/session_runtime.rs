@@ -14,8 +14,8 @@ use crate::key::SessionKey;
 use crate::runtime::dtach::Client;
 use crate::runtime::record::{self, now_ms, RunRecord};
 use crate::runtime::Outcome;
-use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
-use crate::scrollback::Scrollback;
+use crate::terminal::ring::Scrollback;
+use crate::terminal::vt_mirror::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,7 +57,7 @@ pub struct SessionRuntime {
     screen: Mutex<Mirror>,
     pub(super) state: Mutex<RuntimeState>,
     /// What the program is doing (`state`, `events`).
-    pub(super) agent: super::agent_state::Agent,
+    pub(super) agent: crate::core::agents::session_agent::Agent,
     activity: ActivityStamp,
     /// The last output that was activity, in ms (0: none).
     output_ms: AtomicU64,
@@ -207,14 +207,14 @@ impl SessionRuntime {
 
     /// One chunk of the master's output, into the ring.
     pub(super) fn take_output(&self, bytes: &[u8]) {
-        crate::faults::maybe_panic("output", bytes);
+        crate::test_panics::maybe_panic("output", bytes);
         self.scrollback.append(bytes);
         let now = now_ms();
         if now >= self.repaint_until_ms.load(Ordering::Relaxed) {
             self.output_ms.fetch_max(now, Ordering::Relaxed);
             self.activity.note(now, false);
         }
-        super::agent_state::poke();
+        crate::core::agents::session_agent::poke();
     }
 
     /// Runs `work` on the VT mirror brought up to date with the ring: made

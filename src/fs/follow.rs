@@ -16,7 +16,7 @@
 //! on while a read is out) waits no longer than that.
 
 use crate::core::Files;
-use crate::scrollback::{Scrollback, View};
+use crate::terminal::ring::{Scrollback, View};
 use fuser::ReplyData;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

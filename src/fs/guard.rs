@@ -10,7 +10,7 @@
 
 use super::SessionFs;
 use crate::error::Error;
-use crate::screen::panic_message;
+use crate::terminal::vt_mirror::panic_message;
 use fuser::{
     AccessFlags, CopyFileRangeFlags, FileHandle, Filesystem, INodeNo, IoctlFlags, KernelConfig,
     LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyBmap,

@@ -5,10 +5,10 @@
 //! reply. Every error goes back through [`fail`], which logs it.
 
 mod attrs;
-pub mod crowded;
+pub mod entry_eviction;
 mod follow;
 mod guard;
-pub mod moved;
+pub mod moved_sessions;
 mod notify;
 
 use crate::core::{Access, Attr, Concern, Core, Files, SetAttr};
@@ -21,7 +21,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 pub use guard::Guarded;
-pub use moved::MovedEntries;
+pub use moved_sessions::MovedEntries;
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -433,7 +433,7 @@ impl Filesystem for SessionFs {
     ) {
         use fuser::PollEvents as E;
         // The kernel asks to hear of readiness only when it will wait.
-        let waker: Option<crate::scrollback::Waker> =
+        let waker: Option<crate::terminal::ring::Waker> =
             if flags.contains(fuser::PollFlags::FUSE_POLL_SCHEDULE_NOTIFY) {
                 Some(Box::new(move || {
                     // The poller may be gone; the kernel then ignores it.

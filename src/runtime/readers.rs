@@ -187,7 +187,7 @@ impl Shard {
                 Ok(n) => {
                     let sink = &mut session.sink;
                     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| sink(&buf[..n]))) {
-                        ended = Some(Ended::Panicked(crate::screen::panic_message(
+                        ended = Some(Ended::Panicked(crate::terminal::vt_mirror::panic_message(
                             panic.as_ref(),
                         )));
                         break;
@@ -236,7 +236,7 @@ fn finish(on_end: OnEnd, ended: Ended) {
     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| on_end(ended))) {
         log::error!(
             "internal error after a session's output ended: {}",
-            crate::screen::panic_message(panic.as_ref())
+            crate::terminal::vt_mirror::panic_message(panic.as_ref())
         );
     }
 }

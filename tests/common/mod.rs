@@ -27,7 +27,7 @@ pub fn sidecar_bytes(state_dir: &Path) -> Vec<u8> {
 /// The records stored under a state directory (base and journal), as a
 /// daemon reads them; panics on a damaged store.
 pub fn sidecar_records(state_dir: &Path) -> Value {
-    let records = sessionfs::sidecar::read_records(state_dir)
+    let records = sessionfs::core::organize::sidecar::read_records(state_dir)
         .unwrap_or_else(|e| panic!("the metadata is damaged: {e}"));
     serde_json::to_value(records).unwrap()
 }

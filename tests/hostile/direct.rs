@@ -9,7 +9,7 @@
 //! ENOSYS and the kernel then EOPNOTSUPP.
 
 use crate::Op;
-use sessionfs::core::node::ROOT;
+use sessionfs::core::tree::node::ROOT;
 use sessionfs::core::{Access, Attr, Core, Files, Kind, SetAttr};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

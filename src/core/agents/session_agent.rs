@@ -1,0 +1,1745 @@
+//! What each session is doing (`state`, `events`, `transcript/last`) and
+//! `prompt`: the agent foundation (`crate::agent`) wired to the runtime.
+//!
+//! One tracker per opened session. Its signals: the process (launch, the
+//! master's end, `stop`), the hook file the agent's own hooks append to
+//! (followed by the `agents` thread every [`TICK`]), the VT mirror's screen
+//! (Claude, Codex) or the terminal's foreground process group (shells and
+//! other programs). Every change goes to the `events` log in the state
+//! directory, beside the follower's place, so a restarted daemon goes on
+//! where the last one stopped; blocked `wait`s are woken.
+
+use crate::agent::events::{now_ms, Event, EventLog, FollowPos, Follower};
+use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
+use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Tui};
+use crate::agent::state::{
+    Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
+};
+use crate::agent::Files;
+use crate::core::agents::prompt_close::{withdrawn, PromptStage};
+use crate::core::agents::waits::Waits;
+use crate::core::{lock, Core, OpenMode, SessionRuntime};
+use crate::engine::{Engine, Store};
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::runtime::Outcome as OpenOutcome;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How often Claude's own status file is read for the conversation its
+/// process writes.
+const STATUS_FILE_EVERY_MS: u64 = 1_000;
+
+/// How often the hook files, screens and foreground groups are looked at.
+pub(in crate::core) const TICK: Duration = Duration::from_millis(40);
+
+/// Events kept per session (the oldest are dropped).
+const EVENTS_CAP: usize = 1000;
+
+/// Why a `prompt` flushed with nothing in it is refused; not recorded in
+/// `status.error`: a shell's redirection flushes once before the write.
+pub const EMPTY_PROMPT: &str = "an empty prompt";
+
+/// The longest prompt.
+pub const PROMPT_MAX: usize = 1 << 20;
+
+/// Codex turn-complete events whose thread is not known yet, kept until the
+/// session's rollout names its thread.
+const HELD_MAX: usize = 8;
+
+/// The longest a turn's end waits for the agent to record the turn (Claude
+/// writes its store just after its Stop hook).
+const RECORD_WAIT: Duration = Duration::from_secs(2);
+
+fn is_turn_end(event: &HookEvent) -> bool {
+    matches!(event.name.as_str(), "Stop" | "agent-turn-complete")
+}
+
+/// How a session's state is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::core) enum AgentKind {
+    /// Claude Code: hooks, then its screen.
+    Claude,
+    /// Codex: its notify program, then its screen.
+    Codex,
+    /// A shell or any other program: the terminal's foreground group.
+    Shell,
+}
+
+impl AgentKind {
+    pub(in crate::core) fn of(engine: &Engine) -> AgentKind {
+        match engine.store {
+            Store::Claude(_) => AgentKind::Claude,
+            Store::Codex(_) => AgentKind::Codex,
+            Store::None | Store::Hosted => AgentKind::Shell,
+        }
+    }
+
+    fn tui(self) -> Option<Tui> {
+        match self {
+            AgentKind::Claude => Some(Tui::Claude),
+            AgentKind::Codex => Some(Tui::Codex),
+            AgentKind::Shell => None,
+        }
+    }
+
+    fn tracker(self, state: State, now: u64) -> Tracker {
+        match self {
+            AgentKind::Claude => Tracker::new(state, now, Coverage::CLAUDE),
+            AgentKind::Codex => Tracker::new(state, now, Coverage::CODEX_NOTIFY),
+            // The foreground group is a fact, not a drawing: no hold.
+            AgentKind::Shell => Tracker::new(state, now, Coverage::NONE).with_timing(Timing {
+                screen_hold_ms: 0,
+                dialog_hold_ms: 0,
+                hook_quiet_ms: 0,
+            }),
+        }
+    }
+}
+
+/// The tracker of one session and what feeds it.
+#[derive(Debug)]
+struct Inner {
+    kind: Option<AgentKind>,
+    tracker: Tracker,
+    follower: Option<Follower>,
+    files: Option<Files>,
+    /// Bumped by every open, so a poll that raced one is dropped.
+    opens: u64,
+    /// The output count at the last screen verdict, and that verdict.
+    seen_output: u64,
+    verdict: Verdict,
+    agent_pid: Option<u32>,
+    held: Vec<(u64, HookEvent)>,
+    /// A turn's end (Stop, turn complete), held until the agent has
+    /// recorded the turn in its store: (event, its time, when seen).
+    ending: Option<(HookEvent, u64, Instant)>,
+    /// A prompt's Enter is out and its turn not seen yet. A turn's end
+    /// that comes first (a turn too quick for any screen look) starts the
+    /// turn before it ends it, so `events` shows both.
+    entered: bool,
+    saved: FollowPos,
+    /// The output count last seen by the tick, when it last changed, and
+    /// when the session was last looked at (ms): a quiet session is looked
+    /// at only every [`QUIET_LOOK_MS`].
+    tick_output: u64,
+    output_changed_ms: u64,
+    looked_ms: u64,
+    /// The last hook line, or the last repaint asked for because the state
+    /// had no evidence (ms): with output and input, what backs a state.
+    evidence_ms: u64,
+    /// Changes made and not yet in the events log, in the order the tracker
+    /// made them (queued under this lock, so two threads' changes never
+    /// swap on their way to the log).
+    pending: Vec<(Change, u64)>,
+    /// The time given to the last queued change.
+    queued_ms: u64,
+}
+
+impl Inner {
+    /// Queues `changes` for the events log; [`changed`] writes them. Their
+    /// times never go back: a thread that read the clock before another
+    /// but took this lock after it is given the later time.
+    fn queue(&mut self, changes: &mut Vec<Change>, now: u64) {
+        if changes.is_empty() {
+            return;
+        }
+        let at = now.max(self.queued_ms);
+        self.queued_ms = at;
+        self.pending.extend(changes.drain(..).map(|c| (c, at)));
+    }
+}
+
+/// How long after its last output a session is looked at every tick: long
+/// enough for a screen verdict's hold and for hooks to fall quiet.
+const ACTIVE_MS: u64 = 4_000;
+
+/// How often a quiet agent is looked at: a hook that comes without any
+/// output is noticed within this. A quiet shell at its prompt is not looked
+/// at: a job starts from typed input and ends with a prompt, both output;
+/// a busy one is looked at this often, for a job that ends silently.
+const QUIET_LOOK_MS: u64 = 10_000;
+
+impl Inner {
+    /// Whether this tick should look at the session: it had output or input
+    /// lately, a turn's end is held, or it has been quiet for
+    /// [`QUIET_LOOK_MS`]. Idle sessions then cost no file or /proc reads on
+    /// most ticks.
+    fn due(&mut self, total: u64, input_ms: u64, now: u64) -> bool {
+        if total != self.tick_output {
+            self.tick_output = total;
+            self.output_changed_ms = now;
+        }
+        let lately = self.output_changed_ms.max(input_ms);
+        let quiet_look = match self.kind {
+            Some(AgentKind::Shell) => self.tracker.state() != State::Idle,
+            _ => true,
+        };
+        let active = self.ending.is_some()
+            || self.tracker.state() == State::Starting
+            || now.saturating_sub(lately) < ACTIVE_MS;
+        let due = active || (quiet_look && now.saturating_sub(self.looked_ms) >= QUIET_LOOK_MS);
+        if due {
+            self.looked_ms = now;
+        }
+        ACTIVITY.note(active);
+        due
+    }
+
+    /// Whether a TUI's `starting` or `busy` has had no evidence (output,
+    /// input, a hook) for [`crate::core::sessions::repaint::STALE_MS`]: a live agent at
+    /// work keeps drawing, so the screen it was read from is stale (drawn
+    /// before a restart, or never drawn), and a repaint shows it anew.
+    fn stale(&self, kind: AgentKind, input_ms: u64, now: u64) -> bool {
+        let judged = matches!(self.tracker.state(), State::Starting | State::Busy);
+        let lately = self.output_changed_ms.max(input_ms).max(self.evidence_ms);
+        kind.tui().is_some()
+            && judged
+            && now.saturating_sub(lately) >= crate::core::sessions::repaint::STALE_MS
+    }
+
+    fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
+        match self.tracker.apply(&Signal::Hook(event), now) {
+            Outcome::Changed(c) => changes.push(c),
+            Outcome::Rejected(why) => log::info!("{key}: hook event ignored: {why}"),
+            Outcome::Unchanged => {}
+        }
+    }
+
+    /// Applies a turn's end from the session's own agent; one that comes
+    /// while a prompt's Enter waits to be seen taken starts that turn first.
+    fn end_turn(&mut self, key: &SessionKey, end: HookEvent, now: u64, changes: &mut Vec<Change>) {
+        self.start_entered(now, changes);
+        self.hook(key, end, now, changes);
+    }
+
+    /// The turn of a prompt whose Enter is out has started: `busy` (source
+    /// `prompt`) if still `idle`. Once only: the mark is taken.
+    fn start_entered(&mut self, now: u64, changes: &mut Vec<Change>) {
+        if std::mem::take(&mut self.entered) {
+            if let Outcome::Changed(c) = self.tracker.apply(&Signal::Submitted, now) {
+                changes.push(c);
+            }
+        }
+    }
+
+    /// Whether the turn of a prompt whose Enter is out has been seen
+    /// starting: the state left `idle`, the screen shows work or a dialog,
+    /// or a turn's end consumed the mark.
+    fn turn_seen(&self) -> bool {
+        !self.entered
+            || self.tracker.state() != State::Idle
+            || matches!(self.verdict, Verdict::Working | Verdict::Dialog)
+    }
+
+    /// New hook events (and those held before), in order. A Codex event
+    /// whose thread is not known yet is held; a turn's end is held until
+    /// the turn is recorded ([`Inner::end_if_recorded`]).
+    fn take_hooks(
+        &mut self,
+        kind: AgentKind,
+        key: &SessionKey,
+        events: Vec<(u64, HookEvent)>,
+        now: u64,
+        changes: &mut Vec<Change>,
+    ) {
+        let mut pending = std::mem::take(&mut self.held);
+        pending.extend(events);
+        for (ts, event) in pending {
+            let unknown = kind == AgentKind::Codex
+                && self.tracker.own_ids().is_empty()
+                && event.session_id.is_some();
+            if unknown {
+                if self.held.len() < HELD_MAX {
+                    self.held.push((ts, event));
+                }
+                continue;
+            }
+            // A later event: the held end came first.
+            if let Some((end, _, _)) = self.ending.take() {
+                self.end_turn(key, end, now, changes);
+            }
+            let own = event
+                .session_id
+                .as_ref()
+                .is_some_and(|id| self.tracker.own_ids().contains(id));
+            if is_turn_end(&event) && own {
+                self.ending = Some((event, ts, Instant::now()));
+                continue;
+            }
+            self.hook(key, event, now, changes);
+        }
+    }
+
+    /// Applies a held turn's end once the store has the turn (or after
+    /// [`RECORD_WAIT`]). `ending` is the held end's time when `store` was
+    /// looked at (it is looked at only while an end is held).
+    fn end_if_recorded(
+        &mut self,
+        kind: AgentKind,
+        key: &SessionKey,
+        ending: Option<u64>,
+        store: StoreLook,
+        now: u64,
+        changes: &mut Vec<Change>,
+    ) {
+        // Recorded: the store's last turn-end row comes after its last
+        // prompt. Claude writes the turn after its Stop hooks ran, in
+        // pieces, that row last, so it must also have been made at or after
+        // the end; Codex writes its rollout as it streams and notifies
+        // after the row.
+        let recorded = ending.is_some_and(|ts| {
+            store.last_end.is_some_and(|(turns, ms)| {
+                turns == store.turns && turns > 0 && (kind != AgentKind::Claude || ms >= ts)
+            })
+        });
+        let due = self.ending.as_ref().is_some_and(|(_, ts, seen)| {
+            (recorded && ending == Some(*ts)) || seen.elapsed() >= RECORD_WAIT
+        });
+        if due {
+            if let Some((end, _, _)) = self.ending.take() {
+                self.end_turn(key, end, now, changes);
+            }
+        }
+    }
+}
+
+/// Why a prompt is refused while the agent waits for an answer.
+fn waiting_refusal(key: &SessionKey) -> Error {
+    Error::new(
+        libc::EBUSY,
+        format!(
+            "{key} is waiting for an answer to a question on its screen, not for a prompt; answer it through {key}/input (or stop the session), then prompt again"
+        ),
+    )
+}
+
+/// Whether a process of the agent's session (the agent is its leader)
+/// holds open the Codex rollout of thread `thread`.
+fn codex_writes(agent_pid: u32, thread: &str) -> bool {
+    let suffix = format!("-{thread}.jsonl");
+    crate::procinfo::session_members(agent_pid)
+        .into_iter()
+        .chain(std::iter::once(agent_pid))
+        .any(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .any(|target| {
+                    target.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n.starts_with("rollout-") && n.ends_with(&suffix)
+                    })
+                })
+        })
+}
+
+/// What a look at a session's store found: nothing while there is none.
+#[derive(Debug, Default, Clone, Copy)]
+struct StoreLook {
+    turns: usize,
+    /// Its last turn-end row (`TurnIndex::last_turn_end`).
+    last_end: Option<(usize, u64)>,
+}
+
+/// The agent side of a session runtime.
+#[derive(Debug)]
+pub(in crate::core) struct Agent {
+    inner: Mutex<Inner>,
+    /// Notified on every change of state or verdict.
+    changed: Condvar,
+    version: AtomicU64,
+    /// The events log; taken only by the threads that move the state.
+    log: Mutex<Option<EventLog>>,
+    /// The root `events` every change also goes to.
+    stream: Mutex<Option<Arc<crate::agent::stream::EventStream>>>,
+    /// Prompts in order.
+    queue: Mutex<Queue>,
+    turn: Condvar,
+}
+
+impl Default for Agent {
+    fn default() -> Self {
+        Agent {
+            inner: Mutex::new(Inner {
+                kind: None,
+                tracker: Tracker::new(State::Stopped, 0, Coverage::NONE),
+                follower: None,
+                files: None,
+                opens: 0,
+                seen_output: u64::MAX,
+                verdict: Verdict::Unknown,
+                agent_pid: None,
+                held: vec![],
+                ending: None,
+                entered: false,
+                saved: FollowPos::default(),
+                tick_output: u64::MAX,
+                output_changed_ms: 0,
+                looked_ms: 0,
+                evidence_ms: 0,
+                pending: vec![],
+                queued_ms: 0,
+            }),
+            changed: Condvar::new(),
+            version: AtomicU64::new(0),
+            log: Mutex::new(None),
+            stream: Mutex::new(None),
+            queue: Mutex::new(Queue::default()),
+            turn: Condvar::new(),
+        }
+    }
+}
+
+impl Agent {
+    pub(in crate::core) fn state(&self) -> State {
+        lock(&self.inner).tracker.state()
+    }
+
+    /// Changes so far: what a cached listing compares.
+    pub(in crate::core) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The state and the program's pid, as the `agents` thread last saw it.
+    pub(in crate::core) fn state_and_pid(&self) -> (State, Option<u32>) {
+        let inner = lock(&self.inner);
+        (inner.tracker.state(), inner.agent_pid)
+    }
+
+    fn kind(&self) -> Option<AgentKind> {
+        lock(&self.inner).kind
+    }
+
+    /// Hook events naming conversation `id` are the session's own from now
+    /// on: its process switched to it.
+    pub(in crate::core) fn own_id(&self, id: &str) {
+        lock(&self.inner).tracker.own_id(id);
+    }
+
+    /// Nothing has happened to it: never opened, never changed.
+    pub(in crate::core) fn untouched(&self) -> bool {
+        let inner = lock(&self.inner);
+        self.version() == 0
+            && inner.opens == 0
+            && inner.follower.is_none()
+            && inner.files.is_none()
+            && inner.held.is_empty()
+    }
+}
+
+/// The follower's place and the agent session ids, saved beside the events.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Saved {
+    pos: FollowPos,
+    own_ids: Vec<String>,
+}
+
+fn saved_path(files: &Files) -> std::path::PathBuf {
+    files.dir().join("follow.json")
+}
+
+fn read_saved(files: &Files) -> Saved {
+    std::fs::read(saved_path(files))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn write_saved(files: &Files, saved: &Saved) {
+    let path = saved_path(files);
+    let tmp = path.with_extension("tmp");
+    let text = serde_json::to_vec(saved).expect("a place serialises");
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+        log::warn!("cannot save {}: {e}", path.display());
+    }
+}
+
+/// The end of `path` now: where a follower of a fresh launch starts, so
+/// the last run's events are not replayed.
+fn end_of(path: &std::path::Path) -> FollowPos {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .map(|m| FollowPos {
+            inode: m.ino(),
+            offset: m.len(),
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the terminal's foreground process group is another than the
+/// program's own (a shell running a job). Read from `/proc/PID/stat`
+/// (`pgrp`, `tpgid`): the daemon is a dtach client, not the terminal's owner.
+pub(in crate::core) fn foreground_job(pid: u32) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    foreground_job_of(&stat).map(|(job, _)| job)
+}
+
+/// From the text of `/proc/PID/stat`: whether a job is the terminal's
+/// foreground group, and the process's state letter (`S` asleep).
+pub(in crate::core) fn foreground_job_of(stat: &str) -> Option<(bool, char)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state, ppid, pgrp, session, tty_nr, tpgid.
+    let state = fields.first()?.chars().next()?;
+    let pgrp: i64 = fields.get(2)?.parse().ok()?;
+    let tpgid: i64 = fields.get(5)?.parse().ok()?;
+    Some((tpgid > 0 && tpgid != pgrp, state))
+}
+
+/// A shell's change, told by the terminal's foreground group: the
+/// process's, not a drawing's.
+fn shell_change(mut c: Change) -> Change {
+    c.source = crate::agent::state::Source::Process;
+    c.detail = match c.state {
+        State::Busy => "a job is in the foreground",
+        _ => "the program has the terminal",
+    }
+    .into();
+    c
+}
+
+/// The state a live master goes on in, by the last event logged for it:
+/// an end logged before is over, since the master is there.
+fn carried_on(last: Option<&Event>) -> State {
+    last.map(|e| e.state)
+        .filter(|s| !matches!(s, State::Stopped | State::Exited))
+        .unwrap_or(State::Starting)
+}
+
+/// A `prompt` being written: the text so far.
+#[derive(Debug)]
+pub(in crate::core) struct PromptWrite {
+    pub(in crate::core) key: SessionKey,
+    buf: Vec<u8>,
+    sent: bool,
+    /// A write went past [`PROMPT_MAX`]: nothing of it is sent.
+    too_long: bool,
+}
+
+impl PromptWrite {
+    pub(in crate::core) fn new(key: SessionKey) -> Self {
+        PromptWrite {
+            key,
+            buf: Vec::new(),
+            sent: false,
+            too_long: false,
+        }
+    }
+
+    /// The memory the text so far takes.
+    pub(in crate::core) fn held_bytes(&self) -> u64 {
+        self.buf.capacity() as u64
+    }
+
+    /// One `write`: appended whatever its offset (a stream), capped.
+    pub(in crate::core) fn write(&mut self, data: &[u8]) -> Result<()> {
+        if self.too_long || self.buf.len() + data.len() > PROMPT_MAX {
+            self.too_long = true;
+            self.buf = Vec::new();
+            return Err(Error::invalid(format!(
+                "{}: a prompt is at most {PROMPT_MAX} bytes",
+                self.key
+            )));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// The text to send at `flush`: `None` when this handle already sent
+    /// what it had. Trailing line ends are dropped (`echo` adds one).
+    pub(in crate::core) fn take(&mut self) -> Option<Result<String>> {
+        if self.too_long {
+            return (!std::mem::replace(&mut self.sent, true))
+                .then(|| Err(Error::invalid("a prompt is at most 1 MiB")));
+        }
+        if self.buf.is_empty() {
+            // A shell's `close` of the descriptor it duplicated onto stdout
+            // flushes before anything is written: nothing is sent then.
+            return (!self.sent).then(|| Err(Error::invalid(EMPTY_PROMPT)));
+        }
+        self.sent = true;
+        let bytes = std::mem::take(&mut self.buf);
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => return Some(Err(Error::invalid("a prompt is UTF-8 text"))),
+        };
+        let text = text.trim_end_matches(['\n', '\r']).to_string();
+        if text.trim().is_empty() {
+            return Some(Err(Error::invalid(EMPTY_PROMPT)));
+        }
+        Some(Ok(text))
+    }
+}
+
+/// Bracketed paste: how both TUIs tell a paste from typing.
+const PASTE_START: &[u8] = b"\x1b[200~";
+const PASTE_END: &[u8] = b"\x1b[201~";
+
+impl Core {
+    /// The arguments that make the agent report to its hook file: Claude's
+    /// `--settings FILE`, Codex's `-c notify=[...]`. Writes the settings.
+    pub(in crate::core) fn agent_argv(
+        &self,
+        key: &SessionKey,
+        engine: &Engine,
+        argv: &mut Vec<String>,
+    ) {
+        let kind = AgentKind::of(engine);
+        if kind == AgentKind::Shell {
+            return;
+        }
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        if let Err(e) = crate::config::make_private_dir(files.dir()) {
+            log::warn!("{key}: no hooks: {}", e.message);
+            return;
+        }
+        match kind {
+            AgentKind::Claude => {
+                match write_claude_settings(
+                    &files.settings,
+                    &self.wrapper,
+                    &files.hooks,
+                    key.as_str(),
+                    &self.config.lock_dir,
+                ) {
+                    Ok(()) => {
+                        argv.push("--settings".into());
+                        argv.push(files.settings.to_string_lossy().into_owned());
+                    }
+                    Err(e) => log::warn!("{key}: no hooks: {e}"),
+                }
+            }
+            AgentKind::Codex => {
+                argv.push("-c".into());
+                argv.push(codex_notify_arg(&self.wrapper, &files.hooks, key.as_str()));
+            }
+            AgentKind::Shell => {}
+        }
+    }
+
+    /// The state of a session whose live master this daemon has not joined
+    /// (another daemon's, or `sessionfs ls` with no daemon): as its events
+    /// last said.
+    pub(in crate::core) fn unjoined_state(&self, key: &SessionKey) -> State {
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        carried_on(EventLog::last(&files.events).as_ref())
+    }
+
+    /// A session whose master is gone though its run record is left, found
+    /// by a daemon starting: the program ended while no daemon was joined to
+    /// it, or under the daemon before. It reads `exited`, final until the next
+    /// open, as it did there; its `events` get that line if the daemon
+    /// before did not write it (at `ended_ms`, the run record's last
+    /// activity). A session whose last event is `stopped`, or that has no
+    /// events, is left as it is.
+    pub(in crate::core) fn ended_unjoined(&self, key: &SessionKey, ended_ms: u64) {
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        let Some(last) = EventLog::last(&files.events) else {
+            return;
+        };
+        if last.state == State::Stopped {
+            return;
+        }
+        let Ok(engine) = self.engine(key).cloned() else {
+            return;
+        };
+        let kind = AgentKind::of(&engine);
+        let rt = self.runtime(key);
+        let mut inner = lock(&rt.agent.inner);
+        if inner.kind.is_some() {
+            // Opened meanwhile: that open tells the state.
+            return;
+        }
+        inner.kind = Some(kind);
+        inner.tracker = kind.tracker(State::Exited, now_ms());
+        drop(inner);
+        rt.agent.version.fetch_add(1, Ordering::AcqRel);
+        if last.state == State::Exited {
+            return;
+        }
+        let event = Event {
+            ts_ms: ended_ms.max(last.ts_ms),
+            state: State::Exited,
+            source: crate::agent::state::Source::Process,
+            detail: "ended while no daemon was joined to it".into(),
+        };
+        match EventLog::open(&files.events, EVENTS_CAP).and_then(|mut log| log.append(&event)) {
+            Ok(()) => log::info!("{key}: exited (process: {})", event.detail),
+            Err(e) => log::warn!("{key}: events: {e}"),
+        }
+    }
+
+    /// A connection was made: starts (LAUNCH) or goes on with (ATTACH) the
+    /// session's tracker.
+    pub(in crate::core) fn agent_opened(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        engine: &Engine,
+        outcome: OpenOutcome,
+        resume: bool,
+        agent_pid: Option<u32>,
+    ) {
+        let kind = AgentKind::of(engine);
+        let files = Files::new(&self.config.state_dir, key.as_str());
+        let _ = crate::config::make_private_dir(files.dir());
+        let saved = read_saved(&files);
+        let last = EventLog::last(&files.events);
+        let launched = outcome == OpenOutcome::Launch;
+        let pos = if launched {
+            end_of(&files.hooks)
+        } else {
+            saved.pos
+        };
+        let conversation = self.conversation_id(key);
+        let now = now_ms();
+        let mut changes = vec![];
+        {
+            let mut inner = lock(&rt.agent.inner);
+            let mut tracker = if launched {
+                let mut t = kind.tracker(inner.tracker.state(), now);
+                if let Outcome::Changed(c) = t.apply(&Signal::Launched, now) {
+                    changes.push(c);
+                }
+                t
+            } else {
+                // Joined a running master: its state goes on from the log.
+                let state = carried_on(last.as_ref());
+                if last.as_ref().map(|e| e.state) != Some(state) {
+                    changes.push(Change {
+                        state,
+                        source: crate::agent::state::Source::Process,
+                        detail: "attached".into(),
+                    });
+                }
+                kind.tracker(state, now)
+            };
+            let codex_new = kind == AgentKind::Codex && !resume && conversation == key.id();
+            if !codex_new && kind != AgentKind::Shell {
+                tracker.own_id(&conversation);
+            }
+            if !launched {
+                for id in &saved.own_ids {
+                    tracker.own_id(id);
+                }
+            }
+            inner.kind = Some(kind);
+            inner.tracker = tracker;
+            inner.follower = (kind != AgentKind::Shell).then(|| Follower::at(&files.hooks, pos));
+            inner.files = Some(files.clone());
+            inner.opens += 1;
+            inner.seen_output = u64::MAX;
+            inner.verdict = Verdict::Unknown;
+            inner.agent_pid = agent_pid;
+            inner.held.clear();
+            inner.ending = None;
+            inner.entered = false;
+            inner.saved = pos;
+            inner.evidence_ms = now;
+            inner.queue(&mut changes, now);
+        }
+        *lock(&rt.agent.stream) = Some(self.event_stream.clone());
+        {
+            let mut log_slot = lock(&rt.agent.log);
+            if log_slot.as_ref().is_none_or(|l| l.path() != files.events) {
+                *log_slot = EventLog::open(&files.events, EVENTS_CAP)
+                    .inspect_err(|e| log::warn!("{key}: no events log: {e}"))
+                    .ok();
+            }
+        }
+        if launched {
+            write_saved(
+                &files,
+                &Saved {
+                    pos,
+                    own_ids: vec![],
+                },
+            );
+        }
+        self.agent_changed(rt);
+    }
+
+    /// Writes the queued changes and wakes whoever waits on them.
+    fn agent_changed(&self, rt: &SessionRuntime) {
+        changed(rt, &self.waits);
+    }
+
+    /// One look at a live session: new hook lines, the screen or the
+    /// foreground group. Runs on the `agents` thread.
+    fn agent_tick(&self, key: &SessionKey, rt: &Arc<SessionRuntime>) {
+        let output = rt.scrollback.total();
+        let input_ms = lock(&rt.state).last_input_ms;
+        let (kind, follower, opens, seen, pid, ending, look) = {
+            let mut inner = lock(&rt.agent.inner);
+            let Some(kind) = inner.kind else { return };
+            if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
+                return;
+            }
+            if !inner.due(output, input_ms, now_ms()) {
+                return;
+            }
+            (
+                kind,
+                inner.follower.take(),
+                inner.opens,
+                inner.seen_output,
+                inner.agent_pid,
+                inner.ending.as_ref().map(|(_, ts, _)| *ts),
+                // The store is looked at while a turn's end is held.
+                kind != AgentKind::Shell && inner.ending.is_some(),
+            )
+        };
+        let store = if look {
+            self.store_look(key)
+        } else {
+            StoreLook::default()
+        };
+        // File and /proc reads happen with nothing locked.
+        let mut follower = follower;
+        let lines = follower.as_mut().map(Follower::poll).unwrap_or_default();
+        let events: Vec<(u64, HookEvent)> = lines
+            .iter()
+            .filter_map(|l| parse_hook_line(l))
+            .filter(|(_, k, _)| k == key.as_str())
+            .map(|(ts, _, e)| (ts, e))
+            .collect();
+        let total = rt.scrollback.total();
+        let verdict = match kind.tui() {
+            Some(tui) if total != seen => Some(screen_rules::verdict(tui, &rt.screen_text())),
+            Some(_) => None,
+            None => pid.and_then(foreground_job).map(|job| {
+                if job {
+                    Verdict::Working
+                } else {
+                    Verdict::Ready
+                }
+            }),
+        };
+        let pid = self.program_pid(key, rt, pid);
+        // The agent switched conversations in its own process: the session
+        // goes on as the new one before its events are taken.
+        let switched = self
+            .switch_in(key, rt, kind, pid, &events)
+            .or_else(|| self.claude_status_says(key, rt, kind, pid));
+        if let Some((to, why)) = switched {
+            self.switch_conversation(key, rt, &to, &why);
+        }
+        // A Codex session started afresh learns its thread from its rollout.
+        let unbound = kind == AgentKind::Codex && {
+            let inner = lock(&rt.agent.inner);
+            inner.tracker.own_ids().is_empty() && !(events.is_empty() && inner.held.is_empty())
+        };
+        let bound = unbound
+            .then(|| {
+                self.store_file(key);
+                self.conversation_id(key)
+            })
+            .filter(|id| id != key.id());
+        let now = now_ms();
+        let mut changes = vec![];
+        let mut save = None;
+        {
+            let mut inner = lock(&rt.agent.inner);
+            if inner.opens != opens {
+                return;
+            }
+            inner.follower = follower;
+            inner.agent_pid = pid;
+            if let Some(id) = &bound {
+                inner.tracker.own_id(id);
+            }
+            if !events.is_empty() {
+                inner.evidence_ms = now;
+            }
+            if inner.stale(kind, input_ms, now) {
+                inner.evidence_ms = now;
+                rt.repaint_now();
+            }
+            inner.take_hooks(kind, key, events, now, &mut changes);
+            inner.end_if_recorded(kind, key, ending, store, now, &mut changes);
+            let verdict = verdict.unwrap_or(inner.verdict);
+            if kind.tui().is_some() {
+                if inner.verdict != verdict {
+                    rt.agent.changed.notify_all();
+                }
+                inner.seen_output = total;
+                inner.verdict = verdict;
+            }
+            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(verdict), now) {
+                changes.push(match kind {
+                    AgentKind::Shell => shell_change(c),
+                    _ => c,
+                });
+            }
+            if let Some(pos) = inner.follower.as_ref().map(Follower::pos) {
+                if pos != inner.saved {
+                    inner.saved = pos;
+                    save = Some(Saved {
+                        pos,
+                        own_ids: inner.tracker.own_ids().to_vec(),
+                    });
+                }
+            }
+            inner.queue(&mut changes, now);
+        }
+        let files = lock(&rt.agent.inner).files.clone();
+        if let (Some(saved), Some(files)) = (save, files) {
+            write_saved(&files, &saved);
+        }
+        self.agent_changed(rt);
+    }
+
+    /// The conversation the agent's own process switched to, if these
+    /// events say it did, and how that was learnt. Claude: a `SessionStart`
+    /// of source `clear` or `resume` from the session's agent process itself
+    /// (a `claude -p` a tool started is another process). Codex: a turn's
+    /// end in a thread that is not the session's, whose rollout a process
+    /// of the agent's holds open (its title thread has none).
+    fn switch_in(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        kind: AgentKind,
+        agent_pid: Option<u32>,
+        events: &[(u64, HookEvent)],
+    ) -> Option<(String, String)> {
+        if events.is_empty() {
+            return None;
+        }
+        let current = self.conversation_id(key);
+        // A Codex session started afresh is bound to its first thread by
+        // the catalog, not here.
+        let unbound = lock(&rt.agent.inner).tracker.own_ids().is_empty();
+        let mut found = None;
+        for (_, event) in events {
+            let to = match kind {
+                AgentKind::Claude => crate::agent::claims::claude_switch(
+                    &event.name,
+                    event.reason.as_deref(),
+                    event.session_id.as_deref(),
+                )
+                .filter(|_| event.pid.is_none() || event.pid == agent_pid)
+                .map(|to| {
+                    let how = event.reason.clone().unwrap_or_default();
+                    (to, format!("its hook's SessionStart, source {how}"))
+                }),
+                AgentKind::Codex => event
+                    .session_id
+                    .clone()
+                    .filter(|_| is_turn_end(event))
+                    .filter(|to| *to != current && *to != key.id())
+                    .filter(|_| !unbound)
+                    .filter(|to| agent_pid.is_some_and(|pid| codex_writes(pid, to)))
+                    .map(|to| {
+                        (
+                            to,
+                            "a turn ended in a thread whose rollout it writes".into(),
+                        )
+                    }),
+                AgentKind::Shell => None,
+            };
+            if let Some(to) = to {
+                found = Some(to);
+            }
+        }
+        found.filter(|(to, _)| *to != current)
+    }
+
+    /// What Claude's own status file, `CONFIG/sessions/<pid>.json`, says
+    /// its process writes now, when that is not the session's conversation:
+    /// the agent's own word, for a switch whose hook was lost. Read at most
+    /// once every [`STATUS_FILE_EVERY_MS`] per session.
+    fn claude_status_says(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        kind: AgentKind,
+        pid: Option<u32>,
+    ) -> Option<(String, String)> {
+        let pid = pid.filter(|_| kind == AgentKind::Claude)?;
+        let now = now_ms();
+        let looked = rt.status_file_ms.load(Ordering::Relaxed);
+        if now < looked.saturating_add(STATUS_FILE_EVERY_MS) {
+            return None;
+        }
+        rt.status_file_ms.store(now, Ordering::Relaxed);
+        let Store::Claude(root) = &self.engine(key).ok()?.store else {
+            return None;
+        };
+        let says = crate::agent::claims::claude_status_file(root, pid)?;
+        (says != self.conversation_id(key)).then(|| (says, format!("its sessions/{pid}.json")))
+    }
+
+    /// The program's pid: `known`, else from the run record (a launch may
+    /// come back before the wrapper wrote it).
+    pub(in crate::core) fn program_pid(
+        &self,
+        key: &SessionKey,
+        rt: &SessionRuntime,
+        known: Option<u32>,
+    ) -> Option<u32> {
+        known
+            .or_else(|| lock(&rt.state).record.as_ref().map(|r| r.agent_pid))
+            .or_else(|| crate::runtime::launch::live_record(&self.paths, key).map(|r| r.agent_pid))
+    }
+
+    /// A shell's prompt saw a job in the foreground: `busy` now, before the
+    /// `agents` thread's next look, so a `wait` right after blocks.
+    pub(in crate::core) fn shell_job_seen(&self, rt: &SessionRuntime) {
+        let now = now_ms();
+        {
+            let mut inner = lock(&rt.agent.inner);
+            if let Outcome::Changed(c) = inner.tracker.apply(&Signal::Screen(Verdict::Working), now)
+            {
+                inner.queue(&mut vec![shell_change(c)], now);
+            }
+        }
+        self.agent_changed(rt);
+    }
+
+    /// How many turns the session's store holds and its last turn-end row.
+    fn store_look(&self, key: &SessionKey) -> StoreLook {
+        self.catalog.refresh();
+        match self.transcript(key) {
+            Ok(Some(cache)) => {
+                let c = lock(&cache);
+                StoreLook {
+                    turns: c.index.turn_count(),
+                    last_end: c.index.last_turn_end(),
+                }
+            }
+            _ => StoreLook::default(),
+        }
+    }
+
+    /// The state a session shows: its tracker's, `stopped` when it has none.
+    pub(crate) fn agent_state(&self, key: &SessionKey) -> State {
+        lock(&self.sessions)
+            .get(key)
+            .map_or(State::Stopped, |rt| rt.agent.state())
+    }
+
+    /// The `state` file (and what `wait` returns): one line.
+    pub fn state_line(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        Ok(format!("{}\n", self.agent_state(key)).into_bytes())
+    }
+
+    /// Where the session's `events` are kept.
+    /// The root `events` file (see [`crate::agent::stream`]).
+    pub fn event_stream_path(&self) -> std::path::PathBuf {
+        self.event_stream.path().to_path_buf()
+    }
+
+    /// The root `events` file's inode on disk now, its low bits (0 while
+    /// there is none).
+    pub fn event_stream_file(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(self.event_stream.path())
+            .map_or(0, |m| m.ino() & crate::core::tree::node::EVENTS_FILE_BITS)
+    }
+
+    /// The root `events` file with inode `file`: the current one, or the
+    /// one a rotation moved aside. `Ok(None)`: the file that did not exist
+    /// yet (empty). ESTALE for an older one.
+    fn event_stream_at(&self, file: u64) -> Result<Option<std::path::PathBuf>> {
+        use std::os::unix::fs::MetadataExt;
+        if file == 0 {
+            return Ok(None);
+        }
+        let now = self.event_stream.path().to_path_buf();
+        let before = crate::agent::stream::rotated_path(&now);
+        for path in [now, before] {
+            if std::fs::metadata(&path)
+                .is_ok_and(|m| m.ino() & crate::core::tree::node::EVENTS_FILE_BITS == file)
+            {
+                return Ok(Some(path));
+            }
+        }
+        Err(Error::new(
+            libc::ESTALE,
+            "that events file was rotated away: open events again",
+        ))
+    }
+
+    /// The metadata of the root `events` file with inode `file`.
+    pub fn event_stream_meta(&self, file: u64) -> Result<Option<std::fs::Metadata>> {
+        Ok(self
+            .event_stream_at(file)?
+            .and_then(|p| std::fs::metadata(p).ok()))
+    }
+
+    /// Opens the root `events` file with inode `file`, as a handle keeps it.
+    pub fn open_event_stream(&self, file: u64) -> Result<Option<Arc<std::fs::File>>> {
+        let Some(path) = self.event_stream_at(file)? else {
+            return Ok(None);
+        };
+        std::fs::File::open(&path)
+            .map(|f| Some(Arc::new(f)))
+            .map_err(|e| Error::io("cannot open the events file", &e))
+    }
+
+    pub fn events_path(&self, key: &SessionKey) -> Result<std::path::PathBuf> {
+        self.require(key)?;
+        Ok(Files::new(&self.config.state_dir, key.as_str()).events)
+    }
+
+    /// `transcript/last`: the last complete turn, rendered as in the pages
+    /// (the one before a turn still running); empty before the first.
+    pub fn transcript_last(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        let limits = crate::transcript::Limits {
+            page_turns: 1,
+            ..self.limits()
+        };
+        let running = matches!(self.agent_state(key), State::Busy | State::Waiting);
+        if key.engine() == crate::core::HOSTED {
+            let (path, index) = self.hosted_index(key)?;
+            let turns = index.pages(1);
+            let Some(n) = turns.checked_sub(1) else {
+                return Ok(vec![]);
+            };
+            return Ok(index
+                .render_page(&path, n, 1)
+                .map_err(|e| Error::io(&format!("cannot read {}", path.display()), &e))?
+                .unwrap_or_default());
+        }
+        // A store the agent made a moment ago may not be indexed yet.
+        self.catalog.refresh();
+        let Some(cache) = self.transcript(key)? else {
+            return Ok(vec![]);
+        };
+        let c = lock(&cache);
+        let turns = c.index.turn_count();
+        let Some(n) = turns.checked_sub(if running { 2 } else { 1 }) else {
+            return Ok(vec![]);
+        };
+        crate::transcript::render_page(&c.path, &c.index, n, &limits).map_err(Into::into)
+    }
+
+    /// Waits on the session's tracker until `done` holds (given the state
+    /// and the screen's latest verdict) or `deadline` passes.
+    pub(in crate::core) fn agent_wait(
+        &self,
+        rt: &SessionRuntime,
+        deadline: Instant,
+        done: impl Fn(State, Verdict) -> bool,
+    ) -> (bool, State) {
+        let mut inner = lock(&rt.agent.inner);
+        loop {
+            let state = inner.tracker.state();
+            if done(state, inner.verdict) {
+                return (true, state);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return (false, state);
+            }
+            // A bounded wait: the screen is also polled by the caller.
+            inner = rt
+                .agent
+                .changed
+                .wait_timeout(inner, (deadline - now).min(TICK))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// How long the pool gives a prompt: its own deadline, then some.
+    pub(in crate::core) fn prompt_deadline(&self) -> Duration {
+        self.config.prompt_timeout + Duration::from_secs(10)
+    }
+
+    /// `prompt`: the text typed into the session as its TUI takes a prompt,
+    /// returning once the turn has started. Runs on a slow-operation
+    /// thread; prompts to one session go in order. A prompt withdrawn
+    /// while it waits (`stage`) is never typed; its reason was recorded
+    /// when it was withdrawn.
+    pub(in crate::core) fn prompt(
+        &self,
+        key: &SessionKey,
+        text: &str,
+        stage: &PromptStage,
+    ) -> Result<()> {
+        self.require(key)?;
+        let result = self.prompt_now(key, text, stage);
+        result.map_err(|e| {
+            if stage.is_withdrawn() {
+                e
+            } else {
+                self.refuse(key, e)
+            }
+        })
+    }
+
+    /// Whether the session takes input now (`prompt`: a prompt), checked
+    /// when `input` or `prompt` is opened for writing: a hosted run's
+    /// transcript and an archived session take none (EPERM), a session
+    /// waiting for an answer takes no prompt (EBUSY) though it takes input.
+    pub(in crate::core) fn check_takes_input(&self, key: &SessionKey, prompt: bool) -> Result<()> {
+        let what = if prompt { "prompt" } else { "input" };
+        if !self.engine(key)?.launchable() {
+            return Err(Error::perm(format!(
+                "{key} is a hosted run's transcript; it takes no {what}"
+            )));
+        }
+        if self.is_archived(key) {
+            return Err(Error::perm(format!(
+                "{key} is archived; unarchive it first"
+            )));
+        }
+        if prompt && self.agent_state(key) == State::Waiting {
+            return Err(waiting_refusal(key));
+        }
+        Ok(())
+    }
+
+    fn prompt_now(&self, key: &SessionKey, text: &str, stage: &PromptStage) -> Result<()> {
+        self.check_takes_input(key, false)?;
+        let timeout = self.config.prompt_timeout;
+        let deadline = Instant::now() + timeout;
+        let rt = self.runtime(key);
+        // One prompt at a time per session, in the order they were closed.
+        let turn = Turn::wait(&rt.agent, deadline, stage);
+        if stage.is_withdrawn() {
+            return Err(withdrawn(key));
+        }
+        let _turn = turn.ok_or_else(|| {
+            Error::new(
+                libc::ETIMEDOUT,
+                format!(
+                    "prompt to {key}: the prompts before it took more than {} s",
+                    timeout.as_secs_f32()
+                ),
+            )
+        })?;
+        let client = self.ensure_open(key, OpenMode::AttachOrLaunch, deadline)?;
+        let send = |bytes: &[u8]| {
+            client
+                .push(bytes, deadline)
+                .map_err(|(_, e)| crate::core::sessions::control::send_error(key, "prompt", &e))
+        };
+        let (ready, state) = self.agent_wait(&rt, deadline, |s, _| {
+            stage.is_withdrawn()
+                || matches!(
+                    s,
+                    State::Idle | State::Stopped | State::Exited | State::Waiting
+                )
+        });
+        if stage.is_withdrawn() {
+            return Err(withdrawn(key));
+        }
+        match state {
+            // A question is on the screen: the prompt would answer it.
+            State::Waiting => return Err(waiting_refusal(key)),
+            State::Stopped | State::Exited => {
+                return Err(Error::new(
+                    libc::EPIPE,
+                    format!("prompt to {key}: the program ended ({state})"),
+                ))
+            }
+            _ if !ready => {
+                return Err(Error::new(
+                    libc::ETIMEDOUT,
+                    format!(
+                    "prompt to {key}: it was never ready for a prompt within {} s (still {state})",
+                    timeout.as_secs_f32()
+                ),
+                ))
+            }
+            _ => {}
+        }
+        // From here the prompt is typed to its end, whatever its writer does.
+        if !stage.begin_typing() {
+            return Err(withdrawn(key));
+        }
+        rt.note_input();
+        let Some(tui) = rt.agent.kind().and_then(AgentKind::tui) else {
+            // A shell: the line, then Enter; done once the shell took it.
+            let mut line = text.as_bytes().to_vec();
+            line.push(b'\r');
+            let before = rt.scrollback.total();
+            send(&line)?;
+            return self.shell_line_taken(key, &rt, text, before, deadline);
+        };
+        let bracketed = rt.with_screen(|s| s.bracketed_paste());
+        let mut paste = Vec::with_capacity(text.len() + 12);
+        if bracketed {
+            paste.extend_from_slice(PASTE_START);
+        }
+        paste.extend_from_slice(text.as_bytes());
+        if bracketed {
+            paste.extend_from_slice(PASTE_END);
+        }
+        send(&paste)?;
+        // Enter only once the paste is taken, as its own write: with the
+        // text it would be part of the paste.
+        let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
+        let mut shown = composer_shows(tui, &rt.screen_text(), text);
+        while !shown && Instant::now() < shown_by {
+            self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
+            shown = composer_shows(tui, &rt.screen_text(), text);
+        }
+        let mut enters = 0;
+        loop {
+            {
+                let mut inner = lock(&rt.agent.inner);
+                // The end of the turn before, still held for its store row,
+                // ends that turn now: held on, it would end this one.
+                if let Some((end, _, _)) = inner.ending.take() {
+                    let (now, mut changes) = (now_ms(), vec![]);
+                    inner.hook(&rt.key, end, now, &mut changes);
+                    inner.queue(&mut changes, now);
+                }
+                inner.entered = true;
+            }
+            self.agent_changed(&rt);
+            let sent = send(b"\r");
+            enters += 1;
+            let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
+            let until = if enters == 1 { retry } else { deadline };
+            let taken = sent.is_ok() && self.turn_started(&rt, tui, shown.then_some(text), until);
+            {
+                let mut inner = lock(&rt.agent.inner);
+                if taken {
+                    // Unless a turn's end came first and started it already.
+                    let (now, mut changes) = (now_ms(), vec![]);
+                    inner.start_entered(now, &mut changes);
+                    inner.queue(&mut changes, now);
+                } else {
+                    inner.entered = false;
+                }
+            }
+            self.agent_changed(&rt);
+            sent?;
+            if taken {
+                return Ok(());
+            }
+            if Instant::now() >= deadline || enters == 2 {
+                return Err(Error::new(
+                    libc::ETIMEDOUT,
+                    format!(
+                        "prompt to {key}: typed, but the agent never started the turn within {} s",
+                        timeout.as_secs_f32()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// Waits until the turn of a prompt whose Enter is out is seen
+    /// starting ([`Inner::turn_seen`]), or, when the prompt box showed the
+    /// text before the Enter, until the box is drawn without it.
+    fn turn_started(
+        &self,
+        rt: &SessionRuntime,
+        tui: Tui,
+        shown: Option<&str>,
+        until: Instant,
+    ) -> bool {
+        loop {
+            {
+                let inner = lock(&rt.agent.inner);
+                if inner.turn_seen() {
+                    return true;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    return false;
+                }
+                // Woken by every change of state or verdict; the screen is
+                // looked at every tick.
+                drop(
+                    rt.agent
+                        .changed
+                        .wait_timeout(inner, (until - now).min(TICK))
+                        .unwrap_or_else(|e| e.into_inner()),
+                );
+            }
+            if shown.is_some_and(|text| composer_cleared(tui, &rt.screen_text(), text)) {
+                return true;
+            }
+        }
+    }
+}
+
+/// The prompts of one session, in order.
+#[derive(Debug, Default)]
+pub(in crate::core) struct Queue {
+    next: u64,
+    serving: u64,
+    /// Tickets that gave up before their turn came: passed when it does.
+    gave_up: Vec<u64>,
+}
+
+impl Queue {
+    fn advance(&mut self) {
+        self.serving += 1;
+        while let Some(i) = self.gave_up.iter().position(|t| *t == self.serving) {
+            self.gave_up.swap_remove(i);
+            self.serving += 1;
+        }
+    }
+}
+
+/// A prompt's turn in its session's queue; the next one goes when dropped.
+struct Turn<'a> {
+    agent: &'a Agent,
+}
+
+impl<'a> Turn<'a> {
+    /// Waits for the prompt's turn; `None` at `deadline` or once the prompt
+    /// is withdrawn (looked at every [`TICK`]).
+    fn wait(agent: &'a Agent, deadline: Instant, stage: &PromptStage) -> Option<Turn<'a>> {
+        let mut q = lock(&agent.queue);
+        let ticket = q.next;
+        q.next += 1;
+        while q.serving != ticket {
+            let now = Instant::now();
+            if now >= deadline || stage.is_withdrawn() {
+                q.gave_up.push(ticket);
+                return None;
+            }
+            q = agent
+                .turn
+                .wait_timeout(q, (deadline - now).min(TICK))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        Some(Turn { agent })
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        lock(&self.agent.queue).advance();
+        self.agent.turn.notify_all();
+    }
+}
+
+/// A process signal for one session's tracker (the reader thread has no
+/// `Core`).
+pub(in crate::core) fn process(rt: &SessionRuntime, waits: &Waits, signal: Signal) {
+    let now = now_ms();
+    {
+        let mut inner = lock(&rt.agent.inner);
+        if inner.kind.is_none() {
+            return;
+        }
+        if let Outcome::Changed(c) = inner.tracker.apply(&signal, now) {
+            inner.queue(&mut vec![c], now);
+        }
+    }
+    changed(rt, waits);
+}
+
+/// Writes the queued changes to the session's events log and the root
+/// stream, in the order they were made, and wakes whoever waits on them.
+/// The log's lock is held from taking the queue to the last write, so a
+/// thread that queued later never writes first.
+fn changed(rt: &SessionRuntime, waits: &Waits) {
+    let mut log = lock(&rt.agent.log);
+    let (changes, tui) = {
+        let mut inner = lock(&rt.agent.inner);
+        (
+            std::mem::take(&mut inner.pending),
+            inner.kind.and_then(AgentKind::tui),
+        )
+    };
+    if changes.is_empty() {
+        return;
+    }
+    if let Some(log) = log.as_mut() {
+        for (change, now) in &changes {
+            if let Err(e) = log.append(&Event::from_change(change, *now)) {
+                log::warn!("{}: events: {e}", rt.key);
+            }
+        }
+    }
+    let stream = lock(&rt.agent.stream).clone();
+    for (change, now) in &changes {
+        log::info!(
+            "{}: {} ({}: {})",
+            rt.key,
+            change.state,
+            change.source.as_str(),
+            change.detail
+        );
+        if let Some(stream) = &stream {
+            // What the agent asks, as `waiting_for` names it.
+            let asked = tui
+                .filter(|_| change.state == State::Waiting)
+                .and_then(|tui| crate::agent::dialogs::read(tui, &rt.screen_text()));
+            stream.append(
+                *now,
+                rt.key.as_str(),
+                "state",
+                serde_json::json!({
+                    "state": change.state.as_str(),
+                    "source": change.source.as_str(),
+                    "detail": change.detail,
+                    "waiting_for": asked,
+                }),
+            );
+        }
+    }
+    rt.agent.version.fetch_add(1, Ordering::AcqRel);
+    rt.agent.changed.notify_all();
+    waits.wake();
+}
+
+/// Whether any session wants looking at every tick, and a way to wake the
+/// `agents` thread from its long sleep when output or input comes: with
+/// every session quiet, the thread looks once a second, not 25 times.
+struct Activity {
+    /// Some session was active in this round of looks.
+    active: AtomicBool,
+    /// The thread sleeps long; a poke must wake it.
+    sleeping: AtomicBool,
+    poked: Mutex<bool>,
+    wake: Condvar,
+}
+
+static ACTIVITY: Activity = Activity {
+    active: AtomicBool::new(false),
+    sleeping: AtomicBool::new(false),
+    poked: Mutex::new(false),
+    wake: Condvar::new(),
+};
+
+/// The longest the `agents` thread sleeps while every session is quiet.
+const QUIET_TICK: Duration = Duration::from_secs(1);
+
+impl Activity {
+    fn note(&self, active: bool) {
+        if active {
+            self.active.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Output or input came: if the thread is in its long sleep, wake it.
+    fn poke(&self) {
+        if self.sleeping.load(Ordering::Acquire) {
+            *lock(&self.poked) = true;
+            self.wake.notify_all();
+        }
+    }
+
+    /// Sleeps one tick after an active round, else until poked or
+    /// [`QUIET_TICK`].
+    fn pause(&self) {
+        if self.active.swap(false, Ordering::Relaxed) {
+            std::thread::sleep(TICK);
+            return;
+        }
+        let mut poked = lock(&self.poked);
+        self.sleeping.store(true, Ordering::Release);
+        if !*poked {
+            poked = self
+                .wake
+                .wait_timeout(poked, QUIET_TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *poked = false;
+        self.sleeping.store(false, Ordering::Release);
+        drop(poked);
+        // A poke means output just came: let it settle for a tick.
+        std::thread::sleep(TICK);
+    }
+}
+
+/// Output or input reached a session: the `agents` thread looks at once.
+pub(in crate::core) fn poke() {
+    ACTIVITY.poke();
+}
+
+/// Starts the `agents` thread: every [`TICK`] while a session is active, at
+/// least every [`QUIET_TICK`] otherwise, it looks at each live session.
+pub(in crate::core) fn start(core: &Arc<Core>) {
+    let core: Weak<Core> = Arc::downgrade(core);
+    let spawned = std::thread::Builder::new()
+        .name("agents".into())
+        .spawn(move || loop {
+            ACTIVITY.pause();
+            let Some(core) = core.upgrade() else { return };
+            let live: Vec<Arc<SessionRuntime>> = lock(&core.sessions)
+                .values()
+                .filter(|rt| rt.live_client().is_some())
+                .cloned()
+                .collect();
+            for rt in live {
+                let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if rt.repaint_pending() {
+                        ACTIVITY.note(true);
+                        core.repaint_step(&rt);
+                    }
+                    core.agent_tick(&rt.key, &rt)
+                }));
+                if looked.is_err() {
+                    log::error!("{}: judging its state failed", rt.key);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start the agents thread: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::state::Source;
+
+    #[test]
+    fn a_prompt_is_sent_once_and_refused_when_empty_bad_or_too_long() {
+        let key = SessionKey::parse("shell:p").unwrap();
+        let mut p = PromptWrite::new(key.clone());
+        // A shell's early flush: refused, but the prompt can still come.
+        assert_eq!(p.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+        p.write(b"fix it\n").unwrap();
+        assert_eq!(p.take().unwrap().unwrap(), "fix it");
+        assert!(p.take().is_none(), "sent once");
+
+        let mut bad = PromptWrite::new(key.clone());
+        bad.write(b"\xff\xfe").unwrap();
+        assert_eq!(bad.take().unwrap().unwrap_err().errno, libc::EINVAL);
+
+        let mut blank = PromptWrite::new(key.clone());
+        blank.write(b"\n\r\n").unwrap();
+        assert_eq!(blank.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+
+        let mut long = PromptWrite::new(key);
+        long.write(&vec![b'a'; PROMPT_MAX]).unwrap();
+        assert_eq!(long.write(b"a").unwrap_err().errno, libc::EINVAL);
+        // Nothing of a prompt that went past the cap is sent.
+        assert_eq!(long.take().unwrap().unwrap_err().errno, libc::EINVAL);
+        assert!(long.take().is_none());
+    }
+
+    #[test]
+    fn prompts_go_in_order_and_those_that_gave_up_are_passed() {
+        let agent = Agent::default();
+        let far = Instant::now() + Duration::from_secs(5);
+        let waiting = PromptStage::default();
+        let first = Turn::wait(&agent, far, &waiting).unwrap();
+        // The second gives up at once; the third is withdrawn while it
+        // waits; the fourth is served after the first.
+        assert!(Turn::wait(&agent, Instant::now(), &waiting).is_none());
+        let withdrawn = PromptStage::default();
+        let agent = &agent;
+        std::thread::scope(|s| {
+            let third = s.spawn(|| Turn::wait(agent, far, &withdrawn).is_some());
+            let fourth = s.spawn(|| Turn::wait(agent, far, &waiting).is_some());
+            while lock(&agent.queue).next < 4 {
+                std::thread::yield_now();
+            }
+            assert!(withdrawn.withdraw());
+            assert!(!third.join().unwrap(), "a withdrawn prompt gets no turn");
+            assert!(!fourth.is_finished(), "served before the first ended");
+            drop(first);
+            assert!(fourth.join().unwrap());
+        });
+        assert_eq!(lock(&agent.queue).serving, 4);
+    }
+
+    #[test]
+    fn a_turn_too_quick_for_the_screen_is_started_by_its_end() {
+        let key = SessionKey::parse("codex:quick").unwrap();
+        let end = HookEvent {
+            name: "agent-turn-complete".into(),
+            session_id: Some("t-1".into()),
+            ..HookEvent::default()
+        };
+        let agent = Agent::default();
+        let mut inner = lock(&agent.inner);
+        inner.kind = Some(AgentKind::Codex);
+        inner.tracker = AgentKind::Codex.tracker(State::Idle, 0);
+        inner.tracker.own_id("t-1");
+
+        // No prompt out: an end while idle changes nothing.
+        let mut changes = vec![];
+        inner.end_turn(&key, end.clone(), 1, &mut changes);
+        assert!(changes.is_empty(), "{changes:?}");
+
+        // A prompt's Enter is out and the screen never showed the turn.
+        inner.entered = true;
+        assert!(!inner.turn_seen());
+        inner.end_turn(&key, end, 2, &mut changes);
+        let seen: Vec<_> = changes.iter().map(|c| (c.state, c.source)).collect();
+        assert_eq!(
+            seen,
+            [(State::Busy, Source::Prompt), (State::Idle, Source::Notify)]
+        );
+        assert!(inner.turn_seen(), "the prompt sees its turn taken");
+        assert!(!inner.entered);
+    }
+
+    /// Two threads change one session's state at once (a prompt's Enter
+    /// and the screen's look, say): its events log still reads as the
+    /// chain of changes the tracker made, each from the state before it.
+    #[test]
+    fn events_from_threads_at_once_are_logged_in_the_order_they_were_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events");
+        let rt = Arc::new(SessionRuntime::new(
+            SessionKey::parse("shell:order").unwrap(),
+            64 * 1024,
+            dir.path().join("run.json"),
+            dir.path().join("ring"),
+        ));
+        const ID: &str = "11111111-2222-3333-4444-555555555555";
+        {
+            let mut inner = lock(&rt.agent.inner);
+            inner.kind = Some(AgentKind::Claude);
+            inner.tracker = AgentKind::Claude.tracker(State::Idle, 0);
+            inner.tracker.own_id(ID);
+        }
+        *lock(&rt.agent.log) = Some(EventLog::open(&path, 1 << 20).unwrap());
+        let waits = Arc::new(Waits::default());
+        // Both threads start and end turns, from the same moment: many
+        // hooks are changes, made by one thread and the other in turn.
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [["UserPromptSubmit", "Stop"], ["Stop", "UserPromptSubmit"]]
+            .into_iter()
+            .map(|names| {
+                let (rt, waits, start) = (rt.clone(), waits.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..2000 {
+                        let hook = crate::agent::state::HookEvent {
+                            name: names[i % 2].into(),
+                            session_id: Some(ID.into()),
+                            ..Default::default()
+                        };
+                        process(&rt, &waits, Signal::Hook(hook));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let events = EventLog::read(&path);
+        assert!(events.len() > 100, "{}", events.len());
+        let mut before = State::Idle;
+        for e in &events {
+            assert_ne!(e.state, before, "a change logged out of order: {events:?}");
+            before = e.state;
+        }
+        assert!(events.windows(2).all(|w| w[0].ts_ms <= w[1].ts_ms));
+        assert_eq!(before, rt.agent.state());
+    }
+
+    #[test]
+    fn the_foreground_group_is_read_from_proc() {
+        // The test runner is not a terminal's foreground job here, or it
+        // has no terminal: either way it is readable.
+        assert!(foreground_job(std::process::id()).is_some());
+        assert_eq!(foreground_job(u32::MAX), None);
+    }
+}

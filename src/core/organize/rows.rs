@@ -1,0 +1,959 @@
+//! Every session as one row, gathered in one pass: the sidecar once, the
+//! catalog's index once, the live runtimes once, the runtime directory's
+//! sockets once. The root directory, the views, `sessions.json`,
+//! `sessionfs ls` and `meta.json` all read rows, so they agree; listing N
+//! sessions costs O(N log N) and creates nothing per session.
+
+use crate::catalog::Indexed;
+use crate::core::organize::hosted_times::HostedTimes;
+use crate::core::organize::query::{self, Listed, Listing, Query};
+use crate::core::organize::sidecar::SessionMeta;
+use crate::core::{lock, Core, SessionRuntime, HOSTED};
+use crate::error::Result;
+use crate::key::SessionKey;
+use crate::runtime::record::stamped_activity_ms;
+use crate::runtime::Outcome;
+use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+/// How long a cached listing may be served while nothing it depends on
+/// changed (a master of another daemon dying leaves no trace to see).
+const CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// One session as the listing and `meta.json` show it.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub key: SessionKey,
+    pub meta: SessionMeta,
+    /// Its conversation in the engine's store, if the catalog has one.
+    pub store: Option<Arc<Indexed>>,
+    pub last_activity_ms: u64,
+    pub state: &'static str,
+    /// What the program is doing (`state`): `stopped` without a runtime.
+    pub agent_state: &'static str,
+    pub pid: Option<u32>,
+}
+
+impl Row {
+    /// The title shown: the sidecar's, else the store's.
+    pub fn title(&self) -> Option<&str> {
+        self.meta
+            .title
+            .as_deref()
+            .or_else(|| self.store.as_deref().and_then(Indexed::title))
+    }
+}
+
+/// A session's `meta.json`, its fields in the order the file shows them.
+#[derive(Debug, Serialize)]
+pub(crate) struct MetaDoc<'a> {
+    // In key order, as a parsed document (`sessionfs ls`) prints them.
+    agent_state: &'a str,
+    archived: bool,
+    /// The engine's id of the conversation its process writes now.
+    conversation: &'a str,
+    /// The ones it wrote before, oldest first.
+    conversations: &'a [String],
+    created: String,
+    engine: &'a str,
+    favourite: bool,
+    id: &'a str,
+    key: &'a str,
+    last_activity: String,
+    pid: Option<u32>,
+    project: Option<&'a str>,
+    state: &'a str,
+    title: Option<&'a str>,
+    /// The question the agent shows while `waiting`, else null.
+    waiting_for: Option<crate::agent::dialogs::Dialog>,
+    workspace: Cow<'a, str>,
+}
+
+/// A [`query::Page`] whose documents are made as they are written.
+#[derive(Serialize)]
+struct DocPage<'a> {
+    total: usize,
+    offset: usize,
+    limit: Option<usize>,
+    sessions: Docs<'a>,
+    facets: query::Facets,
+}
+
+/// Rows serialised as their `meta.json` documents, one at a time.
+struct Docs<'a>(&'a Core, Vec<&'a Row>);
+
+impl Serialize for Docs<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.1.iter().map(|row| self.0.meta_doc(row)))
+    }
+}
+
+/// What a listing depends on besides time; equal stamps, equal listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::core) struct Stamp {
+    catalog: u64,
+    /// The metadata's generation (exact; its mtime may not move between two writes).
+    sidecar: u64,
+    /// The runtime directory (sockets come and go) and every runtime's state.
+    runtimes: u64,
+    /// The hosted runs' transcripts.
+    hosted: u64,
+}
+
+/// One cached result: what it was made from, when, and it.
+type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
+
+/// Listings made recently, served again while their stamp holds.
+#[derive(Debug, Default)]
+pub(in crate::core) struct ListingCache {
+    rows: Slot<Arc<Vec<Row>>>,
+    sessions_json: Slot<Arc<Vec<u8>>>,
+    /// The run records' stamps as last read.
+    pub(in crate::core) records: crate::core::organize::run_stamps::RecordStamps,
+    /// When each hosted transcript began.
+    pub(in crate::core) hosted_created: crate::core::organize::hosted_times::HostedCreated,
+    /// Every session's row gathered, so many times.
+    #[cfg(test)]
+    gathered: std::sync::atomic::AtomicU64,
+}
+
+impl ListingCache {
+    /// How many times every session's row was gathered.
+    #[cfg(test)]
+    pub(in crate::core) fn gathered(&self) -> u64 {
+        self.gathered.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Drops what is too old to be served again.
+    pub(in crate::core) fn expire(&self) {
+        // Freed here, outside the slots' locks.
+        drop(expired(&self.rows));
+        drop(expired(&self.sessions_json));
+    }
+}
+
+fn expired<T>(slot: &Slot<T>) -> Option<T> {
+    let mut slot = lock(slot);
+    if slot
+        .as_ref()
+        .is_some_and(|(_, at, _)| at.elapsed() >= CACHE_FOR)
+    {
+        return slot.take().map(|(_, _, v)| v);
+    }
+    None
+}
+
+fn cached<T: Clone>(slot: &Slot<T>, stamp: Stamp) -> Option<T> {
+    match &*lock(slot) {
+        Some((s, at, v)) if *s == stamp && at.elapsed() < CACHE_FOR => Some(v.clone()),
+        _ => None,
+    }
+}
+
+impl Listed for Row {
+    fn key(&self) -> &SessionKey {
+        &self.key
+    }
+    fn favourite(&self) -> bool {
+        self.meta.favourite
+    }
+    fn archived(&self) -> bool {
+        self.meta.archived
+    }
+    fn project(&self) -> Option<&str> {
+        self.meta.project.as_deref()
+    }
+    fn last_activity_ms(&self) -> u64 {
+        self.last_activity_ms
+    }
+    fn title(&self) -> Option<&str> {
+        Row::title(self)
+    }
+}
+
+/// What one session's row is made of.
+struct Parts<'a> {
+    meta: Option<SessionMeta>,
+    store: Option<Arc<Indexed>>,
+    runtime: Option<&'a Arc<SessionRuntime>>,
+    /// Whether a socket file for the session is in the runtime directory.
+    socket: bool,
+    /// The mtime of a hosted run's transcript, or of a kept archived copy.
+    other_mtime_ms: Option<u64>,
+    /// When a hosted run's transcript began (see [`Core::hosted_times`]).
+    hosted_created_ms: Option<u64>,
+    /// The last activity stamped on its run record, for a session with no
+    /// runtime here (a runtime knows it).
+    record_ms: Option<u64>,
+}
+
+fn mtime_ms(path: &std::path::Path) -> Option<u64> {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+}
+
+/// The state a session shows: `archived`, `live`, `busy` or `stopped`.
+pub(in crate::core) fn state_of(
+    archived: bool,
+    runtime: Option<&Arc<SessionRuntime>>,
+    answers: impl FnOnce() -> bool,
+) -> &'static str {
+    if archived {
+        return "archived";
+    }
+    let (connected, busy) = runtime.map_or((false, false), |rt| {
+        let state = lock(&rt.state);
+        (state.client.is_some(), state.outcome == Some(Outcome::Busy))
+    });
+    if connected || answers() {
+        // Served by a master this daemon has not joined (another daemon's).
+        "live"
+    } else if busy {
+        "busy"
+    } else {
+        "stopped"
+    }
+}
+
+impl Core {
+    fn make_row(&self, key: SessionKey, parts: Parts<'_>) -> Row {
+        let known = parts.meta.is_some();
+        let mut meta = parts.meta.unwrap_or_default();
+        let mut last = meta.created_ms;
+        if let Some(store) = &parts.store {
+            last = last.max(store.file.mtime_ms);
+            // Created when its conversation began, whoever recorded it later.
+            if let Some(created) = store.created_ms().or(Some(store.file.mtime_ms)) {
+                if !known || meta.created_ms == 0 || created < meta.created_ms {
+                    meta.created_ms = created;
+                }
+            }
+        }
+        if let Some(created) = parts.hosted_created_ms {
+            // As a store's conversation: when its transcript began, whoever
+            // recorded it later.
+            if meta.created_ms == 0 || created < meta.created_ms {
+                meta.created_ms = created;
+            }
+        }
+        if let Some(ms) = parts.other_mtime_ms {
+            last = last.max(ms);
+            // Only when nothing above said when it began.
+            if !known && meta.created_ms == 0 {
+                meta.created_ms = ms;
+            }
+        }
+        if parts.runtime.is_none() {
+            last = last.max(parts.record_ms.unwrap_or(0));
+        }
+        let mut pid = None;
+        if let Some(rt) = parts.runtime {
+            last = last.max(rt.last_activity_ms());
+            let state = lock(&rt.state);
+            pid = state
+                .client
+                .as_ref()
+                .and(state.record.as_ref().map(|r| r.agent_pid));
+        }
+        let socket = parts.socket;
+        let state = state_of(meta.archived, parts.runtime, || {
+            socket && crate::runtime::dtach::answers(&self.paths.socket(&key))
+        });
+        let agent_state = match parts.runtime {
+            Some(rt) => rt.agent.state().as_str(),
+            None if state == "live" => self.unjoined_state(&key).as_str(),
+            None => "stopped",
+        };
+        Row {
+            key,
+            meta,
+            store: parts.store,
+            last_activity_ms: last,
+            state,
+            agent_state,
+            pid,
+        }
+    }
+
+    /// The conversation key a session's store is found under.
+    fn conversation_key(key: &SessionKey, meta: Option<&SessionMeta>) -> SessionKey {
+        meta.and_then(|m| m.conversation.as_deref())
+            .and_then(|c| SessionKey::new(key.engine(), c).ok())
+            .unwrap_or_else(|| key.clone())
+    }
+
+    /// For an archived session whose store file is gone: its kept copy's mtime.
+    fn archived_copy_mtime(&self, key: &SessionKey, meta: Option<&SessionMeta>) -> Option<u64> {
+        if !meta.is_some_and(|m| m.archived) {
+            return None;
+        }
+        self.archived_store(key).map(|f| f.mtime_ms)
+    }
+
+    /// What the listing depends on, as of now.
+    fn listing_stamp(&self) -> Stamp {
+        let mut runtimes = std::collections::hash_map::DefaultHasher::new();
+        std::fs::metadata(&self.config.runtime_dir)
+            .and_then(|m| m.modified())
+            .ok()
+            .hash(&mut runtimes);
+        // A claim made or ended (a switch seen by a hook or another daemon).
+        std::fs::metadata(crate::agent::claims::dir(&self.config.lock_dir))
+            .and_then(|m| m.modified())
+            .ok()
+            .hash(&mut runtimes);
+        for (key, rt) in lock(&self.sessions).iter() {
+            let state = lock(&rt.state);
+            (
+                key,
+                state.client.is_some(),
+                state.outcome.as_ref().map(std::mem::discriminant),
+                state.last_input_ms,
+                state.launched,
+                &state.conversation,
+            )
+                .hash(&mut runtimes);
+            (rt.scrollback.total(), rt.scrollback.last_append()).hash(&mut runtimes);
+            rt.agent.version().hash(&mut runtimes);
+        }
+        let mut hosted = std::collections::hash_map::DefaultHasher::new();
+        for id in self.slots.transcripts() {
+            (mtime_ms(&self.slots.transcript_path(&id)), id).hash(&mut hosted);
+        }
+        Stamp {
+            catalog: self.catalog.version(),
+            sidecar: self.sidecar.generation(),
+            runtimes: runtimes.finish(),
+            hosted: hosted.finish(),
+        }
+    }
+
+    /// Every session, in listing order (favourites, newest activity, key).
+    /// With `summaries`, store titles are current (changed files are read,
+    /// a bounded part each); without, only what `readdir` needs is gathered.
+    pub(crate) fn rows(&self, summaries: bool) -> Arc<Vec<Row>> {
+        self.bind_launched();
+        if summaries {
+            // Reads what changed first, so the stamp covers it.
+            self.catalog.summarised();
+        }
+        let stamp = self.listing_stamp();
+        self.rows_as_of(stamp, summaries)
+    }
+
+    /// [`rows`](Self::rows) once the launched sessions are bound and, with
+    /// `summaries`, the summaries read; `stamp` taken after that.
+    fn rows_as_of(&self, stamp: Stamp, summaries: bool) -> Arc<Vec<Row>> {
+        if !summaries {
+            if let Some(rows) = cached(&self.listings.rows, stamp) {
+                return rows;
+            }
+        }
+        let rows = Arc::new(self.gather_rows());
+        if !summaries
+            || rows
+                .iter()
+                .all(|r| r.store.as_ref().is_none_or(|s| s.is_summarised()))
+        {
+            *lock(&self.listings.rows) = Some((stamp, Instant::now(), rows.clone()));
+        }
+        rows
+    }
+
+    pub(in crate::core) fn gather_rows(&self) -> Vec<Row> {
+        #[cfg(test)]
+        self.listings
+            .gathered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut sidecar = self.sidecar.all();
+        let files = self.catalog.files();
+        let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
+        let crate::core::organize::run_stamps::RuntimeDir { sockets, stamps } =
+            self.read_runtime_dir(&runtimes);
+        let hosted: HashMap<String, HostedTimes> = self
+            .slots
+            .transcripts()
+            .into_iter()
+            .map(|id| {
+                let times = self.hosted_times(&id);
+                (id, times)
+            })
+            .collect();
+        self.keep_hosted_times(&hosted.keys().map(String::as_str).collect());
+
+        let mut metas: HashMap<SessionKey, SessionMeta> = HashMap::with_capacity(sidecar.len());
+        let mut claimed: HashSet<SessionKey> = HashSet::new();
+        for (k, mut meta) in std::mem::take(&mut sidecar) {
+            let Ok(key) = SessionKey::parse(&k) else {
+                continue;
+            };
+            // A conversation found since a launch, its record perhaps still
+            // on its way to the sidecar.
+            let found = (!runtimes.is_empty())
+                .then(|| runtimes.get(&key))
+                .flatten()
+                .and_then(|rt| lock(&rt.state).conversation.clone());
+            if found.is_some() {
+                meta.conversation = found;
+            }
+            if meta.conversation.is_some() {
+                claimed.insert(Self::conversation_key(&key, Some(&meta)));
+            }
+            // What its process wrote before a switch is the session too.
+            for id in &meta.conversations {
+                if let Ok(earlier) = SessionKey::new(key.engine(), id) {
+                    if earlier != key {
+                        claimed.insert(earlier);
+                    }
+                }
+            }
+            metas.insert(key, meta);
+        }
+        claimed.extend(self.switched_conversations());
+        let live: HashSet<&SessionKey> = runtimes
+            .iter()
+            .filter(|(_, rt)| rt.live_client().is_some())
+            .map(|(k, _)| k)
+            .collect();
+        // Most sessions are conversations nobody touched: the checks below
+        // look in a map only when it has something in it.
+        let taken = |key: &SessionKey| {
+            (!metas.is_empty() && metas.contains_key(key))
+                || (!live.is_empty() && live.contains(key))
+        };
+        let socket = |key: &SessionKey| {
+            !sockets.is_empty()
+                && self
+                    .paths
+                    .socket(key)
+                    .file_name()
+                    .is_some_and(|n| sockets.contains(n))
+        };
+        let runtime = |key: &SessionKey| {
+            if runtimes.is_empty() {
+                None
+            } else {
+                runtimes.get(key)
+            }
+        };
+        let record_ms = |key: &SessionKey| {
+            if stamps.is_empty() {
+                None
+            } else {
+                stamps.get(key).copied()
+            }
+        };
+        let mut rows: Vec<Row> = Vec::with_capacity(metas.len() + files.len() + hosted.len());
+
+        // Every key any of the checks below may say something of, so that
+        // each of the (many) other conversations costs one look, not six.
+        let mut hashed_sockets = false;
+        let mut special: HashSet<&SessionKey> = metas.keys().chain(live.iter().copied()).collect();
+        special.extend(claimed.iter());
+        special.extend(runtimes.keys());
+        special.extend(stamps.keys());
+        let socket_keys: Vec<SessionKey> = sockets
+            .iter()
+            .filter_map(|name| {
+                let stem = name
+                    .to_str()?
+                    .strip_suffix(crate::core::organize::run_stamps::SOCKET)?;
+                let key = SessionKey::parse(stem).ok();
+                // A hash of a long key: such keys take the long way.
+                hashed_sockets |= key.is_none();
+                key
+            })
+            .collect();
+        special.extend(socket_keys.iter());
+        let plain = |key: &SessionKey| {
+            (special.is_empty() || !special.contains(key))
+                && (!hashed_sockets || self.paths.stem_is_key(key))
+        };
+
+        // Each session once: conversations no record or live session is
+        // (a conversation bound to a session shows as that session only)...
+        for (key, entry) in files.iter() {
+            let special = !plain(key);
+            if special && (taken(key) || (!claimed.is_empty() && claimed.contains(key))) {
+                continue;
+            }
+            let parts = Parts {
+                meta: None,
+                store: Some(entry.clone()),
+                runtime: special.then(|| runtime(key)).flatten(),
+                socket: special && socket(key),
+                other_mtime_ms: None,
+                hosted_created_ms: None,
+                record_ms: special.then(|| record_ms(key)).flatten(),
+            };
+            rows.push(self.make_row(key.clone(), parts));
+        }
+        // ...hosted runs without a record...
+        for (id, times) in &hosted {
+            let Ok(key) = SessionKey::new(HOSTED, id) else {
+                continue;
+            };
+            if taken(&key) {
+                continue;
+            }
+            let parts = Parts {
+                meta: None,
+                store: None,
+                runtime: runtime(&key),
+                socket: socket(&key),
+                other_mtime_ms: times.mtime_ms,
+                hosted_created_ms: times.created_ms,
+                record_ms: record_ms(&key),
+            };
+            rows.push(self.make_row(key, parts));
+        }
+        // ...live sessions without a record, and the records.
+        let mut recorded: Vec<(SessionKey, Option<SessionMeta>)> = live
+            .iter()
+            .filter(|k| !metas.contains_key(**k))
+            .map(|k| ((*k).clone(), None))
+            .collect();
+        recorded.extend(metas.into_iter().map(|(k, m)| (k, Some(m))));
+        for (key, meta) in recorded {
+            // A hosted session is its transcript: a record whose transcript
+            // is gone is not a session.
+            if key.engine() == HOSTED && !hosted.contains_key(key.id()) {
+                continue;
+            }
+            let has_store = self.catalog.kind_of(key.engine()).is_some();
+            let store = if has_store {
+                files
+                    .get(&Self::conversation_key(&key, meta.as_ref()))
+                    .cloned()
+            } else {
+                None
+            };
+            let times = if key.engine() == HOSTED {
+                hosted.get(key.id()).copied().unwrap_or_default()
+            } else {
+                HostedTimes::default()
+            };
+            let other_mtime_ms = if key.engine() == HOSTED {
+                times.mtime_ms
+            } else if store.is_none() && has_store {
+                self.archived_copy_mtime(&key, meta.as_ref())
+            } else {
+                None
+            };
+            let parts = Parts {
+                meta,
+                store,
+                runtime: runtime(&key),
+                socket: socket(&key),
+                other_mtime_ms,
+                hosted_created_ms: times.created_ms,
+                record_ms: record_ms(&key),
+            };
+            rows.push(self.make_row(key, parts));
+        }
+        query::order(&mut rows);
+        // A pass over every session: the work a path walk must not repeat.
+        log::debug!("listing: gathered {} sessions", rows.len());
+        rows
+    }
+
+    /// One session's row, read without gathering the others.
+    pub(crate) fn row(&self, key: &SessionKey) -> Row {
+        self.bind_if_pending(key);
+        let mut meta = self.sidecar.get(&key.to_string());
+        // As in `gather_rows`: a conversation found, perhaps not recorded yet.
+        if let (Some(meta), Some(found)) = (meta.as_mut(), self.found_conversation(key)) {
+            meta.conversation = Some(found);
+        }
+        let store = if self.catalog.kind_of(key.engine()).is_some() {
+            self.catalog
+                .summary_of(&Self::conversation_key(key, meta.as_ref()))
+        } else {
+            None
+        };
+        let times = if key.engine() == HOSTED {
+            self.hosted_times(key.id())
+        } else {
+            HostedTimes::default()
+        };
+        let other_mtime_ms = if key.engine() == HOSTED {
+            times.mtime_ms
+        } else if store.is_none() && self.catalog.kind_of(key.engine()).is_some() {
+            self.archived_copy_mtime(key, meta.as_ref())
+        } else {
+            None
+        };
+        let runtime = lock(&self.sessions).get(key).cloned();
+        let record_ms = match runtime {
+            None => stamped_activity_ms(&self.paths.record(key)),
+            Some(_) => None,
+        };
+        let parts = Parts {
+            meta,
+            store,
+            runtime: runtime.as_ref(),
+            socket: self.paths.socket(key).exists(),
+            other_mtime_ms,
+            hosted_created_ms: times.created_ms,
+            record_ms,
+        };
+        self.make_row(key.clone(), parts)
+    }
+
+    /// The `meta.json` document of a row.
+    pub(crate) fn meta_doc<'a>(&'a self, row: &'a Row) -> MetaDoc<'a> {
+        let workspace = match (
+            &row.meta.workspace,
+            row.store.as_deref().and_then(Indexed::cwd),
+        ) {
+            (Some(w), _) => Cow::Borrowed(w.as_str()),
+            (None, Some(cwd)) => Cow::Borrowed(cwd),
+            // A home that is not UTF-8 still makes a document.
+            (None, None) => self.config.home.to_string_lossy(),
+        };
+        MetaDoc {
+            agent_state: row.agent_state,
+            archived: row.meta.archived,
+            conversation: row.meta.conversation.as_deref().unwrap_or(row.key.id()),
+            conversations: &row.meta.conversations,
+            created: crate::core::utc_text(row.meta.created_ms),
+            engine: row.key.engine(),
+            favourite: row.meta.favourite,
+            id: row.key.id(),
+            key: row.key.as_str(),
+            last_activity: crate::core::utc_text(row.last_activity_ms),
+            pid: row.pid,
+            project: row.meta.project.as_deref(),
+            state: row.state,
+            title: row.title(),
+            waiting_for: (row.agent_state == "waiting")
+                .then(|| self.waiting_for(&row.key))
+                .flatten(),
+            workspace,
+        }
+    }
+
+    /// The `meta.json` document of a row, as a value.
+    pub(crate) fn meta_of(&self, row: &Row) -> Value {
+        serde_json::to_value(self.meta_doc(row)).expect("meta.json serialises")
+    }
+
+    /// The session's `meta.json` as a value.
+    pub fn meta_value(&self, key: &SessionKey) -> Result<Value> {
+        self.require(key)?;
+        Ok(self.meta_of(&self.row(key)))
+    }
+
+    /// The session's `meta.json`.
+    pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
+        self.require(key)?;
+        let row = self.row(key);
+        let mut text =
+            serde_json::to_vec_pretty(&self.meta_doc(&row)).expect("meta.json serialises");
+        text.push(b'\n');
+        Ok(text)
+    }
+
+    /// `sessions.json`: every active session's `meta.json`, in listing
+    /// order, with the facets. Made once while nothing changes, so a
+    /// `stat` and the `open` after it cost one listing.
+    pub fn sessions_json(&self) -> Arc<Vec<u8>> {
+        self.bind_launched();
+        self.catalog.summarised();
+        let stamp = self.listing_stamp();
+        if let Some(text) = cached(&self.listings.sessions_json, stamp) {
+            return text;
+        }
+        // The old text goes before the new one is made: at 100,000
+        // sessions each is tens of megabytes.
+        lock(&self.listings.sessions_json).take();
+        let text = Arc::new(self.render_sessions_json(&self.rows_as_of(stamp, true)));
+        *lock(&self.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
+        text
+    }
+
+    fn render_sessions_json(&self, rows: &[Row]) -> Vec<u8> {
+        let page = query::list_by(rows.iter().collect(), &Query::default(), |row| row);
+        let page = DocPage {
+            total: page.total,
+            offset: page.offset,
+            limit: page.limit,
+            sessions: Docs(self, page.sessions),
+            facets: page.facets,
+        };
+        // About 420 bytes a session: one allocation, not a dozen doublings.
+        let mut text = Vec::with_capacity(512 + page.sessions.1.len() * 448);
+        serde_json::to_writer_pretty(&mut text, &page).expect("listing serialises");
+        text.push(b'\n');
+        text
+    }
+
+    /// Every session this daemon knows (the sidecar's, the live ones, the
+    /// hosted runs' and the stores' conversations), in listing order.
+    pub fn keys(&self) -> Vec<SessionKey> {
+        self.rows(false).iter().map(|r| r.key.clone()).collect()
+    }
+
+    /// The sessions of one scope (archived or active), in listing order.
+    pub fn keys_in(&self, archived: bool) -> Vec<SessionKey> {
+        self.rows(false)
+            .iter()
+            .filter(|r| r.meta.archived == archived)
+            .map(|r| r.key.clone())
+            .collect()
+    }
+
+    /// What the views group one session by: archived, favourite, project.
+    pub fn flags(&self, key: &SessionKey) -> (bool, bool, Option<String>) {
+        let meta = self.sidecar.get(key.as_str()).unwrap_or_default();
+        (meta.archived, meta.favourite, meta.project)
+    }
+
+    /// Active sessions with what the views group them by (favourite,
+    /// project), in listing order.
+    pub fn active_groups(&self) -> Vec<(SessionKey, bool, Option<String>)> {
+        self.rows(false)
+            .iter()
+            .filter(|r| !r.meta.archived)
+            .map(|r| (r.key.clone(), r.meta.favourite, r.meta.project.clone()))
+            .collect()
+    }
+
+    /// `sessionfs ls`: one page, as `sessions.json` would show it.
+    pub fn listing(&self, query: &Query) -> Listing {
+        let rows = self.rows(true);
+        query::list_by(rows.iter().collect(), query, |row| self.meta_of(row))
+    }
+
+    /// Saves the catalog's index if this process read summaries (one-shot
+    /// commands; a daemon saves from its catalog thread).
+    pub fn save_catalog(&self) {
+        self.catalog.save_if_new();
+    }
+}
+
+/// Drops cached listings once they are too old to serve, so a big one made
+/// for a single `stat` does not stay in memory, and runtimes nothing uses.
+pub(in crate::core) fn start_janitor(core: &Arc<Core>) {
+    let core = Arc::downgrade(core);
+    let spawned = std::thread::Builder::new()
+        .name("listings".into())
+        .spawn(move || loop {
+            std::thread::sleep(CACHE_FOR);
+            let Some(core) = core.upgrade() else { return };
+            core.listings.expire();
+            core.forget_unused_runtimes();
+            core.sidecar.compact_if_due();
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot start the listing janitor: {e}");
+    }
+}
+
+/// The mount points of the daemons that serve `config`'s state directory.
+pub fn daemon_mounts(config: &crate::config::Config) -> Vec<std::path::PathBuf> {
+    crate::mounts::serving(&config.state_dir)
+}
+
+/// `sessionfs ls` while a daemon serves the same state directory: the
+/// active sessions as that daemon lists them (its live sessions' activity
+/// is known only to it), so both agree. `None` when no such daemon is
+/// mounted, or for the archived scope (nothing live there: the state on
+/// disk says all).
+pub fn listing_from_daemon(config: &crate::config::Config, query: &Query) -> Option<Listing> {
+    if query.archived {
+        return None;
+    }
+    for mnt in daemon_mounts(config) {
+        let Ok(text) = std::fs::read(mnt.join("sessions.json")) else {
+            continue;
+        };
+        match page_of(&text, query) {
+            Ok(listing) => return Some(listing),
+            Err(e) => log::warn!("{}: sessions.json did not parse: {e}", mnt.display()),
+        }
+    }
+    None
+}
+
+/// One page of a daemon's `sessions.json` (the active scope, in listing
+/// order, facets over that scope): filtered and paged without building a
+/// value of every session.
+fn page_of(text: &[u8], query: &Query) -> serde_json::Result<Listing> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Doc<'a> {
+        #[serde(borrow)]
+        sessions: Vec<&'a RawValue>,
+        facets: query::Facets,
+    }
+    /// What the filters look at.
+    #[derive(serde::Deserialize)]
+    struct Fields {
+        key: String,
+        title: Option<String>,
+        project: Option<String>,
+    }
+    let doc: Doc = serde_json::from_slice(text)?;
+    let filtered = query.q.as_deref().is_some_and(|q| !q.is_empty())
+        || query.project.as_deref().is_some_and(|p| !p.is_empty())
+        || query.engine.as_deref().is_some_and(|e| !e.is_empty());
+    let needle = query
+        .q
+        .as_deref()
+        .filter(|q| !q.is_empty())
+        .map(str::to_lowercase);
+    let mut matching: Vec<&RawValue> = Vec::new();
+    for raw in doc.sessions {
+        if filtered {
+            let f: Fields = serde_json::from_str(raw.get())?;
+            if let Some(engine) = query.engine.as_deref().filter(|e| !e.is_empty()) {
+                if f.key.split_once(':').map(|(e, _)| e) != Some(engine) {
+                    continue;
+                }
+            }
+            if let Some(project) = query.project.as_deref().filter(|p| !p.is_empty()) {
+                if f.project.as_deref() != Some(project) {
+                    continue;
+                }
+            }
+            if let Some(needle) = &needle {
+                let found = |hay: &str| hay.to_lowercase().contains(needle.as_str());
+                let title = f.title.as_deref().filter(|t| !t.is_empty());
+                let project = f.project.as_deref().filter(|p| !p.is_empty());
+                if !(found(&f.key) || title.is_some_and(found) || project.is_some_and(found)) {
+                    continue;
+                }
+            }
+        }
+        matching.push(raw);
+    }
+    let sessions = matching
+        .iter()
+        .skip(query.offset)
+        .take(query.limit.unwrap_or(usize::MAX))
+        .map(|raw| serde_json::from_str(raw.get()))
+        .collect::<serde_json::Result<Vec<Value>>>()?;
+    Ok(Listing {
+        total: matching.len(),
+        offset: query.offset,
+        limit: query.limit,
+        sessions,
+        facets: doc.facets,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::organize::query::Entry;
+
+    #[test]
+    fn a_daemons_page_is_the_page_a_listing_gives() {
+        let meta = |key: &str, title: &str, project: Option<&str>, at: u64| {
+            serde_json::json!({
+                "key": key, "title": title, "project": project, "favourite": false,
+                "archived": false, "last_activity": crate::core::utc_text(at),
+                "state": "stopped",
+            })
+        };
+        let metas = [
+            meta("shell:a", "Fix the PARSER", Some("web"), 9_000),
+            meta("claude:b", "other", Some("api"), 8_000),
+            meta("shell:c", "more", None, 7_000),
+            meta("codex:d", "parser again", Some("web"), 6_000),
+        ];
+        let entries: Vec<Entry> = metas
+            .iter()
+            .map(|m| Entry::from_meta(m.clone()).unwrap())
+            .collect();
+        let whole = query::list(entries.clone(), &Query::default());
+        let text = serde_json::to_vec_pretty(&whole).unwrap();
+        let queries = [
+            Query::default(),
+            Query {
+                limit: Some(2),
+                offset: 1,
+                ..Query::default()
+            },
+            Query {
+                q: Some("parser".into()),
+                ..Query::default()
+            },
+            Query {
+                project: Some("web".into()),
+                limit: Some(1),
+                ..Query::default()
+            },
+            Query {
+                engine: Some("shell".into()),
+                ..Query::default()
+            },
+            Query {
+                q: Some("API".into()),
+                ..Query::default()
+            },
+        ];
+        for query in queries {
+            assert_eq!(
+                page_of(&text, &query).unwrap(),
+                query::list(entries.clone(), &query),
+                "{query:?}"
+            );
+        }
+    }
+
+    /// Most conversations take the short way through a gathering; those a
+    /// record, a live runtime or a socket says something of do not, sockets
+    /// named by a hash of a long key included.
+    #[test]
+    fn conversations_with_sockets_show_live_whatever_their_socket_is_named() {
+        let store = tempfile::tempdir().unwrap();
+        let project = store.path().join("projects/-w");
+        std::fs::create_dir_all(&project).unwrap();
+        let long = format!("l{}", "o".repeat(100));
+        for id in ["quiet", "plain", "recorded", long.as_str()] {
+            let row = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
+            std::fs::write(project.join(format!("{id}.jsonl")), format!("{row}\n")).unwrap();
+        }
+        let claude = store.path().display().to_string();
+        let (core, _dir) = Core::for_tests(&[("CLAUDE_CONFIG_DIR", &claude)]);
+        let key = |id: &str| SessionKey::new("claude", id).unwrap();
+        let state = |core: &Core, id: &str| {
+            let rows = core.gather_rows();
+            let row = rows.iter().find(|r| r.key == key(id));
+            row.map(|r| r.state).unwrap_or("absent")
+        };
+        assert_eq!(state(&core, "quiet"), "stopped");
+
+        // A master another daemon runs: its socket answers.
+        assert!(core.paths.stem_is_key(&key("plain")));
+        assert!(!core.paths.stem_is_key(&key(&long)));
+        let _plain =
+            std::os::unix::net::UnixListener::bind(core.paths.socket(&key("plain"))).unwrap();
+        let _hashed =
+            std::os::unix::net::UnixListener::bind(core.paths.socket(&key(&long))).unwrap();
+        core.sidecar
+            .update(|all| {
+                let meta = all.entry_or("claude:recorded", SessionMeta::default);
+                meta.favourite = true;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(state(&core, "plain"), "live");
+        assert_eq!(state(&core, &long), "live");
+        assert_eq!(state(&core, "quiet"), "stopped");
+        let rows = core.gather_rows();
+        let recorded = rows.iter().find(|r| r.key == key("recorded")).unwrap();
+        assert!(recorded.meta.favourite);
+        assert_eq!(rows.len(), 4, "each conversation once");
+    }
+}

@@ -1,0 +1,49 @@
+//! Asking the kernel to drop entries when it holds too many of the daemon's
+//! numbers (see `core::tree::node::HELD_MAX`). Every well-formed GUID under
+//! `slots/` is a world, and the kernel keeps each entry it looked up until
+//! memory runs short, so lookups alone would grow the daemon's table
+//! without end. An entry dropped is forgotten at once unless something
+//! uses it, and the daemon lets its number go.
+//!
+//! The kernel locks the parent directory to drop an entry, while a lookup
+//! there may hold that lock waiting on a request thread: so the drops are
+//! written by one thread of their own, and never waited for.
+
+use super::notify::{write_inval, Inval};
+use crate::core::tree::node::Entry;
+use crate::core::CrowdedHook;
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender, TrySendError};
+
+/// Batches waiting to be written; more are dropped (the next batch asks again).
+const QUEUE: usize = 2;
+
+/// Starts the thread that writes drops to `device` (a duplicate of the
+/// mount's `/dev/fuse` descriptor); the hook hands it batches.
+pub fn start(device: OwnedFd) -> std::io::Result<CrowdedHook> {
+    let (queue, batches): (SyncSender<Vec<Entry>>, _) = bounded(QUEUE);
+    std::thread::Builder::new()
+        .name("crowded-entries".into())
+        .spawn(move || serve(File::from(device), batches))?;
+    Ok(CrowdedHook(Box::new(move |entries| {
+        match queue.try_send(entries) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(entries)) => {
+                log::debug!("{} entries to drop wait for the last batch", entries.len())
+            }
+        }
+    })))
+}
+
+fn serve(mut device: File, batches: Receiver<Vec<Entry>>) {
+    for batch in batches {
+        log::debug!(
+            "the kernel holds too many numbers: dropping {} entries",
+            batch.len()
+        );
+        for (parent, name) in batch {
+            write_inval(&mut device, parent, &name, Inval::Drop);
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Keeping the kernel's entries true when the daemon moves a session's
+//! directory: a session archived or unarchived through a file (`echo 1 >
+//! KEY/archive`, a `meta.json` edit, `archive-older`) leaves its parent
+//! without the kernel seeing a rename.
+//!
+//! Two things follow. The kernel may still hold the old entry (a session
+//! directory's entry is kept for a moment, so a command's `open(KEY/input)`
+//! costs no lookup of `KEY`): it is marked expired (`FUSE_EXPIRE_ONLY`), so
+//! the next path walk asks again. And a file open inside the directory
+//! keeps the old dentry alive; the kernel moves it to the new name at the
+//! first lookup there, but refuses to when that lookup happens inside a
+//! rename (`mv archived/KEY .` would fail with ESTALE). So the new name is
+//! looked up at once, here, outside any rename.
+//!
+//! The kernel takes the parent directory's lock for both, and a rename in
+//! the root holds that lock while it waits for the daemon: so they are done
+//! by one thread of their own, and the caller waits for it only up to a
+//! deadline.
+
+use super::notify::{write_inval, Inval};
+use crate::core::tree::node::{Entry, ViewDir, ROOT};
+use crate::key::SessionKey;
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender as Sender, TrySendError};
+use std::time::Duration;
+
+/// How long a moving call waits for the kernel to have been told.
+const TOLD_WITHIN: Duration = Duration::from_millis(200);
+/// Moves waiting to be told; more are dropped (their entries expire on
+/// their own within a second).
+const QUEUE: usize = 1024;
+
+/// What the thread tells the kernel.
+enum Told {
+    /// Sessions' directories moved between the root and `archived/`: each
+    /// name, and whether it is in `archived/` now.
+    Moved(Vec<(String, bool)>),
+    /// A session left views: its links there are dropped.
+    LeftViews(Vec<Entry>),
+}
+
+struct Moved {
+    told: Told,
+    done: Sender<()>,
+}
+
+/// The sending side, for the core's hook.
+pub struct MovedEntries {
+    queue: Sender<Moved>,
+}
+
+impl MovedEntries {
+    /// Starts the thread that writes notifications to `device` (a
+    /// duplicate of the mount's `/dev/fuse` descriptor) and looks names up
+    /// under `mountpoint`.
+    pub fn start(device: OwnedFd, mountpoint: PathBuf) -> std::io::Result<MovedEntries> {
+        let (queue, jobs) = bounded(QUEUE);
+        std::thread::Builder::new()
+            .name("moved-entries".into())
+            .spawn(move || serve(File::from(device), &mountpoint, jobs))?;
+        Ok(MovedEntries { queue })
+    }
+
+    /// Sessions moved between the root and `archived/` (each with whether
+    /// it is archived now): waits up to a deadline for the kernel to have
+    /// been told.
+    pub fn sessions_moved(&self, moves: Vec<(SessionKey, bool)>) {
+        let Some((first, _)) = moves.first() else {
+            return;
+        };
+        let first = first.clone();
+        let names = moves
+            .into_iter()
+            .map(|(key, archived)| (key.to_string(), archived))
+            .collect();
+        self.tell(&first, Told::Moved(names));
+    }
+
+    /// `key`'s record changed, and the kernel holds `links` of it in the
+    /// views: they are dropped (the next path walk asks again), waiting up
+    /// to a deadline for the kernel to have been told.
+    pub fn links_changed(&self, key: &SessionKey, links: Vec<Entry>) {
+        if !links.is_empty() {
+            self.tell(key, Told::LeftViews(links));
+        }
+    }
+
+    fn tell(&self, key: &SessionKey, told: Told) {
+        let (done, was_told) = bounded(1);
+        let job = Moved { told, done };
+        match self.queue.try_send(job) {
+            Ok(()) => {
+                if was_told.recv_timeout(TOLD_WITHIN).is_err() {
+                    log::debug!("{key}: the kernel was not told of the move in time");
+                }
+            }
+            Err(TrySendError::Full(_)) => {
+                log::debug!("{key}: too many moves queued; its entry expires on its own")
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) {
+    let archived = mountpoint.join(ViewDir::Archived.name());
+    // Taken now: a binary replaced on disk later still runs under this name.
+    let exe = std::env::current_exe().unwrap_or_else(|_| "sessionfs".into());
+    for job in jobs {
+        match &job.told {
+            Told::Moved(moves) => {
+                for (name, _) in moves {
+                    for parent in [ROOT, ViewDir::Archived.ino()] {
+                        write_inval(&mut device, parent, name, Inval::ExpireOnly);
+                    }
+                }
+                // Only the new name exists: it is the one looked up.
+                let new_path = |(name, now_archived): &(String, bool)| {
+                    let dir = if *now_archived {
+                        archived.as_path()
+                    } else {
+                        mountpoint
+                    };
+                    dir.join(name)
+                };
+                match moves.as_slice() {
+                    [one] => look_up(&exe, &new_path(one), &job.done),
+                    many => {
+                        // Many at once (`archive-older`): the caller goes
+                        // on once the entries are expired; one child looks
+                        // every new name up.
+                        let _ = job.done.try_send(());
+                        let paths: Vec<PathBuf> = many.iter().map(new_path).collect();
+                        if let Err(e) = probe_all_in_child(&exe, &paths) {
+                            log::debug!("looking up {} moved sessions: {e}", paths.len());
+                        }
+                    }
+                }
+            }
+            // A link is no directory: nothing is below it to keep.
+            Told::LeftViews(links) => {
+                for (parent, name) in links {
+                    write_inval(&mut device, *parent, name, Inval::Drop);
+                }
+            }
+        }
+        let _ = job.done.try_send(());
+    }
+}
+
+/// How long a lookup the kernel answers with ESTALE is tried again.
+const STALE_FOR: Duration = Duration::from_secs(2);
+
+/// The longest one look in the mount may take: the daemon itself answers
+/// it, unless it is going away.
+const PROBE_WITHIN: Duration = Duration::from_secs(2);
+
+/// The daemon's subcommand that `lstat`s one path and exits with the
+/// errno (0: found), run as a child so that no thread of the daemon ever
+/// waits on its own mount: a daemon killed while one of its threads waited
+/// there could never finish dying, and its mount would hang every caller.
+pub const PROBE: &str = "lstat-probe";
+
+/// `sessionfs lstat-probe PATH`: the errno of `lstat(PATH)`, 0 when found.
+pub fn probe(path: &std::path::Path) -> i32 {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+/// `sessionfs lstat-probe PATH PATH...`: looks each path up, again while
+/// the kernel answers ESTALE (for at most [`STALE_FOR`] in all).
+pub fn probe_all(paths: &[PathBuf]) {
+    let until = std::time::Instant::now() + STALE_FOR;
+    let mut pause = Duration::from_millis(2);
+    let mut stale: Vec<&PathBuf> = paths.iter().collect();
+    while !stale.is_empty() {
+        stale.retain(|p| probe(p) == libc::ESTALE);
+        if stale.is_empty() || std::time::Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// [`probe_all`] in a child process; killed past [`PROBE_WITHIN`] and
+/// [`STALE_FOR`] together.
+fn probe_all_in_child(exe: &std::path::Path, paths: &[PathBuf]) -> std::io::Result<()> {
+    wait_child(spawn_probe(exe, paths)?, PROBE_WITHIN + STALE_FOR).map(drop)
+}
+
+/// `sessionfs lstat-probe PATH...` started, with no standard streams.
+fn spawn_probe<P: AsRef<std::ffi::OsStr>>(
+    exe: &std::path::Path,
+    paths: &[P],
+) -> std::io::Result<std::process::Child> {
+    std::process::Command::new(exe)
+        .arg(PROBE)
+        .args(paths)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+}
+
+/// Waits for `child` up to `within`, then kills it (EIO).
+fn wait_child(
+    mut child: std::process::Child,
+    within: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `lstat(path)` in a child process, as [`probe`] gives it; killed (EIO)
+/// past [`PROBE_WITHIN`].
+fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
+    match wait_child(spawn_probe(exe, &[path])?, PROBE_WITHIN)?.code() {
+        Some(0) => Ok(()),
+        Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+        None => Err(std::io::Error::from_raw_os_error(libc::EIO)),
+    }
+}
+
+/// Looks `path` up. The kernel moves the directory's old entry to the new
+/// name only when it can take the locks a rename takes at once; while a
+/// rename or a `mkdir` elsewhere in the mount holds them, it answers
+/// ESTALE and leaves the old entry where it was, so the lookup is tried
+/// again until the way is free. The caller hears it was told once the
+/// first try is made.
+fn look_up(exe: &std::path::Path, path: &std::path::Path, told: &Sender<()>) {
+    let until = std::time::Instant::now() + STALE_FOR;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match probe_in_child(exe, path) {
+            Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
+                let _ = told.try_send(());
+                if std::time::Instant::now() >= until {
+                    log::debug!("looking up the moved {}: still {e}", path.display());
+                    return;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                log::debug!("looking up the moved {}: {e}", path.display());
+                return;
+            }
+            _ => return,
+        }
+    }
+}
