@@ -6,7 +6,7 @@
 pub mod agent;
 pub mod atomic;
 pub mod catalog;
-pub mod client;
+pub mod cli;
 pub mod config;
 pub mod core;
 pub mod daemon;

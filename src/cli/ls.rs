@@ -1,0 +1,122 @@
+//! `sessionfs ls`: lists sessions from the state, mounted or not.
+
+use super::logging::init_logging;
+use super::mounted::mount;
+use crate::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// What `ls` was asked for (the flags of `sessionfs ls`).
+pub struct Args {
+    pub q: Option<String>,
+    pub project: Option<String>,
+    pub engine: Option<String>,
+    pub archived: bool,
+    pub limit: Option<usize>,
+    pub offset: usize,
+    pub state: Option<String>,
+    pub keys: bool,
+    pub paths: bool,
+    pub config: Option<PathBuf>,
+}
+
+/// Prints the listing: a table, the keys, the paths in the mount, or
+/// `sessions.json`'s form with `json`.
+pub fn run(args: Args, json: bool) -> ExitCode {
+    let Args {
+        q,
+        project,
+        engine,
+        archived,
+        limit,
+        offset,
+        state,
+        keys,
+        paths,
+        config,
+    } = args;
+    init_logging("warn");
+    if let Some(s) = state.as_deref() {
+        if crate::agent::state::State::parse(s).is_none() {
+            eprintln!("sessionfs: unknown state {s:?}; one of stopped, starting, idle, busy, waiting, exited");
+            return ExitCode::FAILURE;
+        }
+    }
+    // With a state, the whole scope is listed, then filtered and paged here.
+    let query = crate::core::organize::query::Query {
+        q,
+        project,
+        engine,
+        archived,
+        limit: if state.is_some() { None } else { limit },
+        offset: if state.is_some() { 0 } else { offset },
+    };
+    let listing = Config::from_env(config.as_deref()).and_then(|config| {
+        // A daemon on the same state knows its live sessions' activity.
+        if let Some(listing) = crate::core::listing_from_daemon(&config, &query) {
+            return Ok(listing);
+        }
+        crate::core::Core::for_listing(config).map(|core| {
+            let listing = core.listing(&query);
+            // What it had to read is kept for the next listing.
+            core.save_catalog();
+            listing
+        })
+    });
+    let listing = listing.map(|mut listing| {
+        if let Some(s) = &state {
+            listing
+                .sessions
+                .retain(|m| m["agent_state"].as_str() == Some(s.as_str()));
+            listing.total = listing.sessions.len();
+            listing.sessions = std::mem::take(&mut listing.sessions)
+                .into_iter()
+                .skip(offset)
+                .take(limit.unwrap_or(usize::MAX))
+                .collect();
+            listing.offset = offset;
+            listing.limit = limit;
+        }
+        listing
+    });
+    match listing {
+        Ok(listing) => {
+            if paths {
+                let mnt = Config::from_env(config.as_deref())
+                    .map_err(|e| e.message)
+                    .and_then(|c| mount(&c).map_err(|f| f.message));
+                let mnt = match mnt {
+                    Ok(mnt) => mnt,
+                    Err(message) => {
+                        eprintln!("sessionfs: --paths: {message}");
+                        return ExitCode::FAILURE;
+                    }
+                };
+                let under = if archived { mnt.join("archived") } else { mnt };
+                for m in &listing.sessions {
+                    if let Some(k) = m["key"].as_str() {
+                        println!("{}", under.join(k).display());
+                    }
+                }
+            } else if keys {
+                for m in &listing.sessions {
+                    if let Some(k) = m["key"].as_str() {
+                        println!("{k}");
+                    }
+                }
+            } else if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&listing).expect("listing serialises")
+                );
+            } else {
+                print!("{}", crate::core::organize::query::render_table(&listing));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sessionfs: {}", e.message);
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The `sessionfs` command line: the verbs and their flags, and one
+//! function per verb (a file each, or one for a family sharing all of it).
+//! The verbs for scripts are thin clients of the mount that serves this
+//! state, with exit codes a script can branch on ([`exit::code`]).
+
+pub mod answer;
+pub mod attach;
+pub mod events;
+pub mod exit;
+pub mod hook;
+mod logging;
+pub mod ls;
+pub mod mount;
+pub mod mounted;
+pub mod new;
+pub mod prompt;
+pub mod wait;
+
+use crate::runtime::wrapper::{self, WrapperArgs};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sessionfs",
+    version,
+    about = "Agent and shell sessions under dtach, mounted as files"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Print JSON: one object (or, for `wait`, an array; for `events`,
+    /// JSON lines as they are).
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Mount and serve in the foreground until unmounted, SIGINT or SIGTERM.
+    /// Logs go to stderr (level from RUST_LOG); with `-o background`, to
+    /// $XDG_STATE_HOME/sessionfs/sessionfs.log.
+    Mount {
+        mountpoint: PathBuf,
+        /// Comma-separated: `allow_other` (let other users reach the mount;
+        /// files stay readable by the mount's owner only, modes 0600/0700),
+        /// `share=read` (with `allow_other`, others may also read and list,
+        /// never write), `nonempty` (mount over a directory that has files), `background`
+        /// (return once the mount is ready, as fstab needs), and mount(8)'s
+        /// generic options (rw, nosuid, nodev, noauto, _netdev, x-*, ...),
+        /// which are taken and ignored.
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        /// JSON file with more engines and program overrides.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Lists sessions from the same state, mounted or not (asking the
+    /// daemon that serves that state, when one is mounted).
+    Ls {
+        /// Text to find in the key, title or project.
+        #[arg(long)]
+        q: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        engine: Option<String>,
+        /// List archived sessions instead of active ones.
+        #[arg(long)]
+        archived: bool,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Only sessions in this state (`state` file: stopped, starting,
+        /// idle, busy, waiting, exited).
+        #[arg(long, value_name = "STATE")]
+        state: Option<String>,
+        /// Only the keys, one a line.
+        #[arg(long)]
+        keys: bool,
+        /// Only the sessions' paths in the mount, one a line (a mount must
+        /// serve this state).
+        #[arg(long, conflicts_with = "keys")]
+        paths: bool,
+        /// JSON file with more engines and program overrides.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Approves what the agent asks (its one-time yes), once it takes keys.
+    /// Exit 0 once the agent left the question; 1 refused (the reason on
+    /// stderr): nothing waits for an answer, or it did not take it.
+    Approve { key: String },
+    /// Refuses what the agent asks (its no, or cancel); exits as `approve`.
+    Deny { key: String },
+    /// Ends the agent's running turn; exits as `approve`.
+    Interrupt { key: String },
+    /// Picks option N of the agent's question, or answers it with TEXT.
+    Answer {
+        key: String,
+        /// A number (option N, from 1), or the text.
+        #[arg(required = true, num_args = 1..)]
+        answer: Vec<String>,
+    },
+    /// Waits until each session is not starting or busy; prints `KEY
+    /// STATE` a line. Exit 0 when all are idle, else the code of the first
+    /// (in argument order) that is not: 4 waiting, 5 stopped or exited,
+    /// 124 timed out; 1 refused, 2 a usage error.
+    Wait {
+        #[arg(required = true, num_args = 1..)]
+        keys: Vec<String>,
+        /// Return at the first that settles.
+        #[arg(long)]
+        any: bool,
+        /// Give up after S seconds (exit 124).
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+    },
+    /// Makes a session and prints its key (`ENGINE:ID`, the id chosen
+    /// here, so creators running at once never mix theirs up). Nothing
+    /// starts until it is opened (a prompt, `attach`).
+    New {
+        /// claude, codex, shell, or an engine of the config.
+        engine: String,
+        /// Where the agent runs: an existing directory outside the mount
+        /// (default: this directory, unless it is in the mount; then $HOME).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// The session's title (one line).
+        #[arg(long, value_name = "TEXT")]
+        title: Option<String>,
+    },
+    /// Types a prompt (TEXT, or standard input with `-` or no TEXT) and
+    /// returns once the agent took it. Exit 0; 1 refused (the reason on
+    /// stderr). With `--wait`, then waits as `wait` does, with its codes.
+    Prompt {
+        key: String,
+        /// The prompt; `-` or nothing reads it from standard input.
+        text: Vec<String>,
+        /// Wait for the turn to end; exit as `wait`.
+        #[arg(long)]
+        wait: bool,
+        /// Give up after S seconds in all (exit 124); a prompt not typed
+        /// by then is withdrawn.
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+    },
+    /// Joins the session's dtach master from this terminal (starting it
+    /// when stopped). Detach as with dtach (Ctrl+backslash); the session goes on.
+    Attach { key: String },
+    /// Prints the root `events` (every session's changes, JSON lines).
+    Events {
+        /// Keep printing as events come, across rotations, as `tail -F`.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// The program dtach runs: drops the lock descriptor, then becomes the agent.
+    #[command(hide = true)]
+    ExecWrapper {
+        #[arg(long)]
+        lock_fd: i32,
+        #[arg(long)]
+        record: PathBuf,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        socket: String,
+        #[arg(long)]
+        cwd: PathBuf,
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+}
+
+/// Runs the verb the command line names; its exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let json = cli.json;
+    match cli.command {
+        Command::Mount {
+            mountpoint,
+            options,
+            config,
+        } => mount::run(&mountpoint, &options, config.as_deref()),
+        Command::Ls {
+            q,
+            project,
+            engine,
+            archived,
+            limit,
+            offset,
+            state,
+            keys,
+            paths,
+            config,
+        } => ls::run(
+            ls::Args {
+                q,
+                project,
+                engine,
+                archived,
+                limit,
+                offset,
+                state,
+                keys,
+                paths,
+                config,
+            },
+            json,
+        ),
+        Command::Approve { key } => answer::run(&key, "approve", json),
+        Command::Deny { key } => answer::run(&key, "deny", json),
+        Command::Interrupt { key } => answer::run(&key, "interrupt", json),
+        Command::Answer { key, answer } => {
+            answer::run(&key, &format!("answer {}", answer.join(" ")), json)
+        }
+        Command::Wait { keys, any, timeout } => wait::run(&keys, any, timeout, json),
+        Command::New {
+            engine,
+            workspace,
+            title,
+        } => new::run(&engine, workspace.as_deref(), title.as_deref(), json),
+        Command::Prompt {
+            key,
+            text,
+            wait,
+            timeout,
+        } => prompt::run(&key, &text, wait, timeout, json),
+        Command::Attach { key } => attach::run(&key),
+        Command::Events { follow } => events::run(follow),
+        Command::ExecWrapper {
+            lock_fd,
+            record,
+            key,
+            socket,
+            cwd,
+            argv,
+        } => wrapper::run(WrapperArgs {
+            lock_fd,
+            record,
+            key,
+            socket,
+            cwd,
+            argv,
+        }),
+    }
+}
