@@ -10,6 +10,9 @@ use std::time::Duration;
 /// Floor of the scrollback ring.
 pub const MIN_SCROLLBACK_BYTES: u64 = 256 * 1024;
 
+/// The size past which the root `events` file is moved aside.
+pub const DEFAULT_EVENTS_BYTES: u64 = 1 << 20;
+
 /// What open files may hold in the daemon's memory together, unless
 /// `AGENT_SESSIONS_OPEN_BYTES` says otherwise.
 pub const DEFAULT_OPEN_BYTES: u64 = 512 << 20;
@@ -156,7 +159,7 @@ impl Config {
             events_bytes: number(
                 env,
                 "AGENT_SESSIONS_EVENTS_BYTES",
-                crate::agent::stream::ROTATE_AT,
+                DEFAULT_EVENTS_BYTES,
                 4096,
             )?,
             state_dir,

@@ -1,7 +1,7 @@
 //! Session keys `ENGINE:ID` and their validation (SPEC §2).
 
-use crate::core::organize::meta_edit::preview;
 use crate::error::{Error, Result};
+use crate::input_checks::preview;
 use std::fmt;
 use std::sync::Arc;
 

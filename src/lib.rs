@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod filelock;
 pub mod fs;
+pub mod input_checks;
 pub mod key;
 pub mod mounting;
 pub mod mounts;

@@ -64,7 +64,7 @@ fn take_lock(lock_dir: &Path, conversation: &str) -> Result<File, Refused> {
     let path = lock_path(lock_dir, conversation);
     let until = Instant::now() + LOCK_WAIT;
     loop {
-        match crate::runtime::lock::try_lock(&path) {
+        match crate::filelock::try_lock(&path) {
             Ok(Some(file)) => return Ok(file),
             Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => return Err(Refused::Held),

@@ -12,8 +12,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// The size past which the file is moved aside.
-pub const ROTATE_AT: u64 = 1 << 20;
+/// The size past which the file is moved aside, unless configured.
+pub const ROTATE_AT: u64 = crate::config::DEFAULT_EVENTS_BYTES;
+
+/// The low bits of the file's inode on disk that tell one file it was from
+/// the next (the mount numbers each file it was by them).
+pub const FILE_ID_BITS: u64 = (1 << 40) - 1;
 
 /// The writer of one state directory's root events.
 #[derive(Debug)]

@@ -9,6 +9,7 @@
 //! 120×40).
 
 use super::{lock, Core, Flight};
+use crate::error::Error;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::dtach::Client;
@@ -358,6 +359,30 @@ impl Core {
     pub fn existing_runtime(&self, key: &SessionKey) -> Result<Option<Arc<SessionRuntime>>> {
         self.require(key)?;
         Ok(lock(&self.sessions).get(key).cloned())
+    }
+}
+
+/// The error of a write to a session's master that stopped early.
+pub(in crate::core) fn send_error(key: &SessionKey, what: &str, e: &std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) => Error::new(
+            libc::EAGAIN,
+            format!(
+                "{what} to {key} stalled: its master has stopped taking input (the program is not reading its terminal)"
+            ),
+        ),
+        Some(libc::ETIMEDOUT) => Error::new(
+            libc::ETIMEDOUT,
+            format!(
+                "{what} to {key} waited {} s for the writes before it",
+                crate::core::INPUT_DEADLINE.as_secs()
+            ),
+        ),
+        Some(libc::EPIPE) => Error::new(
+            libc::EPIPE,
+            format!("{what} to {key} ended: the session was stopped or its master exited"),
+        ),
+        _ => Error::io(&format!("{what} to {key} failed"), e),
     }
 }
 

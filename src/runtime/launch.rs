@@ -4,11 +4,11 @@
 //! through in-process state, so it holds across daemons sharing a lock dir.
 
 use super::dtach::{self, Client};
-use super::lock::try_lock;
 use super::paths::RuntimePaths;
 use super::record::RunRecord;
 use super::wrapper;
 use crate::error::{Error, Result};
+use crate::filelock::try_lock;
 use crate::key::SessionKey;
 use crate::procinfo;
 use std::os::fd::AsRawFd;

@@ -3,7 +3,6 @@
 
 pub mod dtach;
 pub mod launch;
-pub mod lock;
 pub mod paths;
 pub mod readers;
 pub mod record;

@@ -126,8 +126,8 @@ impl RingFile {
     /// when another daemon made it first and holds it.
     pub fn create(path: &Path, key: &str, cap: u64, total: u64) -> io::Result<Option<RingFile>> {
         // Made and locked as a session's lock file is: whoever holds it writes.
-        let Some(file) = crate::runtime::lock::try_lock(path)
-            .map_err(|e| io::Error::from_raw_os_error(e.errno))?
+        let Some(file) =
+            crate::filelock::try_lock(path).map_err(|e| io::Error::from_raw_os_error(e.errno))?
         else {
             return Ok(None);
         };

@@ -72,7 +72,7 @@ impl Core {
                 client
                     .push(k, Instant::now() + crate::core::INPUT_DEADLINE)
                     .map_err(|(_, e)| {
-                        crate::core::sessions::control::send_error(key, "answer", &e)
+                        crate::core::session_runtime::send_error(key, "answer", &e)
                     })?;
                 std::thread::sleep(KEY_GAP);
             }
@@ -118,9 +118,7 @@ impl Core {
         for _ in 0..2 {
             client
                 .push(ESC, Instant::now() + crate::core::INPUT_DEADLINE)
-                .map_err(|(_, e)| {
-                    crate::core::sessions::control::send_error(key, "interrupt", &e)
-                })?;
+                .map_err(|(_, e)| crate::core::session_runtime::send_error(key, "interrupt", &e))?;
             if self.screen_shows(&rt, LEAVE_WITHIN, &stopped) {
                 rt.note_input();
                 crate::core::agents::session_agent::process(&rt, &self.waits, Signal::Interrupted);

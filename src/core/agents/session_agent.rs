@@ -31,6 +31,10 @@ use std::time::{Duration, Instant};
 /// process writes.
 const STATUS_FILE_EVERY_MS: u64 = 1_000;
 
+/// How long a state read from the screen may go without fresh evidence
+/// before the screen is repainted to judge it again.
+pub(in crate::core) const STALE_MS: u64 = 10_000;
+
 /// How often the hook files, screens and foreground groups are looked at.
 pub(in crate::core) const TICK: Duration = Duration::from_millis(40);
 
@@ -188,15 +192,13 @@ impl Inner {
     }
 
     /// Whether a TUI's `starting` or `busy` has had no evidence (output,
-    /// input, a hook) for [`crate::core::sessions::repaint::STALE_MS`]: a live agent at
+    /// input, a hook) for [`STALE_MS`]: a live agent at
     /// work keeps drawing, so the screen it was read from is stale (drawn
     /// before a restart, or never drawn), and a repaint shows it anew.
     fn stale(&self, kind: AgentKind, input_ms: u64, now: u64) -> bool {
         let judged = matches!(self.tracker.state(), State::Starting | State::Busy);
         let lately = self.output_changed_ms.max(input_ms).max(self.evidence_ms);
-        kind.tui().is_some()
-            && judged
-            && now.saturating_sub(lately) >= crate::core::sessions::repaint::STALE_MS
+        kind.tui().is_some() && judged && now.saturating_sub(lately) >= STALE_MS
     }
 
     fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
@@ -1040,7 +1042,7 @@ impl Core {
     pub fn event_stream_file(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(self.event_stream.path())
-            .map_or(0, |m| m.ino() & crate::core::tree::node::EVENTS_FILE_BITS)
+            .map_or(0, |m| m.ino() & crate::agent::stream::FILE_ID_BITS)
     }
 
     /// The root `events` file with inode `file`: the current one, or the
@@ -1055,7 +1057,7 @@ impl Core {
         let before = crate::agent::stream::rotated_path(&now);
         for path in [now, before] {
             if std::fs::metadata(&path)
-                .is_ok_and(|m| m.ino() & crate::core::tree::node::EVENTS_FILE_BITS == file)
+                .is_ok_and(|m| m.ino() & crate::agent::stream::FILE_ID_BITS == file)
             {
                 return Ok(Some(path));
             }
@@ -1221,7 +1223,7 @@ impl Core {
         let send = |bytes: &[u8]| {
             client
                 .push(bytes, deadline)
-                .map_err(|(_, e)| crate::core::sessions::control::send_error(key, "prompt", &e))
+                .map_err(|(_, e)| crate::core::session_runtime::send_error(key, "prompt", &e))
         };
         let (ready, state) = self.agent_wait(&rt, deadline, |s, _| {
             stage.is_withdrawn()

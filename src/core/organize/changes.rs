@@ -65,7 +65,7 @@ pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
         (u, Some(n)) if u > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(u))),
         _ => Err(Error::invalid(format!(
             "{} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h",
-            meta_edit::preview(text)
+            crate::input_checks::preview(text)
         ))),
     }
 }

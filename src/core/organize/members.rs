@@ -8,7 +8,7 @@
 
 use crate::core::organize::rows::Row;
 use crate::core::organize::sidecar::{Change, SessionMeta};
-use crate::core::tree::node::ViewDir;
+use crate::core::organize::views::ViewDir;
 use crate::core::{lock, Core, HOSTED};
 use crate::key::SessionKey;
 use std::collections::HashMap;

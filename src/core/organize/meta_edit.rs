@@ -5,6 +5,7 @@
 //! old metadata untouched.
 
 use crate::error::{Error, Result};
+use crate::input_checks::{preview, refuse_duplicate_keys};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -33,16 +34,6 @@ impl MetaChange {
     /// True when the save changes nothing.
     pub fn is_empty(&self) -> bool {
         *self == MetaChange::default()
-    }
-}
-
-/// At most a few dozen characters of `s`, quoted, for messages: a refused
-/// 10 MiB write must not become a 10 MiB `status.error` or log line.
-pub fn preview(s: &str) -> String {
-    const MAX: usize = 40;
-    match s.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{:?}…", &s[..cut]),
-        None => format!("{s:?}"),
     }
 }
 
@@ -183,66 +174,6 @@ pub fn check_workspace_dir(dir: &str) -> Result<()> {
         Ok(_) => refuse("is not a directory".into()),
         Err(e) => refuse(format!("cannot be used: {e}")),
     }
-}
-
-/// Refuses a JSON text in which an object holds one key twice: a parser
-/// would keep one of them silently, and which one is up to the parser.
-pub fn refuse_duplicate_keys(text: &str, what: &str) -> Result<()> {
-    use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
-    struct Checked;
-    struct Walk;
-    impl<'de> Visitor<'de> for Walk {
-        type Value = Checked;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, _: bool) -> std::result::Result<Checked, E> {
-            Ok(Checked)
-        }
-        fn visit_i64<E>(self, _: i64) -> std::result::Result<Checked, E> {
-            Ok(Checked)
-        }
-        fn visit_u64<E>(self, _: u64) -> std::result::Result<Checked, E> {
-            Ok(Checked)
-        }
-        fn visit_f64<E>(self, _: f64) -> std::result::Result<Checked, E> {
-            Ok(Checked)
-        }
-        fn visit_str<E>(self, _: &str) -> std::result::Result<Checked, E> {
-            Ok(Checked)
-        }
-        fn visit_unit<E>(self) -> std::result::Result<Checked, E> {
-            Ok(Checked)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> std::result::Result<Checked, A::Error> {
-            while seq.next_element::<Checked>()?.is_some() {}
-            Ok(Checked)
-        }
-        fn visit_map<A: MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> std::result::Result<Checked, A::Error> {
-            let mut keys = std::collections::HashSet::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if !keys.insert(key.clone()) {
-                    return Err(A::Error::custom(format!("duplicate key {}", preview(&key))));
-                }
-                map.next_value::<Checked>()?;
-            }
-            Ok(Checked)
-        }
-    }
-    impl<'de> Deserialize<'de> for Checked {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Checked, D::Error> {
-            d.deserialize_any(Walk)
-        }
-    }
-    serde_json::from_str::<Checked>(text)
-        .map(drop)
-        .map_err(|e| Error::invalid(format!("{what} is not valid JSON: {e}")))
 }
 
 /// What `echo 1 > favourite` writes: `1`/`0`, `true`/`false` or `yes`/`no`,

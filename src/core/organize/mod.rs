@@ -11,3 +11,4 @@ pub mod query;
 pub(in crate::core) mod rows;
 pub(in crate::core) mod run_stamps;
 pub mod sidecar;
+pub mod views;

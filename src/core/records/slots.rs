@@ -114,7 +114,7 @@ pub fn parse_session_id(name: &str) -> Result<&str> {
     } else {
         Err(Error::invalid(format!(
             "session id {} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}",
-            crate::core::organize::meta_edit::preview(name)
+            crate::input_checks::preview(name)
         )))
     }
 }
@@ -196,7 +196,7 @@ fn record_from_json(bytes: &[u8]) -> Result<SlotRecord> {
         )));
     };
     // Same text as parsed above, so only a duplicate key can fail here.
-    crate::core::organize::meta_edit::refuse_duplicate_keys(
+    crate::input_checks::refuse_duplicate_keys(
         std::str::from_utf8(bytes).unwrap_or_default(),
         "slot record",
     )?;

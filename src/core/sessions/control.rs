@@ -2,9 +2,10 @@
 //! stop, resize, redraw); stopping and reaping its processes.
 
 use crate::agent::dialogs::Answer;
-use crate::core::organize::meta_edit::preview;
+use crate::core::session_runtime::send_error;
 use crate::core::{lock, Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
 use crate::error::{Error, Result};
+use crate::input_checks::preview;
 use crate::key::SessionKey;
 use crate::runtime::launch::terminate_known;
 use std::sync::{Arc, Mutex};
@@ -12,30 +13,6 @@ use std::time::{Duration, Instant};
 
 /// How long `stop` waits after TERM before KILL.
 pub(in crate::core) const STOP_GRACE: Duration = Duration::from_secs(3);
-
-/// The error of a write to a session's master that stopped early.
-pub(in crate::core) fn send_error(key: &SessionKey, what: &str, e: &std::io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) => Error::new(
-            libc::EAGAIN,
-            format!(
-                "{what} to {key} stalled: its master has stopped taking input (the program is not reading its terminal)"
-            ),
-        ),
-        Some(libc::ETIMEDOUT) => Error::new(
-            libc::ETIMEDOUT,
-            format!(
-                "{what} to {key} waited {} s for the writes before it",
-                INPUT_DEADLINE.as_secs()
-            ),
-        ),
-        Some(libc::EPIPE) => Error::new(
-            libc::EPIPE,
-            format!("{what} to {key} ended: the session was stopped or its master exited"),
-        ),
-        _ => Error::io(&format!("{what} to {key} failed"), e),
-    }
-}
 
 /// A `resize` argument: `COLSxROWS` within the VT mirror's bounds
 /// (`screen::check_size`).

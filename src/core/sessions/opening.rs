@@ -382,9 +382,7 @@ impl Core {
             .submit(what, crate::work::DEADLINE, Repainted, move || {
                 client
                     .redraw(cols, rows, Instant::now() + dtach::CONTROL_PATIENCE)
-                    .map_err(|e| {
-                        crate::core::sessions::control::send_error(&key, "redraw", &e.error)
-                    })
+                    .map_err(|e| crate::core::session_runtime::send_error(&key, "redraw", &e.error))
             });
     }
 

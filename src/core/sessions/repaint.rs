@@ -2,7 +2,7 @@
 //! daemon asks for a redraw (a resize to the same size), which Node TUIs
 //! and bash ignore; output made while no daemon ran is lost. So a screen
 //! still blank a moment after the join, or a `starting`/`busy` state the
-//! screen has not backed for [`STALE_MS`], gets a size change and, a moment
+//! screen has not backed for [`STALE_MS`](crate::core::agents::session_agent::STALE_MS), gets a size change and, a moment
 //! later, the size back: every terminal program redraws on that. It is done
 //! only while no other client (a person's `dtach -a`) is attached, who
 //! would see their terminal jump.
@@ -19,9 +19,6 @@ pub(in crate::core) const JOIN_LOOK_MS: u64 = 1_000;
 /// How long the changed size stays before it is put back: long enough for
 /// the program to have drawn at it.
 const STEP_MS: u64 = 250;
-/// How long a state read from the screen may go without fresh evidence
-/// before the screen is repainted to judge it again.
-pub(in crate::core) const STALE_MS: u64 = 10_000;
 
 impl SessionRuntime {
     /// Asks for a look at the screen at `at_ms`: a real repaint follows if
@@ -116,9 +113,7 @@ impl Core {
             .submit(job, crate::work::DEADLINE, Repainted, move || {
                 client
                     .resize(cols, rows, Instant::now() + dtach::CONTROL_PATIENCE)
-                    .map_err(|e| {
-                        crate::core::sessions::control::send_error(&key, "resize", &e.error)
-                    })
+                    .map_err(|e| crate::core::session_runtime::send_error(&key, "resize", &e.error))
             });
     }
 }

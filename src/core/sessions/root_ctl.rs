@@ -1,8 +1,8 @@
 //! Commands written to the root `ctl`: `new`, `archive-older`.
 
-use crate::core::organize::meta_edit::preview;
 use crate::core::{lock, organize, Core};
 use crate::error::{Error, Result};
+use crate::input_checks::preview;
 use crate::runtime::record::now_ms;
 use std::path::Path;
 

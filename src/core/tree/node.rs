@@ -3,6 +3,7 @@
 //! keeps its number while the daemon runs (editors check it) and across
 //! restarts (NFS exports and long-running clients keep their handles).
 
+pub use crate::core::organize::views::ViewDir;
 use crate::core::records::slots::{MAX_SLOT_RECORD_BYTES, MAX_TRANSCRIPT_BYTES};
 use crate::core::tree::scratch;
 use crate::core::{MetaField, META_FILE_MAX};
@@ -194,39 +195,11 @@ pub enum Node {
     Scratch(SessionKey, String),
 }
 
-/// The directories that show sessions another way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ViewDir {
-    Archived,
-    Favourites,
-    Projects,
-    Engines,
-}
-
+/// A view's directory is numbered, like every directory of the root.
 impl ViewDir {
     /// Fixed, like every directory of the root.
     pub fn ino(self) -> u64 {
         FIRST_VIEW + self as u64
-    }
-
-    pub const ALL: [ViewDir; 4] = [
-        ViewDir::Archived,
-        ViewDir::Favourites,
-        ViewDir::Projects,
-        ViewDir::Engines,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ViewDir::Archived => "archived",
-            ViewDir::Favourites => "favourites",
-            ViewDir::Projects => "projects",
-            ViewDir::Engines => "engines",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.name() == name)
     }
 }
 
@@ -488,7 +461,7 @@ const FIRST_VIEW: u64 = 9;
 /// The root `events`: this bit and the low bits of its file's inode on
 /// disk, so each file it was has a number of its own, none held in a table.
 const EVENTS_SPACE: u64 = 1 << 40;
-pub const EVENTS_FILE_BITS: u64 = (1 << 40) - 1;
+pub const EVENTS_FILE_BITS: u64 = crate::agent::stream::FILE_ID_BITS;
 
 /// FNV-1a: a hash whose value never changes between builds or runs, so the
 /// numbers it gives survive a daemon restart.

@@ -317,7 +317,7 @@ impl Files {
         let node = self.node(parent).ok();
         let what = format!(
             "{what} {}",
-            crate::core::organize::meta_edit::preview(&name.to_string_lossy())
+            crate::input_checks::preview(&name.to_string_lossy())
         );
         self.refuse(node.as_ref(), &what, e)
     }
@@ -1595,8 +1595,8 @@ impl Files {
             let node = moved.or_else(|| self.node(parent).ok());
             let what = format!(
                 "rename {} -> {}",
-                crate::core::organize::meta_edit::preview(from),
-                crate::core::organize::meta_edit::preview(to)
+                crate::input_checks::preview(from),
+                crate::input_checks::preview(to)
             );
             self.refuse(node.as_ref(), &what, e)
         })
@@ -1619,7 +1619,7 @@ impl Files {
         let scope = node.or_else(|| self.node(newparent).ok());
         let what = format!(
             "{what} -> {}",
-            crate::core::organize::meta_edit::preview(&newname.to_string_lossy())
+            crate::input_checks::preview(&newname.to_string_lossy())
         );
         Err(self.refuse(scope.as_ref(), &what, e))
     }
@@ -1636,7 +1636,7 @@ impl Files {
         }
         let what = format!(
             "set extended attribute {} of {}",
-            crate::core::organize::meta_edit::preview(&name.to_string_lossy()),
+            crate::input_checks::preview(&name.to_string_lossy()),
             node.label()
         );
         Err(self.refuse(Some(&node), &what, e))
