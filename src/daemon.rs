@@ -92,12 +92,13 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     let device = std::os::fd::AsFd::as_fd(&session)
         .try_clone_to_owned()
         .map_err(|e| Error::io("cannot duplicate the FUSE device", &e))?;
-    let crowded = device
+    let notices = crate::fs::KernelNotices::new(session.notifier(), device);
+    let crowded = notices
         .try_clone()
         .and_then(crate::fs::entry_eviction::start)
         .map_err(|e| Error::io("cannot start the crowded-entries thread", &e))?;
     files.on_crowded(crowded);
-    let moved = crate::fs::MovedEntries::start(device, mountpoint.clone())
+    let moved = crate::fs::MovedEntries::start(notices, mountpoint.clone())
         .map_err(|e| Error::io("cannot start the moved-entries thread", &e))?;
     let moved = std::sync::Arc::new(moved);
     let for_moves = moved.clone();

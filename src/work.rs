@@ -30,6 +30,12 @@ pub const DEADLINE: Duration = Duration::from_secs(15);
 /// How long an idle pool thread waits for work before it exits.
 const IDLE: Duration = Duration::from_secs(30);
 
+/// A reply answered once, from wherever the answer comes: the pool, the
+/// waits thread, a prompt taken.
+pub trait Reply<T>: Send + 'static {
+    fn answer(self: Box<Self>, result: Result<T>);
+}
+
 /// Where a slow operation's result goes: a kernel reply, in the daemon.
 pub trait Answer<T>: Send + 'static {
     /// The operation finished in time.

@@ -9,23 +9,21 @@
 //! there may hold that lock waiting on a request thread: so the drops are
 //! written by one thread of their own, and never waited for.
 
-use super::notify::{write_inval, Inval};
+use super::notify::EntryNotices;
 use crate::core::tree::node::Entry;
 use crate::core::CrowdedHook;
-use std::fs::File;
-use std::os::fd::OwnedFd;
 use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender, TrySendError};
 
 /// Batches waiting to be written; more are dropped (the next batch asks again).
 const QUEUE: usize = 2;
 
-/// Starts the thread that writes drops to `device` (a duplicate of the
-/// mount's `/dev/fuse` descriptor); the hook hands it batches.
-pub fn start(device: OwnedFd) -> std::io::Result<CrowdedHook> {
+/// Starts the thread that tells the kernel to drop entries; the hook hands
+/// it batches.
+pub fn start(notices: impl EntryNotices) -> std::io::Result<CrowdedHook> {
     let (queue, batches): (SyncSender<Vec<Entry>>, _) = bounded(QUEUE);
     std::thread::Builder::new()
         .name("crowded-entries".into())
-        .spawn(move || serve(File::from(device), batches))?;
+        .spawn(move || serve(notices, batches))?;
     Ok(CrowdedHook(Box::new(move |entries| {
         match queue.try_send(entries) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
@@ -36,14 +34,14 @@ pub fn start(device: OwnedFd) -> std::io::Result<CrowdedHook> {
     })))
 }
 
-fn serve(mut device: File, batches: Receiver<Vec<Entry>>) {
+fn serve(mut notices: impl EntryNotices, batches: Receiver<Vec<Entry>>) {
     for batch in batches {
         log::debug!(
             "the kernel holds too many numbers: dropping {} entries",
             batch.len()
         );
         for (parent, name) in batch {
-            write_inval(&mut device, parent, &name, Inval::Drop);
+            notices.drop_entry(parent, &name);
         }
     }
 }

@@ -11,9 +11,8 @@ mod guard;
 pub mod moved_sessions;
 mod notify;
 
-use crate::core::{Access, Attr, Concern, Core, Files, SetAttr};
+use crate::core::{Access, Attr, Core, Files, ReadBy, ReadStep, Reply, SetAttr, Step};
 use crate::error::Error;
-use crate::work;
 use attrs::{file_type, ttls, KernelAttrs, TTL};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
@@ -22,6 +21,7 @@ use fuser::{
 };
 pub use guard::Guarded;
 pub use moved_sessions::MovedEntries;
+pub use notify::{EntryNotices, KernelNotices};
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -50,72 +50,55 @@ fn fail(op: &str, e: &Error) -> Errno {
     Errno::from_i32(e.errno)
 }
 
-/// A kernel reply answered from the slow-operation pool. When the pool
-/// gives up on it (full, or past the deadline) the reason also goes where
-/// `concern` says: a session's `status.error` or the root's.
-struct Later<R> {
-    reply: R,
-    op: &'static str,
-    core: Arc<Core>,
-    concern: Concern,
-}
-
-impl<R> Later<R> {
-    fn abandoned(&self, err: &Error) {
-        self.core.refuse_in(&self.concern, err.clone());
-    }
-}
-
 /// An entry reply (`mkdir`) with what makes its attributes.
-struct EntryReply(ReplyEntry, KernelAttrs);
+struct EntryReply(ReplyEntry, KernelAttrs, &'static str);
 
-impl work::Answer<Attr> for Later<EntryReply> {
-    fn done(self, result: Result<Attr, Error>) {
-        let EntryReply(reply, attrs) = self.reply;
-        attrs.reply_entry(self.op, result, reply);
-    }
-    fn abandon(self, err: Error) {
-        self.abandoned(&err);
-        self.done(Err(err));
+impl Reply<Attr> for EntryReply {
+    fn answer(self: Box<Self>, result: Result<Attr, Error>) {
+        let EntryReply(reply, attrs, op) = *self;
+        attrs.reply_entry(op, result, reply);
     }
 }
 
-impl work::Answer<usize> for Later<ReplyWrite> {
-    fn done(self, result: Result<usize, Error>) {
+/// A write's reply.
+struct WriteReply(ReplyWrite);
+
+impl Reply<usize> for WriteReply {
+    fn answer(self: Box<Self>, result: Result<usize, Error>) {
         match result {
-            Ok(n) => self.reply.written(n as u32),
-            Err(e) => self.reply.error(fail(self.op, &e)),
+            Ok(n) => self.0.written(n as u32),
+            Err(e) => self.0.error(fail("write", &e)),
         }
     }
-    fn abandon(self, err: Error) {
-        self.abandoned(&err);
-        self.done(Err(err));
+}
+
+/// An empty reply (`flush`, `fsync`, `unlink`, `rename`) and its call.
+struct EmptyReply(ReplyEmpty, &'static str);
+
+impl Reply<()> for EmptyReply {
+    fn answer(self: Box<Self>, result: Result<(), Error>) {
+        SessionFs::reply_empty(self.1, result, self.0);
     }
 }
 
-impl work::Answer<()> for Later<ReplyEmpty> {
-    fn done(self, result: Result<(), Error>) {
-        match result {
-            Ok(()) => self.reply.ok(),
-            Err(e) => self.reply.error(fail(self.op, &e)),
-        }
-    }
-    fn abandon(self, err: Error) {
-        self.abandoned(&err);
-        self.done(Err(err));
-    }
-}
-
-/// A blocked `wait` read of at most `.1` bytes, answered by the core's
-/// waits thread.
+/// A blocked `wait` read of at most `.1` bytes.
 struct WaitData(ReplyData, usize);
 
-impl crate::core::WaitReply for WaitData {
+impl Reply<Vec<u8>> for WaitData {
     fn answer(self: Box<Self>, result: Result<Vec<u8>, Error>) {
         match result {
             Ok(bytes) => self.0.data(&bytes[..bytes.len().min(self.1)]),
             Err(e) => self.0.error(fail("wait", &e)),
         }
+    }
+}
+
+/// Sends a request's answer to its reply: now, or by handing the reply to
+/// whoever answers later.
+fn answer<T, R: Reply<T>>(step: Step<T>, reply: R, now: impl FnOnce(R, Result<T, Error>)) {
+    match step {
+        Step::Done(result) => now(reply, result),
+        Step::Later(later) => later.reply_to(Box::new(reply)),
     }
 }
 
@@ -162,74 +145,6 @@ impl SessionFs {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail(op, &e)),
         }
-    }
-
-    /// Answers `op` from the pool, off the request threads: `job`'s result
-    /// goes to `reply`; when the pool is full or the deadline passes, the
-    /// reason goes where `concern` says.
-    fn answer_from_pool<T, R>(
-        &self,
-        op: &'static str,
-        what: String,
-        concern: Concern,
-        reply: R,
-        job: impl FnOnce(&Files) -> Result<T, Error> + Send + 'static,
-    ) where
-        T: Send + 'static,
-        Later<R>: work::Answer<T>,
-    {
-        let files = self.files.clone();
-        let answer = Later {
-            reply,
-            op,
-            core: files.core().clone(),
-            concern,
-        };
-        self.files
-            .core()
-            .work()
-            .submit(what, work::DEADLINE, answer, move || job(&files));
-    }
-
-    /// `flush`/`fsync` by thread `tid`: a commit waits for a writers'
-    /// lock, and a metadata commit may archive, which ends the session's
-    /// processes first, so it is answered from the pool.
-    fn finish(&self, op: &'static str, fh: u64, tid: u32, reply: ReplyEmpty) {
-        // A prompt is typed and submitted; close() returns once the agent
-        // took it (answered from the pool), or with EINTR once the writer
-        // gets a signal.
-        match self.files.take_prompt(fh) {
-            Some((key, Ok(text))) => {
-                let core = self.files.core();
-                let answer = Later {
-                    reply,
-                    op,
-                    core: core.clone(),
-                    concern: Concern::Session(key.clone()),
-                };
-                core.prompt_at_close(key, text, tid, answer);
-                return;
-            }
-            Some((key, Err(e))) => {
-                let e = if e.message == crate::core::EMPTY_PROMPT {
-                    e
-                } else {
-                    self.files.core().record_refusal(&key, e)
-                };
-                return reply.error(fail(op, &e));
-            }
-            None => {}
-        }
-        let Some(concern) = self.files.finish_commits(fh) else {
-            return Self::reply_empty(op, self.files.finish(fh), reply);
-        };
-        self.answer_from_pool(
-            op,
-            format!("the commit at {op}"),
-            concern,
-            reply,
-            move |files| files.finish(fh),
-        );
     }
 }
 
@@ -317,14 +232,9 @@ impl Filesystem for SessionFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        // Making a session records it in the sidecar, under the writers'
-        // lock other daemons share: answered from the pool.
-        let (name, pid) = (name.to_owned(), req.pid());
-        let reply = EntryReply(reply, self.attrs);
-        let what = format!("mkdir {}", name.to_string_lossy());
-        self.answer_from_pool("mkdir", what, Concern::Root, reply, move |files| {
-            files.mkdir(parent.0, &name, pid)
-        });
+        let step = self.files.mkdir_request(parent.0, name, req.pid());
+        let reply = EntryReply(reply, self.attrs, "mkdir");
+        answer(step, reply, |r, result| Box::new(r).answer(result));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -332,29 +242,23 @@ impl Filesystem for SessionFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        if !self.files.unlink_commits(parent.0) {
-            let result = self.files.unlink_by(parent.0, name, req.pid());
-            return Self::reply_empty("unlink", result, reply);
-        }
-        // Forgetting a slot record takes the records' writers' lock.
-        let (name, pid) = (name.to_owned(), req.pid());
-        let what = format!("rm {}", name.to_string_lossy());
-        self.answer_from_pool("unlink", what, Concern::Root, reply, move |files| {
-            files.unlink_by(parent.0, &name, pid)
+        let step = self.files.unlink_request(parent.0, name, req.pid());
+        answer(step, EmptyReply(reply, "unlink"), |r, result| {
+            Self::reply_empty(r.1, result, r.0)
         });
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.files.open(ino.0, open_mode(flags), req.pid()) {
+        match self.files.open_request(ino.0, open_mode(flags), req.pid()) {
             // Direct I/O: reads are not clamped to a cached size, so the
             // scrollback and generated files always show what is there now.
             // No flush round trip on close where flush does nothing
             // (`echo cmd > input` pays it once per command).
-            Ok(fh) if self.files.finish_does_work(fh) => {
-                reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+            Ok(opened) if opened.flushes => {
+                reply.opened(FileHandle(opened.fh), FopenFlags::FOPEN_DIRECT_IO)
             }
-            Ok(fh) => reply.opened(
-                FileHandle(fh),
+            Ok(opened) => reply.opened(
+                FileHandle(opened.fh),
                 FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH,
             ),
             Err(e) => reply.error(fail("open", &e)),
@@ -372,53 +276,30 @@ impl Filesystem for SessionFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // `wait` blocks: its reply is kept and answered by the core's
-        // waits thread, never here.
-        if offset == 0 {
-            if let Some(key) = self.files.wait_key(fh.0) {
-                let nonblock = flags.0 & libc::O_NONBLOCK != 0;
-                let core = self.files.core();
-                core.wait(
-                    &key,
-                    req.pid(),
-                    nonblock,
-                    Box::new(WaitData(reply, size as usize)),
-                );
-                return;
-            }
-        }
+        let read = ReadBy {
+            tid: req.pid(),
+            nonblock: flags.0 & libc::O_NONBLOCK != 0,
+        };
         // Each request thread keeps one reply buffer: a fresh 1 MiB buffer
         // per read would be mapped and faulted in anew every time.
-        let reply = READ_BUFFER.with_borrow_mut(|buf| {
-            let result = self.files.read_into(fh.0, offset, size, buf);
+        READ_BUFFER.with_borrow_mut(|buf| {
+            let step = self.files.read_request(fh.0, offset, size, read, buf);
+            match step {
+                ReadStep::Data => reply.data(buf),
+                ReadStep::Failed(e) => reply.error(fail("read", &e)),
+                // Nothing at the end of a followed scrollback: held a
+                // moment for output (see `follow`).
+                ReadStep::Follow(ring, view) => {
+                    if let Some(reply) = self.follows.hold(fh.0, offset, size, reply, &ring, view) {
+                        reply.data(&[]);
+                    }
+                }
+                ReadStep::Later(later) => later.reply_to(Box::new(WaitData(reply, size as usize))),
+            }
             if buf.capacity() > READ_BUFFER_KEEP {
                 *buf = Vec::new();
             }
-            match result {
-                Ok(()) if buf.is_empty() => Some(reply),
-                Ok(()) => {
-                    reply.data(buf);
-                    None
-                }
-                Err(e) => {
-                    reply.error(fail("read", &e));
-                    None
-                }
-            }
         });
-        // Nothing at the end: a reader that follows waits a moment for
-        // output (see `follow`), every other one hears of the end now.
-        let Some(reply) = reply else { return };
-        let nonblock = flags.0 & libc::O_NONBLOCK != 0;
-        let held = match self.files.following(fh.0) {
-            Some((ring, view)) if !nonblock => {
-                self.follows.hold(fh.0, offset, size, reply, &ring, view)
-            }
-            _ => Some(reply),
-        };
-        if let Some(reply) = held {
-            reply.data(&[]);
-        }
     }
 
     fn poll(
@@ -466,44 +347,10 @@ impl Filesystem for SessionFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // A write to `input` or a `ctl` file may wait on a session: the pool
-        // answers it when the session has taken it, or at the deadline.
-        match self.files.slow_write(fh.0, data) {
-            Some(Ok(slow)) => {
-                if let Some(n) = slow.run_now(self.files.core()) {
-                    return reply.written(n as u32);
-                }
-                let core = self.files.core().clone();
-                let (what, urgent) = (slow.what(), slow.urgent());
-                let answer = Later {
-                    reply,
-                    op: "write",
-                    core: core.clone(),
-                    concern: slow.concern(),
-                };
-                let pool = self.files.core().work();
-                let job = move || slow.run(&core);
-                if urgent {
-                    pool.submit_urgent(what, work::DEADLINE, answer, job);
-                } else {
-                    pool.submit(what, work::DEADLINE, answer, job);
-                }
-            }
-            Some(Err(e)) => reply.error(fail("write", &e)),
-            // A slot record or transcript entries commit under a writers'
-            // lock other processes share: answered from the pool.
-            None if self.files.write_commits(fh.0) => {
-                let data = data.to_vec();
-                let what = "a write to a slot record or transcript".to_string();
-                self.answer_from_pool("write", what, Concern::Root, reply, move |files| {
-                    files.write(fh.0, offset, &data)
-                });
-            }
-            None => match self.files.write(fh.0, offset, data) {
-                Ok(n) => reply.written(n as u32),
-                Err(e) => reply.error(fail("write", &e)),
-            },
-        }
+        let step = self.files.write_request(fh.0, offset, data);
+        answer(step, WriteReply(reply), |r, result| {
+            Box::new(r).answer(result)
+        });
     }
 
     fn flush(
@@ -515,7 +362,10 @@ impl Filesystem for SessionFs {
         reply: ReplyEmpty,
     ) {
         // Errors here reach close(): what is still buffered must stand alone.
-        self.finish("flush", fh.0, req.pid(), reply);
+        let step = self.files.finish_request(fh.0, req.pid(), "flush");
+        answer(step, EmptyReply(reply, "flush"), |r, result| {
+            Self::reply_empty(r.1, result, r.0)
+        });
     }
 
     fn create(
@@ -549,7 +399,10 @@ impl Filesystem for SessionFs {
         reply: ReplyEmpty,
     ) {
         // An editor's in-place save commits here at the latest.
-        self.finish("fsync", fh.0, req.pid(), reply);
+        let step = self.files.finish_request(fh.0, req.pid(), "fsync");
+        answer(step, EmptyReply(reply, "fsync"), |r, result| {
+            Self::reply_empty(r.1, result, r.0)
+        });
     }
 
     fn symlink(
@@ -574,14 +427,11 @@ impl Filesystem for SessionFs {
         _flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        // A rename may commit metadata or archive, which ends the session's
-        // processes first: it is answered from the pool.
-        let (name, newname) = (name.to_owned(), newname.to_owned());
-        let what = format!("rename {name:?} -> {newname:?}");
-        // A refusal names its session itself; the pool's (full, too late)
-        // goes to the root's status.
-        self.answer_from_pool("rename", what, Concern::Root, reply, move |files| {
-            files.rename(parent.0, &name, newparent.0, &newname)
+        let step = self
+            .files
+            .rename_request(parent.0, name, newparent.0, newname);
+        answer(step, EmptyReply(reply, "rename"), |r, result| {
+            Self::reply_empty(r.1, result, r.0)
         });
     }
 

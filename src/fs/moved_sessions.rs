@@ -17,11 +17,9 @@
 //! by one thread of their own, and the caller waits for it only up to a
 //! deadline.
 
-use super::notify::{write_inval, Inval};
+use super::notify::EntryNotices;
 use crate::core::tree::node::{Entry, ViewDir, ROOT};
 use crate::key::SessionKey;
-use std::fs::File;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender as Sender, TrySendError};
 use std::time::Duration;
@@ -52,14 +50,13 @@ pub struct MovedEntries {
 }
 
 impl MovedEntries {
-    /// Starts the thread that writes notifications to `device` (a
-    /// duplicate of the mount's `/dev/fuse` descriptor) and looks names up
-    /// under `mountpoint`.
-    pub fn start(device: OwnedFd, mountpoint: PathBuf) -> std::io::Result<MovedEntries> {
+    /// Starts the thread that tells the kernel of moved entries and looks
+    /// names up under `mountpoint`.
+    pub fn start(notices: impl EntryNotices, mountpoint: PathBuf) -> std::io::Result<MovedEntries> {
         let (queue, jobs) = bounded(QUEUE);
         std::thread::Builder::new()
             .name("moved-entries".into())
-            .spawn(move || serve(File::from(device), &mountpoint, jobs))?;
+            .spawn(move || serve(notices, &mountpoint, jobs))?;
         Ok(MovedEntries { queue })
     }
 
@@ -104,7 +101,7 @@ impl MovedEntries {
     }
 }
 
-fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) {
+fn serve(mut notices: impl EntryNotices, mountpoint: &std::path::Path, jobs: Receiver<Moved>) {
     let archived = mountpoint.join(ViewDir::Archived.name());
     // Taken now: a binary replaced on disk later still runs under this name.
     let exe = std::env::current_exe().unwrap_or_else(|_| "sessionfs".into());
@@ -113,7 +110,7 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
             Told::Moved(moves) => {
                 for (name, _) in moves {
                     for parent in [ROOT, ViewDir::Archived.ino()] {
-                        write_inval(&mut device, parent, name, Inval::ExpireOnly);
+                        notices.expire_entry(parent, name);
                     }
                 }
                 // Only the new name exists: it is the one looked up.
@@ -142,7 +139,7 @@ fn serve(mut device: File, mountpoint: &std::path::Path, jobs: Receiver<Moved>) 
             // A link is no directory: nothing is below it to keep.
             Told::LeftViews(links) => {
                 for (parent, name) in links {
-                    write_inval(&mut device, *parent, name, Inval::Drop);
+                    notices.drop_entry(*parent, name);
                 }
             }
         }

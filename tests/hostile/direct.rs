@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 /// mount point it was told of (a plain directory).
 pub struct Direct {
     _dir: tempfile::TempDir,
-    pub files: Files,
+    pub files: std::sync::Arc<Files>,
     pub mnt: PathBuf,
     pid: u32,
 }
@@ -40,7 +40,7 @@ impl Direct {
         let core = Core::new(config, &mnt).unwrap();
         Direct {
             _dir: dir,
-            files: Files::new(core),
+            files: std::sync::Arc::new(Files::new(core)),
             mnt,
             pid: std::process::id(),
         }
@@ -133,29 +133,20 @@ impl Direct {
         Ok((found.ino, fh))
     }
 
-    /// One `write` request, as the adapter answers it: a write that may
-    /// wait on a session runs as the pool would run it.
+    /// One `write` request, as the adapter makes it: what the core
+    /// answers later (the pool) is waited for here.
     fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<usize, i32> {
-        let core = self.files.core();
-        match self.files.slow_write(fh, data) {
-            Some(Ok(slow)) => match slow.run_now(core) {
-                Some(n) => Ok(n),
-                None => slow.run(core).map_err(errno),
-            },
-            Some(Err(e)) => Err(e.errno),
-            None => self.files.write(fh, offset, data).map_err(errno),
-        }
+        self.files
+            .write_request(fh, offset, data)
+            .wait()
+            .map_err(errno)
     }
 
     /// close(2): `flush` (a prompt is taken there), then `release`.
     fn close(&self, fh: u64) -> Result<(), i32> {
-        let result = match self.files.take_prompt(fh) {
-            Some((_, Err(e))) => Err(e.errno),
-            Some((key, Ok(text))) => panic!("{key} took the prompt {text:?} in a refusal's row"),
-            None => self.files.finish(fh).map_err(errno),
-        };
+        let result = self.files.finish_request(fh, self.pid, "flush").wait();
         self.files.release(fh);
-        result
+        result.map_err(errno)
     }
 
     fn setattr(&self, rel: &str, set: SetAttr) -> Result<(), i32> {

@@ -553,28 +553,39 @@ impl PromptWrite {
 
     /// The text to send at `flush`: `None` when this handle already sent
     /// what it had. Trailing line ends are dropped (`echo` adds one).
-    pub(in crate::core) fn take(&mut self) -> Option<Result<String>> {
+    pub(in crate::core) fn take(&mut self) -> Option<Taken> {
         if self.too_long {
             return (!std::mem::replace(&mut self.sent, true))
-                .then(|| Err(Error::invalid("a prompt is at most 1 MiB")));
+                .then(|| Taken::Refused(Error::invalid("a prompt is at most 1 MiB")));
         }
         if self.buf.is_empty() {
             // A shell's `close` of the descriptor it duplicated onto stdout
             // flushes before anything is written: nothing is sent then.
-            return (!self.sent).then(|| Err(Error::invalid(EMPTY_PROMPT)));
+            return (!self.sent).then_some(Taken::Empty);
         }
         self.sent = true;
         let bytes = std::mem::take(&mut self.buf);
         let text = match String::from_utf8(bytes) {
             Ok(t) => t,
-            Err(_) => return Some(Err(Error::invalid("a prompt is UTF-8 text"))),
+            Err(_) => return Some(Taken::Refused(Error::invalid("a prompt is UTF-8 text"))),
         };
         let text = text.trim_end_matches(['\n', '\r']).to_string();
         if text.trim().is_empty() {
-            return Some(Err(Error::invalid(EMPTY_PROMPT)));
+            return Some(Taken::Empty);
         }
-        Some(Ok(text))
+        Some(Taken::Text(text))
     }
+}
+
+/// What a `prompt` handle gives at `flush`.
+#[derive(Debug, PartialEq, Eq)]
+pub(in crate::core) enum Taken {
+    /// The text to send.
+    Text(String),
+    /// Refused: recorded where the user reads it.
+    Refused(Error),
+    /// Nothing but blanks: refused ([`EMPTY_PROMPT`]) but not recorded.
+    Empty,
 }
 
 /// Bracketed paste: how both TUIs tell a paste from typing.
@@ -1602,24 +1613,24 @@ mod tests {
         let key = SessionKey::parse("shell:p").unwrap();
         let mut p = PromptWrite::new(key.clone());
         // A shell's early flush: refused, but the prompt can still come.
-        assert_eq!(p.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+        assert_eq!(p.take().unwrap(), Taken::Empty);
         p.write(b"fix it\n").unwrap();
-        assert_eq!(p.take().unwrap().unwrap(), "fix it");
+        assert_eq!(p.take().unwrap(), Taken::Text("fix it".into()));
         assert!(p.take().is_none(), "sent once");
 
         let mut bad = PromptWrite::new(key.clone());
         bad.write(b"\xff\xfe").unwrap();
-        assert_eq!(bad.take().unwrap().unwrap_err().errno, libc::EINVAL);
+        assert!(matches!(bad.take(), Some(Taken::Refused(e)) if e.errno == libc::EINVAL));
 
         let mut blank = PromptWrite::new(key.clone());
         blank.write(b"\n\r\n").unwrap();
-        assert_eq!(blank.take().unwrap().unwrap_err().message, EMPTY_PROMPT);
+        assert_eq!(blank.take().unwrap(), Taken::Empty);
 
         let mut long = PromptWrite::new(key);
         long.write(&vec![b'a'; PROMPT_MAX]).unwrap();
         assert_eq!(long.write(b"a").unwrap_err().errno, libc::EINVAL);
         // Nothing of a prompt that went past the cap is sent.
-        assert_eq!(long.take().unwrap().unwrap_err().errno, libc::EINVAL);
+        assert!(matches!(long.take(), Some(Taken::Refused(e)) if e.errno == libc::EINVAL));
         assert!(long.take().is_none());
     }
 

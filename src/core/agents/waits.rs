@@ -12,7 +12,7 @@
 //! as SIGKILL there), or the thread is gone.
 
 use crate::core::{lock, Core};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::key::SessionKey;
 use crate::procinfo;
 use crate::terminal::ring::Waker;
@@ -26,15 +26,13 @@ pub const POLL: Duration = Duration::from_millis(25);
 pub const MAX_WAITS: usize = 4096;
 
 /// Where a blocked read's answer goes (a kernel reply, in the daemon).
-pub trait WaitReply: Send {
-    fn answer(self: Box<Self>, result: Result<Vec<u8>>);
-}
+pub type WaitReply = dyn crate::work::Reply<Vec<u8>>;
 
 struct Pending {
     key: SessionKey,
     /// The calling thread (FUSE gives a thread id).
     tid: u32,
-    reply: Box<dyn WaitReply>,
+    reply: Box<WaitReply>,
 }
 
 /// A `close` whose answer comes from other work (a prompt's), watched for
@@ -208,7 +206,7 @@ impl Core {
         key: &SessionKey,
         tid: u32,
         nonblock: bool,
-        reply: Box<dyn WaitReply>,
+        reply: Box<WaitReply>,
     ) {
         if let Err(e) = self.require(key) {
             return reply.answer(Err(e));

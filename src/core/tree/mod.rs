@@ -15,4 +15,5 @@ pub(in crate::core) mod requests;
 pub(in crate::core) mod save;
 pub mod scratch;
 pub(in crate::core) mod slot_files;
+pub mod step;
 pub(in crate::core) mod view_files;

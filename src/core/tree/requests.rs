@@ -5,7 +5,7 @@
 //! files, directory snapshots), so it can be driven and tested without a
 //! mount. Nothing here knows FUSE exists.
 
-use crate::core::agents::session_agent::PromptWrite;
+use crate::core::agents::session_agent::{PromptWrite, Taken, EMPTY_PROMPT};
 use crate::core::tree::handles::{locked, DirEntry, DirSnapshot, Handle, HandleTable};
 use crate::core::tree::mtimes::{digest, program_time, Stamps};
 use crate::core::tree::node::{
@@ -14,11 +14,13 @@ use crate::core::tree::node::{
 use crate::core::tree::save::MetaWrite;
 use crate::core::tree::scratch::{ScratchFile, ScratchFiles};
 use crate::core::tree::slot_files::RecordWrite;
+use crate::core::tree::step::{Later, Opened, ReadStep, Step};
 use crate::core::{Concern, Core};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
 use crate::terminal::ring::{Scrollback, View, Waker};
+use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -1051,7 +1053,7 @@ impl Files {
     /// The ring and view of a `scrollback` handle whose reader is following
     /// the output (its last two reads found nothing at the end): its next
     /// dry read may be held until output comes.
-    pub fn following(&self, fh: u64) -> Option<(Arc<Scrollback>, View)> {
+    fn following(&self, fh: u64) -> Option<(Arc<Scrollback>, View)> {
         match self.handles.files().get(&fh) {
             Some(Handle::Scrollback { ring, view, .. }) if view.following() => {
                 Some((ring.clone(), *view))
@@ -1091,7 +1093,7 @@ impl Files {
     /// The write `fh` takes, if it is one that may wait on a session: the
     /// adapter runs it in the pool. `ctl` commands are parsed here, so a
     /// malformed one fails at once.
-    pub fn slow_write(&self, fh: u64, data: &[u8]) -> Option<Result<SlowWrite>> {
+    pub(in crate::core) fn slow_write(&self, fh: u64, data: &[u8]) -> Option<Result<SlowWrite>> {
         let target = match self.handles.files().get(&fh)? {
             Handle::Input(key) => Target::Input(key.clone()),
             Handle::SessionCtl(key) => Target::SessionCtl(key.clone()),
@@ -1199,17 +1201,16 @@ impl Files {
 
     /// Whether `flush`/`fsync` on `fh` does anything: only buffered writes
     /// (metadata, records) commit there; the kernel may skip the others.
-    pub fn finish_does_work(&self, fh: u64) -> bool {
+    fn finish_does_work(&self, fh: u64) -> bool {
         matches!(
             self.handles.files().get(&fh),
             Some(Handle::Meta(_) | Handle::Record(_) | Handle::Prompt(_)) | None
         )
     }
 
-    /// A `flush` of a `prompt` handle: the session and the text to send
-    /// (the adapter hands it to [`Core::prompt_at_close`]), or why it cannot
-    /// be; `None` for any other handle or one that sent its text already.
-    pub fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Result<String>)> {
+    /// A `flush` of a `prompt` handle: the session and what its handle
+    /// gives; `None` for any other handle or one that sent its text already.
+    fn take_prompt(&self, fh: u64) -> Option<(SessionKey, Taken)> {
         let Some(Buffer::Prompt(prompt)) = self.buffer(fh) else {
             return None;
         };
@@ -1219,7 +1220,7 @@ impl Files {
     }
 
     /// The session whose `wait` `fh` reads, if it is a `wait` handle.
-    pub fn wait_key(&self, fh: u64) -> Option<SessionKey> {
+    fn wait_key(&self, fh: u64) -> Option<SessionKey> {
         match self.handles.files().get(&fh) {
             Some(Handle::Wait(key)) => Some(key.clone()),
             _ => None,
@@ -1231,7 +1232,7 @@ impl Files {
     /// transcript entry, each under a writers' lock other processes share.
     /// The adapter then runs [`Files::finish`] in the pool; a refusal the
     /// pool makes concerns what this returns.
-    pub fn finish_commits(&self, fh: u64) -> Option<Concern> {
+    fn finish_commits(&self, fh: u64) -> Option<Concern> {
         match self.handles.files().get(&fh)? {
             Handle::Meta(m) => m.key.clone().map(Concern::Session),
             Handle::Record(_) => Some(Concern::Root),
@@ -1242,7 +1243,7 @@ impl Files {
     /// Whether a `write` to `fh` may commit: a slot record is put as soon
     /// as it is whole, transcript entries line by line, each under a
     /// writers' lock. The adapter then runs [`Files::write`] in the pool.
-    pub fn write_commits(&self, fh: u64) -> bool {
+    fn write_commits(&self, fh: u64) -> bool {
         matches!(self.handles.files().get(&fh), Some(Handle::Record(_)))
     }
 
@@ -1410,7 +1411,7 @@ impl Files {
 
     /// Whether an `unlink` in `parent` may commit: forgetting a slot record
     /// takes the records' writers' lock. The adapter then runs it in the pool.
-    pub fn unlink_commits(&self, parent: u64) -> bool {
+    fn unlink_commits(&self, parent: u64) -> bool {
         matches!(self.inodes.node(parent), Some(Node::World(_)))
     }
 
@@ -1924,4 +1925,177 @@ fn costly(parent: &Node, name: &str) -> bool {
 fn copied_by_tools(name: &std::ffi::OsStr) -> bool {
     let name = name.as_encoded_bytes();
     name.starts_with(b"system.posix_acl_") || name.starts_with(b"security.")
+}
+
+/// One method per kernel request that may be answered later: each says
+/// whether it is done now or answered later, and from where.
+impl Files {
+    /// `open`: the handle, and whether its `flush` does anything.
+    pub fn open_request(&self, ino: u64, mode: Access, pid: u32) -> Result<Opened> {
+        let fh = self.open(ino, mode, pid)?;
+        Ok(Opened {
+            fh,
+            flushes: self.finish_does_work(fh),
+        })
+    }
+
+    /// `read` into `out`. A `wait` read at offset 0 blocks until the
+    /// session settles (at once with `nonblock`); a dry read of a
+    /// `scrollback` whose reader follows the output may be held.
+    pub fn read_request(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        read: ReadBy,
+        out: &mut Vec<u8>,
+    ) -> ReadStep {
+        if offset == 0 {
+            if let Some(key) = self.wait_key(fh) {
+                let core = self.core.clone();
+                return ReadStep::Later(Later::event(move |reply| {
+                    core.wait(&key, read.tid, read.nonblock, reply)
+                }));
+            }
+        }
+        if let Err(e) = self.read_into(fh, offset, size, out) {
+            return ReadStep::Failed(e);
+        }
+        if !out.is_empty() || read.nonblock {
+            return ReadStep::Data;
+        }
+        match self.following(fh) {
+            Some((ring, view)) => ReadStep::Follow(ring, view),
+            None => ReadStep::Data,
+        }
+    }
+
+    /// `write`: answered now, or from the pool where it may wait on a
+    /// session (`input`, a `ctl` file) or commits under a writers' lock
+    /// other processes share (a slot record, transcript entries).
+    pub fn write_request(self: &Arc<Self>, fh: u64, offset: u64, data: &[u8]) -> Step<usize> {
+        match self.slow_write(fh, data) {
+            Some(Ok(slow)) => {
+                if let Some(n) = slow.run_now(&self.core) {
+                    return Step::Done(Ok(n));
+                }
+                let core = self.core.clone();
+                let (what, concern, urgent) = (slow.what(), slow.concern(), slow.urgent());
+                Step::Later(Later::pool(
+                    self.core.clone(),
+                    what,
+                    concern,
+                    urgent,
+                    move || slow.run(&core),
+                ))
+            }
+            Some(Err(e)) => Step::Done(Err(e)),
+            None if self.write_commits(fh) => {
+                let (files, data) = (self.clone(), data.to_vec());
+                Step::Later(Later::pool(
+                    self.core.clone(),
+                    "a write to a slot record or transcript".to_string(),
+                    Concern::Root,
+                    false,
+                    move || files.write(fh, offset, &data),
+                ))
+            }
+            None => Step::Done(self.write(fh, offset, data)),
+        }
+    }
+
+    /// `flush` and `fsync` by thread `tid`. A prompt is typed and
+    /// submitted: the answer comes once the agent took it, or EINTR once
+    /// the writer gets a signal. A commit waits for a writers' lock, and a
+    /// metadata commit may archive, which ends the session's processes
+    /// first: it runs in the pool.
+    pub fn finish_request(self: &Arc<Self>, fh: u64, tid: u32, op: &str) -> Step<()> {
+        match self.take_prompt(fh) {
+            Some((key, Taken::Text(text))) => {
+                let core = self.core.clone();
+                return Step::Later(Later::event(move |reply| {
+                    let concern = Concern::Session(key.clone());
+                    let answer = crate::core::tree::step::recording(core.clone(), concern, reply);
+                    core.prompt_at_close(key, text, tid, answer)
+                }));
+            }
+            Some((key, Taken::Refused(e))) => {
+                return Step::Done(Err(self.core.record_refusal(&key, e)))
+            }
+            Some((_, Taken::Empty)) => return Step::Done(Err(Error::invalid(EMPTY_PROMPT))),
+            None => {}
+        }
+        let Some(concern) = self.finish_commits(fh) else {
+            return Step::Done(self.finish(fh));
+        };
+        let files = self.clone();
+        Step::Later(Later::pool(
+            self.core.clone(),
+            format!("the commit at {op}"),
+            concern,
+            false,
+            move || files.finish(fh),
+        ))
+    }
+
+    /// `unlink` by thread `pid`: forgetting a slot record takes the
+    /// records' writers' lock, so it runs in the pool.
+    pub fn unlink_request(self: &Arc<Self>, parent: u64, name: &OsStr, pid: u32) -> Step<()> {
+        if !self.unlink_commits(parent) {
+            return Step::Done(self.unlink_by(parent, name, pid));
+        }
+        let (files, name) = (self.clone(), name.to_owned());
+        let what = format!("rm {}", name.to_string_lossy());
+        Step::Later(Later::pool(
+            self.core.clone(),
+            what,
+            Concern::Root,
+            false,
+            move || files.unlink_by(parent, &name, pid),
+        ))
+    }
+
+    /// `mkdir` by thread `pid`: making a session records it in the
+    /// sidecar, under the writers' lock other daemons share.
+    pub fn mkdir_request(self: &Arc<Self>, parent: u64, name: &OsStr, pid: u32) -> Step<Attr> {
+        let (files, name) = (self.clone(), name.to_owned());
+        let what = format!("mkdir {}", name.to_string_lossy());
+        Step::Later(Later::pool(
+            self.core.clone(),
+            what,
+            Concern::Root,
+            false,
+            move || files.mkdir(parent, &name, pid),
+        ))
+    }
+
+    /// `rename`: it may commit metadata or archive, which ends the
+    /// session's processes first. A refusal names its session itself; the
+    /// pool's (full, too late) goes to the root's status.
+    pub fn rename_request(
+        self: &Arc<Self>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+    ) -> Step<()> {
+        let (files, name, newname) = (self.clone(), name.to_owned(), newname.to_owned());
+        let what = format!("rename {name:?} -> {newname:?}");
+        Step::Later(Later::pool(
+            self.core.clone(),
+            what,
+            Concern::Root,
+            false,
+            move || files.rename(parent, &name, newparent, &newname),
+        ))
+    }
+}
+
+/// Who reads, as a `read` request says.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadBy {
+    /// The calling thread (FUSE gives a thread id).
+    pub tid: u32,
+    /// `O_NONBLOCK`: nothing waits.
+    pub nonblock: bool,
 }
