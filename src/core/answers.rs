@@ -6,12 +6,13 @@
 //! thread.
 
 use super::agent_state::AgentKind;
-use super::{lock, Core, SessionRuntime};
+use super::{Core, SessionRuntime};
 use crate::agent::dialogs::{self, Answer, Dialog};
 use crate::agent::screen::Tui;
 use crate::agent::state::{Signal, State};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use std::time::{Duration, Instant};
 
 /// The pause between two keys: the TUIs take a burst as a paste.

@@ -1,12 +1,13 @@
 //! What is written to a session: `input`, and the `ctl` commands (open,
 //! stop, resize, redraw); stopping and reaping its processes.
 
-use super::{lock, Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
+use super::{Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
 use crate::agent::dialogs::Answer;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::metaedit::preview;
 use crate::runtime::launch::terminate_known;
+use crate::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

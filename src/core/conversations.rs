@@ -5,12 +5,13 @@
 //! `readdir` and the sidecar's lock may be held elsewhere.
 
 use super::session_runtime::SessionRuntime;
-use super::{lock, Core};
+use super::Core;
 use crate::binding;
 use crate::catalog::StoreFile;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::sidecar::SessionMeta;
+use crate::sync::lock;
 use crate::transcript::StoreKind;
 use crate::work;
 use std::collections::{HashMap, HashSet};
@@ -337,7 +338,7 @@ impl Core {
 mod tests {
     use super::super::{Flight, SessionRuntime};
     use super::*;
-    use crate::runtime::record::now_ms;
+    use crate::clock::now_ms;
     use std::path::Path;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;

@@ -8,9 +8,10 @@
 
 use super::listing::Row;
 use super::node::ViewDir;
-use super::{lock, Core, HOSTED};
+use super::{Core, HOSTED};
 use crate::key::SessionKey;
 use crate::sidecar::{Change, SessionMeta};
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};

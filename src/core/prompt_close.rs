@@ -8,9 +8,10 @@
 //! at its exit: its prompt is withdrawn at once (Ctrl-C on `cat > prompt`).
 
 use super::waits::{close_interrupted, Watched};
-use super::{lock, Core};
+use super::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::work::Answer;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};

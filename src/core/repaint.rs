@@ -8,9 +8,10 @@
 //! would see their terminal jump.
 
 use super::opening::Repainted;
-use super::{lock, Core, SessionRuntime};
+use super::{Core, SessionRuntime};
+use crate::clock::now_ms;
 use crate::runtime::dtach;
-use crate::runtime::record::now_ms;
+use crate::sync::lock;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 

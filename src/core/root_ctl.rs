@@ -1,9 +1,10 @@
 //! Commands written to the root `ctl`: `new`, `archive-older`.
 
-use super::{lock, organize, Core};
+use super::{organize, Core};
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::metaedit::preview;
-use crate::runtime::record::now_ms;
+use crate::sync::lock;
 use std::path::Path;
 
 /// A fresh random UUID (v4), as Claude's `--session-id` expects.

@@ -8,14 +8,16 @@
 //! whose screen nobody reads holds no emulator grid (about 170 KiB at
 //! 120×40).
 
-use super::{lock, Core, Flight};
+use super::{Core, Flight};
+use crate::clock::now_ms;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::dtach::Client;
-use crate::runtime::record::{self, now_ms, RunRecord};
+use crate::runtime::record::{self, RunRecord};
 use crate::runtime::Outcome;
 use crate::screen::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use crate::scrollback::Scrollback;
+use crate::sync::lock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

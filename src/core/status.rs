@@ -1,13 +1,14 @@
 //! The generated files that report state: a session's `status` and
 //! `screen`, the root `status` and `README`.
 
-use super::{listing, lock, to_json_text, utc_text, Core};
+use super::{listing, to_json_text, utc_text, Core};
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::dtach;
 use crate::runtime::launch::live_record;
 use crate::runtime::record::RunRecord;
 use crate::screen::{DEFAULT_COLS, DEFAULT_ROWS};
+use crate::sync::lock;
 use serde_json::json;
 
 pub(super) const README: &str = "\

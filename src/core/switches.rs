@@ -8,13 +8,14 @@
 //! A conversation a session writes or wrote resolves to that session.
 
 use super::session_runtime::SessionRuntime;
-use super::{lock, Core};
+use super::Core;
 use crate::agent::claims::{self, Claim, Refused};
+use crate::clock::now_ms;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::launch::live_record;
-use crate::runtime::record::now_ms;
 use crate::sidecar::SessionMeta;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

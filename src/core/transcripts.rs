@@ -1,10 +1,11 @@
 //! `transcript/`: turn indexes of the engines' stores and of hosted runs,
 //! refreshed against their files, and the pages rendered from them.
 
-use super::{lock, Core, HOSTED};
+use super::{Core, HOSTED};
 use crate::error::{Error, Result};
 use crate::hosted::EntryIndex;
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::transcript::{self, Limits, TurnIndex};
 use std::collections::HashMap;
 use std::path::PathBuf;
