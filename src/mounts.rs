@@ -17,9 +17,14 @@ pub fn record(state_dir: &Path, mountpoint: &Path) -> std::io::Result<()> {
     let dir = dir(state_dir);
     crate::config::make_private_dir(&dir).map_err(|e| std::io::Error::other(e.message))?;
     let path = dir.join(std::process::id().to_string());
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-    std::fs::write(&tmp, mountpoint.as_os_str().as_bytes())?;
-    std::fs::rename(&tmp, path)
+    // Not synced: the record names this process, and a reader drops the
+    // records of processes that are gone.
+    crate::atomic::replace_with(
+        &path,
+        mountpoint.as_os_str().as_bytes(),
+        crate::atomic::CREATE_MODE,
+        crate::atomic::Durability::Unsynced,
+    )
 }
 
 /// Removes this process's record (a clean stop).

@@ -11,10 +11,11 @@
 //! [`Answer`].
 
 use crate::error::{Error, Result};
+use crate::sync::{lock, wait, wait_timeout};
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Slow operations that may be in flight at once (queued or running).
@@ -99,10 +100,6 @@ impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Pool").field(&self.stats()).finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Takes the answer out of its slot: whoever comes first (the work or the
@@ -295,10 +292,7 @@ fn worker(inner: &Inner) {
             continue;
         }
         queue.idle += 1;
-        let (q, waited) = inner
-            .work_ready
-            .wait_timeout(queue, IDLE)
-            .unwrap_or_else(|e| e.into_inner());
+        let (q, waited) = wait_timeout(&inner.work_ready, queue, IDLE);
         queue = q;
         queue.idle -= 1;
         if waited.timed_out() && queue.tasks.is_empty() {
@@ -322,17 +316,10 @@ fn watchdog(inner: &Inner) {
                 timers = lock(&inner.timers);
             }
             Some(due) => {
-                timers = inner
-                    .timers_changed
-                    .wait_timeout(timers, due.0 - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                timers = wait_timeout(&inner.timers_changed, timers, due.0 - now).0;
             }
             None => {
-                timers = inner
-                    .timers_changed
-                    .wait(timers)
-                    .unwrap_or_else(|e| e.into_inner());
+                timers = wait(&inner.timers_changed, timers);
             }
         }
     }

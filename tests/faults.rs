@@ -405,11 +405,9 @@ fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// FNV-1a, enough to tell streams apart in a message.
+/// Enough to tell streams apart in a message.
 fn checksum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    sessionfs::hashing::fnv1a(bytes)
 }
 
 /// A tmpfs mounted for a test, unmounted when dropped.

@@ -8,10 +8,10 @@
 //! conversation, across switches and across daemons. A claim lasts while
 //! the claiming session's master lives and has not switched again.
 
+use crate::atomic::{self, Durability};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -85,22 +85,10 @@ pub fn make(lock_dir: &Path, claim: &Claim) -> Result<(), Refused> {
         .map_err(io)?;
     let _lock = take_lock(lock_dir, &claim.conversation)?;
     let target = path(lock_dir, &claim.conversation);
-    let tmp = target.with_extension(format!("tmp{}", std::process::id()));
     let body = serde_json::to_vec(claim).map_err(|e| Refused::Io(e.to_string()))?;
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&body)?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(io)
+    // Not synced: a claim is made by a live master, which a crash of the
+    // machine ends too.
+    atomic::replace_with(&target, &body, 0o600, Durability::Unsynced).map_err(io)
 }
 
 /// The claim on `conversation`, if one was made (live or not).

@@ -10,14 +10,6 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// One line of the `events` log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
@@ -105,11 +97,16 @@ impl EventLog {
         let text = std::fs::read_to_string(&self.path)?;
         let all: Vec<&str> = text.lines().collect();
         let keep = &all[all.len().saturating_sub(self.cap)..];
-        let tmp = self.path.with_extension("tmp");
         let mut body = keep.join("\n");
         body.push('\n');
-        std::fs::write(&tmp, body)?;
-        std::fs::rename(&tmp, &self.path)?;
+        // Not synced, as the appends are not: the log is kept across a
+        // restart of the daemon, not across a crash of the machine.
+        crate::atomic::replace_with(
+            &self.path,
+            body.as_bytes(),
+            crate::atomic::CREATE_MODE,
+            crate::atomic::Durability::Unsynced,
+        )?;
         self.lines = keep.len();
         Ok(())
     }

@@ -72,7 +72,7 @@ pub fn claude_settings(exe: &Path, events_file: &Path, key: &str, locks: &Path) 
     json!({"hooks": hooks})
 }
 
-/// Writes [`claude_settings`] to `path` (mode 0600, replaced atomically).
+/// Writes [`claude_settings`] to `path` (mode 0600, replaced atomically, synced).
 pub fn write_claude_settings(
     path: &Path,
     exe: &Path,
@@ -80,21 +80,8 @@ pub fn write_claude_settings(
     key: &str,
     locks: &Path,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(
-        claude_settings(exe, events_file, key, locks)
-            .to_string()
-            .as_bytes(),
-    )?;
-    f.sync_all()?;
-    std::fs::rename(tmp, path)
+    let settings = claude_settings(exe, events_file, key, locks).to_string();
+    crate::atomic::replace(path, settings.as_bytes())
 }
 
 /// The value of Codex's `-c` option that makes it run the hook on every
@@ -243,7 +230,7 @@ pub fn run_hook(events_file: &Path, key: &str, arg_payload: Option<&str>, locks:
         Some(p) => p.as_bytes().to_vec(),
         None => read_stdin_capped(),
     };
-    let ts_ms = super::events::now_ms();
+    let ts_ms = crate::clock::now_ms();
     let line = hook_line(&payload, key, ts_ms);
     let _ = append_line(events_file, &line);
     let (Some(locks), Some((_, _, event))) = (locks, parse_hook_line(&line)) else {

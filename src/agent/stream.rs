@@ -5,6 +5,7 @@
 //! follower by name never sees a line twice. Kept in the state directory,
 //! across restarts.
 
+use crate::sync::lock;
 use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -56,7 +57,7 @@ impl EventStream {
         }
         let mut text = line.to_string();
         text.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = lock(&self.file);
         if let Err(e) = self.write(&mut file, text.as_bytes()) {
             log::warn!("cannot write {}: {e}", self.path.display());
             *file = None;

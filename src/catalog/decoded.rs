@@ -7,11 +7,13 @@
 //! the rollout changes.
 
 use super::StoreFile;
+use crate::atomic::{self, Durability, Pending};
+use crate::clock::path_mtime_ms;
 use crate::error::Error;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Largest a decoded copy may be (as large as a hosted transcript may grow).
@@ -19,10 +21,6 @@ pub const MAX_DECODED_BYTES: u64 = 256 << 20;
 
 /// Refusals remembered; past this many they are forgotten all at once.
 const REFUSED_MAX: usize = 4096;
-
-/// Each decoding writes a temporary file of its own: two request threads
-/// may decode the same rollout at once.
-static ATTEMPT: AtomicU64 = AtomicU64::new(0);
 
 /// Why a rollout has no decoded copy.
 #[derive(Debug)]
@@ -39,12 +37,6 @@ pub struct DecodedCopies {
     max_bytes: u64,
     /// Rollouts refused, with the modification time they were refused at.
     refused: Mutex<HashMap<PathBuf, u64>>,
-}
-
-fn mtime_ms(path: &Path) -> u64 {
-    std::fs::metadata(path)
-        .map(|m| super::walk::mtime_ms(&m))
-        .unwrap_or(0)
 }
 
 impl DecodedCopies {
@@ -70,7 +62,7 @@ impl DecodedCopies {
         }
         let name = file.path.file_name().unwrap_or_default().to_string_lossy();
         let copy = self.dir.join(name.trim_end_matches(".zst"));
-        if mtime_ms(&copy) >= file.mtime_ms && copy.exists() {
+        if path_mtime_ms(&copy).unwrap_or(0) >= file.mtime_ms && copy.exists() {
             return Ok(copy);
         }
         let refused = |error: Error, first: bool| NotDecoded { error, first };
@@ -82,34 +74,30 @@ impl DecodedCopies {
             refused(Error::io(&what, &e), true)
         };
         std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let attempt = ATTEMPT.fetch_add(1, Ordering::Relaxed);
-        let tmp = copy.with_extension(format!("jsonl.tmp{}-{attempt}", std::process::id()));
-        let decoded = self.decode(&file.path, &tmp);
-        match decoded {
+        // A temporary file of its own: two request threads may decode the
+        // same rollout at once. Not synced: a copy is a cache in the
+        // runtime directory (usually a tmpfs), decoded again when missing.
+        let mut pending =
+            Pending::new(&copy, atomic::CREATE_MODE, Durability::Unsynced).map_err(io)?;
+        match self.decode(&file.path, pending.file()) {
             Ok(n) if n <= self.max_bytes => {
-                std::fs::rename(&tmp, &copy).map_err(|e| {
-                    let _ = std::fs::remove_file(&tmp);
-                    io(e)
-                })?;
+                pending.commit().map_err(io)?;
                 Ok(copy)
             }
+            // Dropped, the partial copy is removed.
             Ok(_) => {
-                let _ = std::fs::remove_file(&tmp);
+                drop(pending);
                 self.remember(file);
                 Err(refused(self.too_big(file), true))
             }
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(io(e))
-            }
+            Err(e) => Err(io(e)),
         }
     }
 
-    /// Decodes `path` into `tmp`, stopping one byte past the cap; the bytes written.
-    fn decode(&self, path: &Path, tmp: &Path) -> std::io::Result<u64> {
-        let mut out = std::fs::File::create(tmp)?;
+    /// Decodes `path` into `out`, stopping one byte past the cap; the bytes written.
+    fn decode(&self, path: &Path, out: &mut std::fs::File) -> std::io::Result<u64> {
         let decoder = crate::transcript::open_store(path, 0)?;
-        std::io::copy(&mut decoder.take(self.max_bytes + 1), &mut out)
+        std::io::copy(&mut decoder.take(self.max_bytes + 1), out)
     }
 
     fn too_big(&self, file: &StoreFile) -> Error {
@@ -124,12 +112,12 @@ impl DecodedCopies {
     }
 
     fn refused_before(&self, file: &StoreFile) -> bool {
-        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let refused = lock(&self.refused);
         refused.get(&file.path) == Some(&file.mtime_ms)
     }
 
     fn remember(&self, file: &StoreFile) {
-        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let mut refused = lock(&self.refused);
         if refused.len() >= REFUSED_MAX {
             refused.clear();
         }
@@ -153,7 +141,7 @@ mod tests {
         }
         StoreFile {
             kind: StoreKind::Codex,
-            mtime_ms: mtime_ms(&path),
+            mtime_ms: path_mtime_ms(&path).unwrap_or(0),
             path,
         }
     }

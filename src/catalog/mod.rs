@@ -22,13 +22,14 @@ pub use walk::codex_rollout_id;
 
 use crate::engine::{EngineTable, Store};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::transcript::StoreKind;
 pub use decoded::{DecodedCopies, NotDecoded, MAX_DECODED_BYTES};
 use std::collections::{BTreeSet, HashMap};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use walk::{Root, Seen};
 use watch::{Change, Watcher};
@@ -177,10 +178,6 @@ pub struct Catalog {
     /// Copies of the whole index made by [`Catalog::all`].
     #[cfg(test)]
     pub copies: AtomicUsize,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A file's key, if its root's engine and its id make one.

@@ -4,6 +4,7 @@
 use super::summary::{Stamp, Summary};
 use super::walk::Root;
 use super::{Indexed, StoreFile};
+use crate::atomic::{self, Durability};
 use crate::key::SessionKey;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -89,18 +90,13 @@ pub fn save(path: &Path, files: &HashMap<SessionKey, Arc<Indexed>>) -> std::io::
         version: VERSION,
         files: SavingFiles(files),
     };
-    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|f| {
-            let mut out = std::io::BufWriter::with_capacity(64 << 10, f);
-            serde_json::to_writer(&mut out, &saving).map_err(std::io::Error::other)?;
-            out.flush()
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    // Not synced: it is only a cache, and one lost in a crash costs a
+    // rescan of the stores.
+    atomic::write_with(path, atomic::CREATE_MODE, Durability::Unsynced, |f| {
+        let mut out = std::io::BufWriter::with_capacity(64 << 10, f);
+        serde_json::to_writer(&mut out, &saving).map_err(std::io::Error::other)?;
+        out.flush()
+    })
 }
 
 /// The saved form of `Saved`, borrowing from the index.

@@ -2,6 +2,7 @@
 //! their size, mtime and inode (a `stat` each, never a read).
 
 use super::summary::Stamp;
+use crate::clock::mtime_ms;
 use crate::transcript::StoreKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -96,13 +97,6 @@ pub fn stat(root: usize, id: String, path: PathBuf) -> Option<Seen> {
         ino: meta.ino(),
         path,
     })
-}
-
-pub fn mtime_ms(meta: &std::fs::Metadata) -> u64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Walks `dir`, at `depth` below root `root`, collecting conversation files

@@ -39,6 +39,7 @@ use sessions::opening::{Flight, OpenMode, INPUT_DEADLINE};
 use sessions::transcripts::TranscriptCache;
 
 use crate::catalog::Catalog;
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::core::organize::sidecar::{SessionMeta, Sidecar};
 use crate::core::records::hosted::EntryIndex;
@@ -47,21 +48,17 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::filelock::DIR_LOCK_WAIT;
 use crate::key::SessionKey;
-use crate::runtime::record::now_ms;
 use crate::runtime::RuntimePaths;
+use crate::sync::lock;
 use crate::work::Pool;
 use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// The engine of runs the host records itself.
 pub const HOSTED: &str = "hosted";
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The whole filesystem's state, shared by every request thread.
 #[derive(Debug)]

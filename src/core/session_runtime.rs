@@ -8,13 +8,15 @@
 //! whose screen nobody reads holds no emulator grid (about 170 KiB at
 //! 120×40).
 
-use super::{lock, Core, Flight};
+use super::{Core, Flight};
+use crate::clock::now_ms;
 use crate::error::Error;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::dtach::Client;
-use crate::runtime::record::{self, now_ms, RunRecord};
+use crate::runtime::record::{self, RunRecord};
 use crate::runtime::Outcome;
+use crate::sync::lock;
 use crate::terminal::ring::Scrollback;
 use crate::terminal::vt_mirror::{Screen, DEFAULT_COLS, DEFAULT_ROWS};
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! by the commit, a write refused again at close), and a writer may
 //! repeat the same refused call at once; those repeats go to the debug log.
 
+use crate::sync::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ impl Warnings {
     /// Whether it was a warning.
     pub(super) fn warn(&self, scope: &str, message: &str) -> bool {
         let now = Instant::now();
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = lock(&self.last);
         let repeat = last.as_ref().is_some_and(|(place, text, at)| {
             place == scope
                 && now.duration_since(*at) < REPEAT_WINDOW

@@ -16,11 +16,12 @@
 //! on while a read is out) waits no longer than that.
 
 use crate::core::Files;
+use crate::sync::{lock, wait, wait_timeout};
 use crate::terminal::ring::{Scrollback, View};
 use fuser::ReplyData;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a following reader's read is kept waiting for output.
@@ -58,10 +59,6 @@ fn inline_allowed() -> bool {
             }
         }
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A read waiting for output.
@@ -276,18 +273,10 @@ impl Follows {
                 None => None,
             };
             timers = match wake_at {
-                Some(at) => {
-                    self.tick
-                        .wait_timeout(timers, at.saturating_duration_since(now))
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
+                Some(at) => wait_timeout(&self.tick, timers, at.saturating_duration_since(now)).0,
                 None => {
                     timers.parked = true;
-                    let mut woken = self
-                        .tick
-                        .wait(timers)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    let mut woken = wait(&self.tick, timers);
                     woken.parked = false;
                     last_hold = Instant::now();
                     woken

@@ -4,13 +4,14 @@
 //! each (dtach 0.9 reads a packet with one `read` and acts on what it got).
 //! Master → client: raw PTY output, only after ATTACH.
 
+use crate::sync::{lock, wait_timeout};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const MSG_PUSH: u8 = 0;
@@ -110,10 +111,6 @@ pub struct Client {
     stalled_at: AtomicU64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Connects without ever waiting: a master too busy to accept (its listen
 /// queue full) gives `WouldBlock` rather than a connect that hangs.
 fn connect_now(socket: &Path) -> io::Result<UnixStream> {
@@ -194,11 +191,7 @@ impl Client {
                     line.waiting.retain(|t| *t != ticket);
                     return Err(SendError::new(0, errno));
                 }
-                line = self
-                    .turn
-                    .wait_timeout(line, (deadline - now).min(RECHECK))
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                line = wait_timeout(&self.turn, line, (deadline - now).min(RECHECK)).0;
             }
         };
         let result = self.write_packets(packets, patience);

@@ -1,5 +1,6 @@
 //! Where a session's socket, run record and lock live.
 
+use crate::hashing::fnv1a;
 use crate::key::SessionKey;
 use std::path::{Path, PathBuf};
 
@@ -10,13 +11,6 @@ const MAX_SOCKET_PATH: usize = 107;
 pub struct RuntimePaths {
     pub runtime_dir: PathBuf,
     pub lock_dir: PathBuf,
-}
-
-/// FNV-1a: a stable short name for keys too long for a socket path.
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 impl RuntimePaths {
@@ -33,7 +27,8 @@ impl RuntimePaths {
         if self.stem_is_key(key) {
             key.to_string()
         } else {
-            format!("h-{:016x}", fnv1a(key.as_str()))
+            // A stable hash: a later daemon finds the same socket.
+            format!("h-{:016x}", fnv1a(key.as_str().as_bytes()))
         }
     }
 
@@ -91,6 +86,11 @@ mod tests {
         let sock = p.socket(&long);
         assert!(sock.as_os_str().len() <= MAX_SOCKET_PATH);
         assert_eq!(sock, p.socket(&long));
+        // The name a daemon of any earlier build gave it.
+        assert_eq!(
+            sock,
+            PathBuf::from("/run/user/1000/sessionfs/h-1e00aeec4d15c001.sock")
+        );
         assert_ne!(
             sock,
             p.socket(&SessionKey::parse(&format!("shell:{}", "b".repeat(128))).unwrap())

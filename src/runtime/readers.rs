@@ -12,6 +12,7 @@
 //! never find our sockets full for long: a sink only copies into a ring and
 //! wakes readers.
 
+use crate::sync::lock;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::socket::{recv, MsgFlags};
@@ -20,7 +21,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What one `recv` takes at most: the most a master sends at once.
 const BUFFER: usize = 64 * 1024;
@@ -85,10 +86,6 @@ impl std::fmt::Debug for OutputReaders {
             .field("sessions", &watched)
             .finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl OutputReaders {

@@ -1,9 +1,9 @@
 //! The run record: written by the exec wrapper when a master starts, so any
 //! daemon knows the master's and the agent's pids.
 
+use crate::atomic::{self, Durability};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::Path;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -20,13 +20,6 @@ pub struct RunRecord {
     /// The errno of that failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_errno: Option<i32>,
-}
-
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// A live session's input and output times live in the daemon's memory;
@@ -53,9 +46,7 @@ pub fn stamp_activity(path: &Path, ms: u64) -> std::io::Result<()> {
 
 /// The last activity stamped on the record (its mtime), in ms.
 pub fn stamped_activity_ms(path: &Path) -> Option<u64> {
-    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
-    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
-    Some(since.as_millis() as u64)
+    crate::clock::path_mtime_ms(path)
 }
 
 impl RunRecord {
@@ -66,14 +57,10 @@ impl RunRecord {
 
     /// Written to a temporary name and renamed, so a reader never sees half of it.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let body = serde_json::to_vec(self).expect("record serialises");
-        let result = std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(&body))
-            .and_then(|()| std::fs::rename(&tmp, path));
-        result.map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(&format!("cannot write {}", path.display()), &e)
-        })
+        // Not synced: it names a master, which a crash of the machine ends
+        // too (and the runtime directory is usually a tmpfs).
+        atomic::replace_with(path, &body, atomic::CREATE_MODE, Durability::Unsynced)
+            .map_err(|e| Error::io(&format!("cannot write {}", path.display()), &e))
     }
 }

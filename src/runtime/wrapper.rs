@@ -2,7 +2,8 @@
 //! lock descriptor (the agent and its children must not hold it), waits for
 //! the daemon's window size, then becomes the agent.
 
-use super::record::{now_ms, RunRecord};
+use super::record::RunRecord;
+use crate::clock::now_ms;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

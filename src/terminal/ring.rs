@@ -10,10 +10,11 @@
 //! directory, so the next daemon shows what this one did. A byte is shown
 //! to readers only once the file holds it.
 
+use crate::sync::lock;
 use crate::terminal::ring_file::{Bounds, Opened, RingFile};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
 /// Eviction drops whole chunks of this size, so the header that says what
@@ -141,7 +142,7 @@ impl Scrollback {
     // every handler of the session. The kept file is looked for here, on
     // the ring's first use, under its own lock only.
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = lock(&self.inner);
         if !inner.looked {
             inner.looked = true;
             if let Some(keep) = &self.keep {

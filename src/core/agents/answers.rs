@@ -9,9 +9,10 @@ use crate::agent::dialogs::{self, Answer, Dialog};
 use crate::agent::screen_rules::Tui;
 use crate::agent::state::{Signal, State};
 use crate::core::agents::session_agent::AgentKind;
-use crate::core::{lock, Core, SessionRuntime};
+use crate::core::{Core, SessionRuntime};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use std::time::{Duration, Instant};
 
 /// The pause between two keys: the TUIs take a burst as a paste.

@@ -6,8 +6,9 @@
 //! be noticed a moment after its file appears: a new conversation is
 //! announced once it has been there [`SETTLE`].
 
-use crate::core::{lock, Core};
+use crate::core::Core;
 use crate::key::SessionKey;
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -75,7 +76,7 @@ impl Core {
                 continue;
             };
             self.event_stream.append(
-                crate::runtime::record::now_ms(),
+                crate::clock::now_ms(),
                 key.as_str(),
                 "discovered",
                 serde_json::json!({

@@ -8,9 +8,10 @@
 //! at its exit: its prompt is withdrawn at once (Ctrl-C on `cat > prompt`).
 
 use crate::core::agents::waits::{close_interrupted, Watched};
-use crate::core::{lock, Core};
+use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::work::Answer;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};

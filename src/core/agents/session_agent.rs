@@ -9,20 +9,22 @@
 //! directory, beside the follower's place, so a restarted daemon goes on
 //! where the last one stopped; blocked `wait`s are woken.
 
-use crate::agent::events::{now_ms, Event, EventLog, FollowPos, Follower};
+use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
 use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Tui};
 use crate::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
 };
 use crate::agent::Files;
+use crate::clock::now_ms;
 use crate::core::agents::prompt_close::{withdrawn, PromptStage};
 use crate::core::agents::waits::Waits;
-use crate::core::{lock, Core, OpenMode, SessionRuntime};
+use crate::core::{Core, OpenMode, SessionRuntime};
 use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::runtime::Outcome as OpenOutcome;
+use crate::sync::{lock, wait_timeout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -453,9 +455,16 @@ fn read_saved(files: &Files) -> Saved {
 
 fn write_saved(files: &Files, saved: &Saved) {
     let path = saved_path(files);
-    let tmp = path.with_extension("tmp");
     let text = serde_json::to_vec(saved).expect("a place serialises");
-    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+    // Not synced: written as the hooks are read, and read only by a daemon
+    // that joins a running master, which a crash of the machine ends.
+    let written = crate::atomic::replace_with(
+        &path,
+        &text,
+        crate::atomic::CREATE_MODE,
+        crate::atomic::Durability::Unsynced,
+    );
+    if let Err(e) = written {
         log::warn!("cannot save {}: {e}", path.display());
     }
 }
@@ -1153,12 +1162,7 @@ impl Core {
                 return (false, state);
             }
             // A bounded wait: the screen is also polled by the caller.
-            inner = rt
-                .agent
-                .changed
-                .wait_timeout(inner, (deadline - now).min(TICK))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            inner = wait_timeout(&rt.agent.changed, inner, (deadline - now).min(TICK)).0;
         }
     }
 
@@ -1366,12 +1370,11 @@ impl Core {
                 }
                 // Woken by every change of state or verdict; the screen is
                 // looked at every tick.
-                drop(
-                    rt.agent
-                        .changed
-                        .wait_timeout(inner, (until - now).min(TICK))
-                        .unwrap_or_else(|e| e.into_inner()),
-                );
+                drop(wait_timeout(
+                    &rt.agent.changed,
+                    inner,
+                    (until - now).min(TICK),
+                ));
             }
             if shown.is_some_and(|text| composer_cleared(tui, &rt.screen_text(), text)) {
                 return true;
@@ -1417,11 +1420,7 @@ impl<'a> Turn<'a> {
                 q.gave_up.push(ticket);
                 return None;
             }
-            q = agent
-                .turn
-                .wait_timeout(q, (deadline - now).min(TICK))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            q = wait_timeout(&agent.turn, q, (deadline - now).min(TICK)).0;
         }
         Some(Turn { agent })
     }
@@ -1552,11 +1551,7 @@ impl Activity {
         let mut poked = lock(&self.poked);
         self.sleeping.store(true, Ordering::Release);
         if !*poked {
-            poked = self
-                .wake
-                .wait_timeout(poked, QUIET_TICK)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            poked = wait_timeout(&self.wake, poked, QUIET_TICK).0;
         }
         *poked = false;
         self.sleeping.store(false, Ordering::Release);

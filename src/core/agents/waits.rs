@@ -11,10 +11,11 @@
 //! EINTR when a signal it does not block is pending (a fatal one also shows
 //! as SIGKILL there), or the thread is gone.
 
-use crate::core::{lock, Core};
+use crate::core::Core;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::procinfo;
+use crate::sync::{lock, wait, wait_timeout};
 use crate::terminal::ring::Waker;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -248,13 +249,9 @@ fn watch(core: &Weak<Core>, shared: &Shared) {
         let blocked = {
             let pending = lock(&shared.pending);
             let pending = if pending.is_empty() {
-                shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner())
+                wait(&shared.wake, pending)
             } else {
-                shared
-                    .wake
-                    .wait_timeout(pending, POLL)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0
+                wait_timeout(&shared.wake, pending, POLL).0
             };
             drop(pending);
             std::mem::take(&mut *lock(&shared.pending))

@@ -4,6 +4,7 @@
 //! `archived/KEY/scrollback` reads them. Unarchiving starts a clean ring
 //! and drops the copy.
 
+use crate::atomic::{self, Durability};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
@@ -45,20 +46,17 @@ impl Core {
         }
         let dir = path.parent().unwrap_or(&path);
         crate::config::make_private_dir(dir)?;
-        let tmp = path.with_extension("zst.tmp");
-        let written = (|| {
-            let file = std::fs::File::create(&tmp)?;
-            let mut encoder = zstd::stream::write::Encoder::new(file, LEVEL)?;
-            encoder.set_pledged_src_size(Some(bytes.len() as u64))?;
-            encoder.include_contentsize(true)?;
-            encoder.write_all(&bytes)?;
-            encoder.finish()?;
-            std::fs::rename(&tmp, &path)
-        })();
-        written.map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(&format!("cannot keep the scrollback of {key}"), &e)
-        })
+        // Not synced, as the ring it copies is not (that outlives the
+        // daemon, not the machine); the disk's writeback keeps it soon.
+        let written =
+            atomic::write_with(&path, atomic::CREATE_MODE, Durability::Unsynced, |file| {
+                let mut encoder = zstd::stream::write::Encoder::new(file, LEVEL)?;
+                encoder.set_pledged_src_size(Some(bytes.len() as u64))?;
+                encoder.include_contentsize(true)?;
+                encoder.write_all(&bytes)?;
+                encoder.finish().map(drop)
+            });
+        written.map_err(|e| Error::io(&format!("cannot keep the scrollback of {key}"), &e))
     }
 
     /// Forgets the kept copy (unarchived: the session starts a clean ring).

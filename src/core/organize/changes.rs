@@ -1,13 +1,16 @@
 //! Keeping a long list of sessions in order (SPEC §4, §6, §8, §10): the
 //! metadata files, archive and unarchive, and the listing.
 
+use crate::atomic::{self, Durability, Pending};
 use crate::catalog::StoreFile;
 use crate::core::organize::meta_edit::{self, MetaChange};
 use crate::core::organize::sidecar::{Records, SessionMeta};
-use crate::core::{lock, Core, HOSTED};
+use crate::core::{Core, HOSTED};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use serde_json::Value;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Largest `meta.json`, `title`, `project`, `favourite` or `archive` a
@@ -76,25 +79,15 @@ const ARCHIVE_BATCH: usize = 1024;
 /// A copy of a transcript made under temporary names; dropped before it
 /// is installed, it is removed.
 struct KeptCopy {
-    dir: PathBuf,
-    /// Where the copy goes.
-    name: PathBuf,
-    tmp: PathBuf,
-    origin_tmp: PathBuf,
+    copy: Pending,
+    /// The file `origin`: where the engine kept the transcript.
+    origin: Pending,
 }
 
 impl KeptCopy {
-    fn install(&self) -> std::io::Result<()> {
-        std::fs::rename(&self.tmp, &self.name)?;
-        std::fs::rename(&self.origin_tmp, self.dir.join("origin"))
-    }
-}
-
-impl Drop for KeptCopy {
-    fn drop(&mut self) {
-        // Gone already once installed.
-        let _ = std::fs::remove_file(&self.tmp);
-        let _ = std::fs::remove_file(&self.origin_tmp);
+    fn install(self) -> std::io::Result<()> {
+        self.copy.commit()?;
+        self.origin.commit()
     }
 }
 
@@ -117,11 +110,7 @@ impl Core {
         let meta = std::fs::metadata(&path).ok()?;
         Some(StoreFile {
             kind: self.catalog.kind_of(key.engine())?,
-            mtime_ms: meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_millis() as u64),
+            mtime_ms: crate::clock::mtime_ms(&meta),
             path,
         })
     }
@@ -153,8 +142,8 @@ impl Core {
     }
 
     /// Copies the engine's transcript into the archived copy's directory
-    /// under temporary names, synced, with its origin: [`KeptCopy::install`]
-    /// then puts it in place with renames. `None` when there is nothing to keep.
+    /// under temporary names, with its origin: [`KeptCopy::install`] then
+    /// puts it in place with renames. `None` when there is nothing to keep.
     fn prepare_copy(&self, key: &SessionKey) -> Result<Option<KeptCopy>> {
         let Some(file) = self.store_file(key) else {
             return Ok(None);
@@ -164,34 +153,35 @@ impl Core {
             return Ok(None);
         }
         crate::config::make_private_dir(&dir)?;
-        let copy = KeptCopy {
-            name: dir.join(file.path.file_name().unwrap_or_default()),
-            tmp: dir.join(".copy.tmp"),
-            origin_tmp: dir.join(".origin.tmp"),
-            dir,
-        };
+        // Not synced: the engine's own file is still in place, and the
+        // disk's own writeback keeps the copy long before an engine
+        // deletes its old conversations.
         let made = (|| {
-            match std::fs::copy(&file.path, &copy.tmp) {
+            let name = dir.join(file.path.file_name().unwrap_or_default());
+            let mut copy = Pending::new(&name, atomic::CREATE_MODE, Durability::Unsynced)?;
+            match copy.copy_from(&file.path) {
                 Ok(_) => {}
                 // The engine deleted it meanwhile: nothing to keep.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e),
             }
-            // Not synced: the engine's own file is still in place, and the
-            // disk's own writeback keeps the copy long before an engine
-            // deletes its old conversations.
-            std::fs::write(&copy.origin_tmp, file.path.to_string_lossy().as_bytes())?;
-            Ok(true)
+            let mut origin = Pending::new(
+                &dir.join("origin"),
+                atomic::CREATE_MODE,
+                Durability::Unsynced,
+            )?;
+            origin
+                .file()
+                .write_all(file.path.to_string_lossy().as_bytes())?;
+            Ok(Some(KeptCopy { copy, origin }))
         })();
-        // Dropped, `copy` removes whatever part of it was made.
-        match made {
-            Ok(true) => Ok(Some(copy)),
-            Ok(false) => Ok(None),
-            Err(e) => Err(Error::io(
+        // Dropped on the way, a part made is removed.
+        made.map_err(|e| {
+            Error::io(
                 &format!("cannot keep a copy of {}", file.path.display()),
                 &e,
-            )),
-        }
+            )
+        })
     }
 
     /// Archives one session: see [`Core::archive_all`].
@@ -289,7 +279,7 @@ impl Core {
             rt.clear_screen();
         }
         self.sidecar.commit(record, mark)?;
-        let now = crate::runtime::record::now_ms();
+        let now = crate::clock::now_ms();
         let mut archived = Vec::with_capacity(ready.len());
         for (key, _) in ready {
             // An open that began before the commit (it found the session
@@ -325,7 +315,7 @@ impl Core {
         }
         log::info!("{key}: unarchived");
         self.event_stream.append(
-            crate::runtime::record::now_ms(),
+            crate::clock::now_ms(),
             key.as_str(),
             "unarchived",
             serde_json::json!({}),
@@ -533,9 +523,7 @@ mod tests {
         lock(&core.sessions).remove(&key);
         let ring = core.paths.ring(&key);
         assert!(ring.exists(), "the ring is kept in {}", ring.display());
-        let archived = core
-            .archive_older(crate::runtime::record::now_ms() + 60_000)
-            .unwrap();
+        let archived = core.archive_older(crate::clock::now_ms() + 60_000).unwrap();
         assert_eq!(archived, 1);
         assert!(core.is_archived(&key));
         assert!(!ring.exists(), "the kept ring file goes with the archive");

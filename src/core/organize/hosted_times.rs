@@ -7,13 +7,14 @@
 //! new file or one cut shorter.
 
 use crate::core::records::slots::MAX_ENTRY_BYTES;
-use crate::core::{lock, Core};
+use crate::core::Core;
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 /// What one look at a hosted transcript found, in ms.
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,8 +38,7 @@ struct Seen {
 }
 
 fn ms(t: std::io::Result<SystemTime>) -> Option<u64> {
-    let since = t.ok()?.duration_since(UNIX_EPOCH).ok()?;
-    Some(since.as_millis() as u64)
+    t.ok().and_then(crate::clock::epoch_ms)
 }
 
 /// The first entry's `ts_ms`: `Some(None)` when the first line is whole but

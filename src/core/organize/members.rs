@@ -9,8 +9,9 @@
 use crate::core::organize::rows::Row;
 use crate::core::organize::sidecar::{Change, SessionMeta};
 use crate::core::organize::views::ViewDir;
-use crate::core::{lock, Core, HOSTED};
+use crate::core::{Core, HOSTED};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,21 +5,23 @@
 //! sessions costs O(N log N) and creates nothing per session.
 
 use crate::catalog::Indexed;
+use crate::clock::path_mtime_ms;
 use crate::core::organize::hosted_times::HostedTimes;
 use crate::core::organize::query::{self, Listed, Listing, Query};
 use crate::core::organize::sidecar::SessionMeta;
-use crate::core::{lock, Core, SessionRuntime, HOSTED};
+use crate::core::{Core, SessionRuntime, HOSTED};
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::record::stamped_activity_ms;
 use crate::runtime::Outcome;
+use crate::sync::lock;
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How long a cached listing may be served while nothing it depends on
 /// changed (a master of another daemon dying leaves no trace to see).
@@ -192,14 +194,6 @@ struct Parts<'a> {
     record_ms: Option<u64>,
 }
 
-fn mtime_ms(path: &std::path::Path) -> Option<u64> {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as u64)
-}
-
 /// The state a session shows: `archived`, `live`, `busy` or `stopped`.
 pub(in crate::core) fn state_of(
     archived: bool,
@@ -326,7 +320,7 @@ impl Core {
         }
         let mut hosted = std::collections::hash_map::DefaultHasher::new();
         for id in self.slots.transcripts() {
-            (mtime_ms(&self.slots.transcript_path(&id)), id).hash(&mut hosted);
+            (path_mtime_ms(&self.slots.transcript_path(&id)), id).hash(&mut hosted);
         }
         Stamp {
             catalog: self.catalog.version(),

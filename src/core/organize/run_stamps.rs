@@ -11,9 +11,10 @@
 //! (another daemon stamps it while it runs). So a listing of many stopped
 //! sessions stats nothing again.
 
-use crate::core::{lock, Core, SessionRuntime};
+use crate::core::{Core, SessionRuntime};
 use crate::key::SessionKey;
 use crate::runtime::record::{stamped_activity_ms, RunRecord};
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

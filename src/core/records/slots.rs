@@ -16,9 +16,10 @@
 //! Either lock is waited for a bounded time (see [`crate::filelock`]); past
 //! it the change fails with ETIMEDOUT and nothing stored changes.
 
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::filelock::{lock_within, SharedLock, DIR_LOCK_WAIT, LOCK_WAIT};
-use crate::runtime::record::now_ms;
+use crate::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -141,10 +142,6 @@ fn private_dir(path: &Path) -> Result<()> {
         .mode(0o700)
         .create(path)
         .map_err(|e| Error::io(&format!("cannot create {}", path.display()), &e))
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// The world in `path`, read only up to `max_bytes`: a larger file (which
@@ -433,13 +430,10 @@ impl SlotStore {
                     ErrorKind::NotFound => Ok(()),
                     _ => Err(e),
                 })
-                .and_then(|()| sync_dir(&self.slots_dir))
+                .and_then(|()| crate::atomic::sync_parent(path))
                 .map_err(failed);
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("world");
-        let tmp = self
-            .slots_dir
-            .join(format!(".{name}.tmp{}", std::process::id()));
         let mut body = serde_json::to_vec_pretty(map).expect("slot records serialise");
         body.push(b'\n');
         if body.len() as u64 > self.max_world_bytes {
@@ -453,19 +447,7 @@ impl SlotStore {
                 ),
             ));
         }
-        let written = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(&body).and_then(|()| f.sync_all()))
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .and_then(|()| sync_dir(&self.slots_dir));
-        written.map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            failed(e)
-        })
+        crate::atomic::replace(path, &body).map_err(failed)
     }
 
     /// Where the transcript of hosted session `id` lives.
@@ -554,7 +536,7 @@ impl SlotStore {
         }
         let mut run = Value::Object(entry);
         let Some(id) = session else {
-            *self.agent_run.lock().unwrap_or_else(|e| e.into_inner()) = Some(run);
+            *lock(&self.agent_run) = Some(run);
             return Ok(());
         };
         private_dir(&self.transcripts_dir)?;
@@ -611,16 +593,13 @@ impl SlotStore {
             obj.insert("sessionId".into(), Value::from(id));
         }
         // Still under the transcript lock, so the state follows the file's order.
-        *self.agent_run.lock().unwrap_or_else(|e| e.into_inner()) = Some(run);
+        *lock(&self.agent_run) = Some(run);
         Ok(())
     }
 
     /// The last accepted entry, with `ts_ms` and, when it had one, `sessionId`.
     pub fn agent_run(&self) -> Option<Value> {
-        self.agent_run
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.agent_run).clone()
     }
 }
 

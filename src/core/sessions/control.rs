@@ -3,11 +3,12 @@
 
 use crate::agent::dialogs::Answer;
 use crate::core::session_runtime::send_error;
-use crate::core::{lock, Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
+use crate::core::{Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
 use crate::error::{Error, Result};
 use crate::input_checks::preview;
 use crate::key::SessionKey;
 use crate::runtime::launch::terminate_known;
+use crate::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -8,9 +8,10 @@ use crate::catalog::StoreFile;
 use crate::core::organize::sidecar::SessionMeta;
 use crate::core::session_runtime::SessionRuntime;
 use crate::core::sessions::store_file;
-use crate::core::{lock, Core};
+use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::transcript::StoreKind;
 use crate::work;
 use std::collections::{HashMap, HashSet};
@@ -336,8 +337,8 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::now_ms;
     use crate::core::{Flight, SessionRuntime};
-    use crate::runtime::record::now_ms;
     use std::path::Path;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;

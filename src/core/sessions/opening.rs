@@ -2,16 +2,18 @@
 //! one open per key at a time in this daemon, others wait for its result
 //! holding no lock; joining live masters at start.
 
+use crate::clock::now_ms;
 use crate::core::organize::sidecar::SessionMeta;
-use crate::core::{lock, Core, SessionRuntime, STOP_GRACE};
+use crate::core::{Core, SessionRuntime, STOP_GRACE};
 use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::runtime::dtach::{self, Client};
 use crate::runtime::launch::{cancelled, terminate, Cancel};
 use crate::runtime::readers::Ended;
-use crate::runtime::record::{now_ms, RunRecord};
+use crate::runtime::record::RunRecord;
 use crate::runtime::{OpenRequest, Outcome};
+use crate::sync::{lock, wait_timeout};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -46,11 +48,7 @@ impl Flight {
             if now >= deadline {
                 return None;
             }
-            result = self
-                .landed
-                .wait_timeout(result, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            result = wait_timeout(&self.landed, result, deadline - now).0;
         }
     }
 }
@@ -369,9 +367,7 @@ impl Core {
         rt.expect_repaint();
         // Programs that ignore a redraw get a real repaint if their screen
         // is still blank a moment later.
-        rt.look_for_blank_at(
-            crate::runtime::record::now_ms() + crate::core::sessions::repaint::JOIN_LOOK_MS,
-        );
+        rt.look_for_blank_at(crate::clock::now_ms() + crate::core::sessions::repaint::JOIN_LOOK_MS);
         if client.try_redraw_now(cols, rows) {
             return;
         }
@@ -439,7 +435,7 @@ impl Core {
                 continue;
             }
             let ended_ms = crate::runtime::record::stamped_activity_ms(&path)
-                .unwrap_or_else(crate::runtime::record::now_ms);
+                .unwrap_or_else(crate::clock::now_ms);
             self.ended_unjoined(&key, ended_ms);
         }
     }

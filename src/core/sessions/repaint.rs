@@ -7,10 +7,11 @@
 //! only while no other client (a person's `dtach -a`) is attached, who
 //! would see their terminal jump.
 
+use crate::clock::now_ms;
 use crate::core::sessions::opening::Repainted;
-use crate::core::{lock, Core, SessionRuntime};
+use crate::core::{Core, SessionRuntime};
 use crate::runtime::dtach;
-use crate::runtime::record::now_ms;
+use crate::sync::lock;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 

@@ -1,9 +1,10 @@
 //! Commands written to the root `ctl`: `new`, `archive-older`.
 
-use crate::core::{lock, organize, Core};
+use crate::clock::now_ms;
+use crate::core::{organize, Core};
 use crate::error::{Error, Result};
 use crate::input_checks::preview;
-use crate::runtime::record::now_ms;
+use crate::sync::lock;
 use std::path::Path;
 
 /// A fresh random UUID (v4), as Claude's `--session-id` expects.

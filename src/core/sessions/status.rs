@@ -2,12 +2,13 @@
 //! `screen`, the root `status` and `README`.
 
 use crate::core::organize::rows;
-use crate::core::{lock, to_json_text, utc_text, Core};
+use crate::core::{to_json_text, utc_text, Core};
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::dtach;
 use crate::runtime::launch::live_record;
 use crate::runtime::record::RunRecord;
+use crate::sync::lock;
 use crate::terminal::vt_mirror::{DEFAULT_COLS, DEFAULT_ROWS};
 use serde_json::json;
 

@@ -8,13 +8,14 @@
 //! A conversation a session writes or wrote resolves to that session.
 
 use crate::agent::claims::{self, Claim, Refused};
+use crate::clock::now_ms;
 use crate::core::organize::sidecar::SessionMeta;
 use crate::core::session_runtime::SessionRuntime;
-use crate::core::{lock, Core};
+use crate::core::Core;
 use crate::error::Result;
 use crate::key::SessionKey;
 use crate::runtime::launch::live_record;
-use crate::runtime::record::now_ms;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -2,9 +2,10 @@
 //! refreshed against their files, and the pages rendered from them.
 
 use crate::core::records::hosted::EntryIndex;
-use crate::core::{lock, Core, HOSTED};
+use crate::core::{Core, HOSTED};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::transcript::{self, Limits, TurnIndex};
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -9,8 +9,9 @@
 //! ENOMEM and a `write` that would buffer more with ENOSPC; closing frees.
 
 use crate::error::{Error, Result};
+use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// What every open handle costs besides the bytes it holds: its entry in
 /// the table, so that a flood of empty handles is bounded too.
@@ -48,10 +49,6 @@ impl HeldBytes {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn over(&self, errno: i32, total: u64) -> Error {
         Error::new(
             errno,
@@ -73,7 +70,7 @@ impl HeldBytes {
         text: Option<Pinned>,
         status: bool,
     ) -> Result<()> {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let own = own.saturating_add(HANDLE_OVERHEAD);
         let text_cost = match text {
             Some((addr, len)) if !inner.texts.contains_key(&addr) => len,
@@ -99,7 +96,7 @@ impl HeldBytes {
     /// Frees what handle `fh` was charged, and its text when no other
     /// handle pins it.
     pub(in crate::core) fn close(&self, fh: u64, text: Option<usize>) {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let own = inner.own.remove(&fh).unwrap_or(0);
         inner.total = inner.total.saturating_sub(own);
         if let Some(addr) = text {
@@ -110,7 +107,7 @@ impl HeldBytes {
     /// Charges `more` bytes a write to `fh` may buffer, before it does:
     /// ENOSPC past the cap (as a full disk), and nothing is charged.
     pub(in crate::core) fn reserve(&self, fh: u64, more: u64) -> Result<()> {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let total = inner.total.saturating_add(more);
         if more > 0 && total > self.max.saturating_sub(STATUS_RESERVE) {
             return Err(self.over(libc::ENOSPC, total));
@@ -125,7 +122,7 @@ impl HeldBytes {
 
     /// After a write: `fh`'s own buffers now hold `own` bytes.
     pub(in crate::core) fn settle(&self, fh: u64, own: u64) {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let Some(charged) = inner.own.get_mut(&fh) else {
             return;
         };
@@ -137,7 +134,7 @@ impl HeldBytes {
     /// A handle moves from text `old` to the longer `new` (a transcript
     /// page that grew): false, and nothing changes, past the cap.
     pub(in crate::core) fn repin(&self, old: usize, new: Pinned) -> bool {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let cost = if inner.texts.contains_key(&new.0) {
             0
         } else {
@@ -154,7 +151,7 @@ impl HeldBytes {
 
     /// Bytes held now (root `status`).
     pub(in crate::core) fn total(&self) -> u64 {
-        self.lock().total
+        lock(&self.inner).total
     }
 
     pub(in crate::core) fn max(&self) -> u64 {

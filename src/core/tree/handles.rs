@@ -7,6 +7,7 @@ use crate::core::tree::save::MetaWrite;
 use crate::core::tree::slot_files::RecordWrite;
 use crate::error::Result;
 use crate::key::SessionKey;
+use crate::sync::lock;
 use crate::terminal::ring::{Scrollback, View};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,11 +82,6 @@ impl<T> Buffered<T> {
     }
 }
 
-/// Locks a buffer (a panic in a holder leaves it as it was).
-pub(in crate::core) fn locked<T>(buffer: &Mutex<T>) -> MutexGuard<'_, T> {
-    buffer.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Handle {
     pub(in crate::core) fn record(write: RecordWrite) -> Handle {
         let slot = match &write {
@@ -126,9 +122,9 @@ impl Handle {
     /// yet committed).
     fn own_bytes(&self) -> u64 {
         match self {
-            Handle::Record(r) => locked(&r.buffer).held_bytes(),
-            Handle::Meta(m) => locked(&m.buffer).held_bytes(),
-            Handle::Prompt(p) => locked(&p.buffer).held_bytes(),
+            Handle::Record(r) => lock(&r.buffer).held_bytes(),
+            Handle::Meta(m) => lock(&m.buffer).held_bytes(),
+            Handle::Prompt(p) => lock(&p.buffer).held_bytes(),
             _ => 0,
         }
     }
@@ -205,11 +201,11 @@ impl HandleTable {
 
     /// The open files, locked: never held across I/O.
     pub(in crate::core) fn files(&self) -> MutexGuard<'_, HashMap<u64, Handle>> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.files)
     }
 
     fn dirs(&self) -> MutexGuard<'_, HashMap<u64, DirSnapshot>> {
-        self.dirs.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.dirs)
     }
 
     fn next(&self) -> u64 {
@@ -217,7 +213,7 @@ impl HandleTable {
     }
 
     fn scrollbacks(&self) -> MutexGuard<'_, HashMap<SessionKey, Vec<(u64, u32)>>> {
-        self.scrollbacks.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.scrollbacks)
     }
 
     /// Adds an open handle: ENOMEM when the handles would hold more than

@@ -61,7 +61,7 @@ impl Stamps {
         first: impl FnOnce() -> SystemTime,
     ) -> SystemTime {
         {
-            let mut seen = crate::core::lock(&self.seen);
+            let mut seen = crate::sync::lock(&self.seen);
             if let Some((d, at)) = seen.get(&ino).copied() {
                 if d != digest {
                     let at = SystemTime::now().max(at);
@@ -74,7 +74,7 @@ impl Stamps {
         // The source is read with the map unlocked; a racing first sight
         // of the same node keeps the time stored first.
         let at = first();
-        let mut seen = crate::core::lock(&self.seen);
+        let mut seen = crate::sync::lock(&self.seen);
         if seen.len() >= STAMPS_MAX {
             seen.clear();
         }
@@ -110,13 +110,13 @@ impl Stamps {
         digest_of: impl FnOnce(&T) -> u64,
         first: impl FnOnce() -> SystemTime,
     ) -> SystemTime {
-        if let Some((weak, at)) = &*crate::core::lock(slot) {
+        if let Some((weak, at)) = &*crate::sync::lock(slot) {
             if Weak::ptr_eq(weak, &Arc::downgrade(version)) {
                 return *at;
             }
         }
         let at = self.dated(ino, digest_of(version), first);
-        *crate::core::lock(slot) = Some((Arc::downgrade(version), at));
+        *crate::sync::lock(slot) = Some((Arc::downgrade(version), at));
         at
     }
 }
@@ -192,7 +192,7 @@ impl Core {
     /// else its record's time.
     pub fn output_changed(&self, key: &SessionKey) -> SystemTime {
         // A ring made by a `stat` or an `open` is no output.
-        let rt = crate::core::lock(&self.sessions).get(key).cloned();
+        let rt = crate::sync::lock(&self.sessions).get(key).cloned();
         match rt {
             Some(rt) if !rt.scrollback().is_empty() => rt.scrollback().last_append(),
             _ => self.meta_changed(key),

@@ -8,6 +8,7 @@ use crate::core::records::slots::{MAX_SLOT_RECORD_BYTES, MAX_TRANSCRIPT_BYTES};
 use crate::core::tree::scratch;
 use crate::core::{MetaField, META_FILE_MAX};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -463,17 +464,16 @@ const FIRST_VIEW: u64 = 9;
 const EVENTS_SPACE: u64 = 1 << 40;
 pub const EVENTS_FILE_BITS: u64 = crate::agent::stream::FILE_ID_BITS;
 
-/// FNV-1a: a hash whose value never changes between builds or runs, so the
-/// numbers it gives survive a daemon restart.
+/// FNV-1a of the parts, each ended by a NUL: a hash whose value never
+/// changes between builds or runs, so the numbers it gives survive a
+/// daemon restart.
 fn stable_hash(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = crate::hashing::Fnv1a::new();
     for part in parts {
-        for b in part.iter().chain(&[0u8]) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+        h.write(part);
+        h.write(&[0]);
     }
-    h
+    h.finish()
 }
 
 /// Numbers handed out in one space: each name's hash picks its slot, and
@@ -719,7 +719,7 @@ pub struct InodeTable {
 
 impl InodeTable {
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.table)
     }
 
     pub fn ino(&self, node: &Node) -> u64 {
@@ -870,6 +870,12 @@ impl InodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stable_hash_is_the_one_earlier_daemons_used() {
+        // FNV-1a of "ab\0c\0": numbers a restarted daemon hands out again.
+        assert_eq!(stable_hash(&[b"ab", b"c"]), 0xad22_872f_536e_4705);
+    }
 
     #[test]
     fn numbers_are_stable_and_reversible() {

@@ -6,7 +6,7 @@
 //! mount. Nothing here knows FUSE exists.
 
 use crate::core::agents::session_agent::{PromptWrite, Taken, EMPTY_PROMPT};
-use crate::core::tree::handles::{locked, DirEntry, DirSnapshot, Handle, HandleTable};
+use crate::core::tree::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
 use crate::core::tree::mtimes::{digest, program_time, Stamps};
 use crate::core::tree::node::{
     Cap, Content, Entry, InodeTable, Kind, Node, Opens, RootFile, SessionFile, ViewDir, ROOT,
@@ -19,6 +19,7 @@ use crate::core::{Concern, Core};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::procinfo::tgid_of;
+use crate::sync::lock;
 use crate::terminal::ring::{Scrollback, View, Waker};
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
@@ -204,12 +205,7 @@ fn read_at(path: &std::path::Path, offset: u64, size: u32) -> Result<Vec<u8>> {
 
 /// FNV-1a of the node's name: the same in every build and run.
 fn generation_of(node: &Node) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in node.label().bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h | 1
+    crate::hashing::fnv1a(node.label().as_bytes()) | 1
 }
 
 /// `page-N` with N in plain decimal.
@@ -331,14 +327,14 @@ impl Files {
 
     /// Whether `file` of `key` was removed by process `tgid` and not made again yet.
     fn is_removed(&self, key: &SessionKey, file: SessionFile, tgid: u32) -> bool {
-        crate::core::lock(&self.removed)
+        lock(&self.removed)
             .iter()
             .any(|(k, f, t, at)| k == key && *f == file && *t == tgid && at.elapsed() < REMOVED_FOR)
     }
 
     /// Ends a removal of `file` of `key` by process `tgid`; whether there was one.
     fn take_removed(&self, key: &SessionKey, file: SessionFile, tgid: u32) -> bool {
-        let mut removed = crate::core::lock(&self.removed);
+        let mut removed = lock(&self.removed);
         let found = removed.iter().any(|(k, f, t, at)| {
             k == key && *f == file && *t == tgid && at.elapsed() < REMOVED_FOR
         });
@@ -1135,16 +1131,16 @@ impl Files {
             let (result, own) = match b {
                 // Recorded (status, log) below, with what it writes.
                 Buffer::Record(r) => {
-                    let mut r = locked(&r);
+                    let mut r = lock(&r);
                     (r.write(&self.core, offset, data), r.held_bytes())
                 }
                 // A metadata refusal is logged with its session where it is made.
                 Buffer::Meta(m) => {
-                    let mut m = locked(&m);
+                    let mut m = lock(&m);
                     (m.write(&self.core, offset, data), m.held_bytes())
                 }
                 Buffer::Prompt(p) => {
-                    let mut p = locked(&p);
+                    let mut p = lock(&p);
                     (p.write(data), p.held_bytes())
                 }
             };
@@ -1214,7 +1210,7 @@ impl Files {
         let Some(Buffer::Prompt(prompt)) = self.buffer(fh) else {
             return None;
         };
-        let mut prompt = locked(&prompt);
+        let mut prompt = lock(&prompt);
         let key = prompt.key.clone();
         prompt.take().map(|r| (key, r))
     }
@@ -1253,8 +1249,8 @@ impl Files {
         // With the table unlocked: another call on the same handle under
         // way is waited for.
         let finished = match self.buffer(fh) {
-            Some(Buffer::Record(r)) => locked(&r).finish(&self.core),
-            Some(Buffer::Meta(m)) => locked(&m).finish(&self.core),
+            Some(Buffer::Record(r)) => lock(&r).finish(&self.core),
+            Some(Buffer::Meta(m)) => lock(&m).finish(&self.core),
             _ => Ok(()),
         };
         finished.map_err(|e| {
@@ -1309,7 +1305,7 @@ impl Files {
     /// what this handle wrote), never extended with NUL bytes.
     fn check_meta_size(&self, node: &Node, size: u64, fh: Option<u64>) -> Result<()> {
         let written = match fh.and_then(|fh| self.buffer(fh)) {
-            Some(Buffer::Meta(m)) => locked(&m).len(),
+            Some(Buffer::Meta(m)) => lock(&m).len(),
             _ => 0,
         };
         if size <= written {
@@ -1344,7 +1340,7 @@ impl Files {
         }
         if let (Some(size), Some(fh)) = (set.size, fh) {
             if let Some(Buffer::Meta(m)) = self.buffer(fh) {
-                locked(&m).truncate(size);
+                lock(&m).truncate(size);
             }
         }
         if let (Node::Scratch(key, name), Some(size)) = (node, set.size) {
@@ -1443,7 +1439,7 @@ impl Files {
                     file.name()
                 );
                 let tgid = tgid_of(pid);
-                let mut removed = crate::core::lock(&self.removed);
+                let mut removed = lock(&self.removed);
                 removed.retain(|(k, f, t, at)| {
                     at.elapsed() < REMOVED_FOR && !(*k == key && *f == file && *t == tgid)
                 });

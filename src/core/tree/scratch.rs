@@ -9,8 +9,9 @@
 
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
+use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// Largest one scratch file may be (a `meta.json` is at most 64 KiB; this
 /// leaves room for an editor's swap file with its undo history).
@@ -79,10 +80,6 @@ impl ScratchFiles {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Refuses a file of `len` bytes past the per-file cap.
     fn check_len(&self, key: &SessionKey, name: &str, len: u64) -> Result<()> {
         if len > self.file_max {
@@ -118,7 +115,7 @@ impl ScratchFiles {
     }
 
     pub fn info(&self, key: &SessionKey, name: &str) -> Option<ScratchInfo> {
-        self.lock()
+        lock(&self.inner)
             .files
             .get(&(key.clone(), name.to_string()))
             .map(|f| ScratchInfo {
@@ -129,7 +126,7 @@ impl ScratchFiles {
 
     /// The whole content (for a commit by rename).
     pub fn data(&self, key: &SessionKey, name: &str) -> Option<Vec<u8>> {
-        self.lock()
+        lock(&self.inner)
             .files
             .get(&(key.clone(), name.to_string()))
             .map(|f| f.data.clone())
@@ -137,7 +134,7 @@ impl ScratchFiles {
 
     /// Up to `size` bytes from `offset`; empty past the end.
     pub fn read(&self, key: &SessionKey, name: &str, offset: u64, size: usize) -> Vec<u8> {
-        let inner = self.lock();
+        let inner = lock(&self.inner);
         let Some(f) = inner.files.get(&(key.clone(), name.to_string())) else {
             return Vec::new();
         };
@@ -150,7 +147,7 @@ impl ScratchFiles {
 
     /// Names in one session directory, and whether each is a symlink.
     pub fn names(&self, key: &SessionKey) -> Vec<(String, bool)> {
-        self.lock()
+        lock(&self.inner)
             .files
             .iter()
             .filter(|((k, _), _)| k == key)
@@ -162,7 +159,7 @@ impl ScratchFiles {
     pub fn put(&self, key: &SessionKey, name: &str, file: ScratchFile) -> Result<()> {
         self.check_len(key, name, file.data.len() as u64)?;
         let id = (key.clone(), name.to_string());
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let old = inner.files.get(&id).map_or(0, |f| charge(&id, f));
         let new = charge(&id, &file);
         self.check_total(&inner, key, name, old, new)?;
@@ -177,7 +174,7 @@ impl ScratchFiles {
         let end = offset.saturating_add(data.len() as u64);
         self.check_len(key, name, end)?;
         let id = (key.clone(), name.to_string());
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let f = inner.files.get(&id).ok_or_else(|| missing(key, name))?;
         let old = charge(&id, f);
         let len = (f.data.len() as u64).max(end);
@@ -204,7 +201,7 @@ impl ScratchFiles {
     pub fn resize(&self, key: &SessionKey, name: &str, size: u64) -> Result<()> {
         self.check_len(key, name, size)?;
         let id = (key.clone(), name.to_string());
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let f = inner.files.get(&id).ok_or_else(|| missing(key, name))?;
         let old = charge(&id, f);
         let new = charge_of(name, f.symlink.as_deref(), size);
@@ -218,7 +215,7 @@ impl ScratchFiles {
 
     pub fn remove(&self, key: &SessionKey, name: &str) -> Option<ScratchFile> {
         let id = (key.clone(), name.to_string());
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let f = inner.files.remove(&id)?;
         inner.charged -= charge(&id, &f);
         Some(f)
@@ -230,7 +227,7 @@ impl ScratchFiles {
             (key.clone(), from.to_string()),
             (key.clone(), to.to_string()),
         );
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         if from == to {
             return match inner.files.contains_key(&src) {
                 true => Ok(()),
@@ -249,7 +246,7 @@ impl ScratchFiles {
 
     /// Bytes charged against [`TOTAL_MAX`] now.
     pub fn charged(&self) -> u64 {
-        self.lock().charged
+        lock(&self.inner).charged
     }
 }
 

@@ -10,6 +10,7 @@
 //! journal leaves a journal whose lines the base already holds.
 
 use super::SessionMeta;
+use crate::atomic::sync_parent;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -134,10 +135,6 @@ fn open_journal(path: &Path) -> std::io::Result<(File, bool)> {
     Ok((file, !existed))
 }
 
-fn sync_dir(path: &Path) -> std::io::Result<()> {
-    File::open(path.parent().unwrap_or(Path::new("/")))?.sync_all()
-}
-
 /// Appends `bytes` at `at` (where the last whole line ends: anything after
 /// it is a line a crash tore, cut first) and syncs them. Returns where the
 /// journal now ends and its stamp. On failure the journal is cut back to
@@ -150,7 +147,7 @@ pub(super) fn append(path: &Path, at: u64, bytes: &[u8]) -> std::io::Result<(u64
     let written = (&file)
         .write_all(bytes)
         .and_then(|()| file.sync_data())
-        .and_then(|()| if made { sync_dir(path) } else { Ok(()) });
+        .and_then(|()| if made { sync_parent(path) } else { Ok(()) });
     if let Err(e) = written {
         let _ = file.set_len(at);
         return Err(e);
@@ -166,7 +163,7 @@ pub(super) fn reserve(path: &Path, len: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let (file, made) = open_journal(path)?;
     if made {
-        sync_dir(path)?;
+        sync_parent(path)?;
     }
     let end = file.metadata()?.len();
     let (Ok(offset), Ok(len)) = (libc::off_t::try_from(end), libc::off_t::try_from(len)) else {

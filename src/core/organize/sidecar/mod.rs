@@ -15,6 +15,7 @@ pub use records::{Change, Records, Written};
 
 use crate::error::{Error, Result};
 use crate::filelock::{SharedLock, LOCK_WAIT};
+use crate::sync::lock;
 use journal::Stamp;
 use records::Index;
 use serde::{Deserialize, Serialize};
@@ -146,7 +147,7 @@ impl Sidecar {
     }
 
     fn cache(&self) -> MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.cache)
     }
 
     /// Reads what another writer changed since the last look: the new
@@ -287,7 +288,7 @@ impl Sidecar {
         let result = change(&mut records)?;
         // Each record that changed is dated, so one session's edit moves
         // only its own files' times.
-        let now = crate::runtime::record::now_ms();
+        let now = crate::clock::now_ms();
         let changes = records
             .into_changes()
             .into_iter()
@@ -435,7 +436,7 @@ mod tests {
         let b_before = s.get("shell:b").unwrap().changed_ms;
         assert!(b_before > 0);
         let start = std::time::Instant::now();
-        while crate::runtime::record::now_ms() == b_before {
+        while crate::clock::now_ms() == b_before {
             assert!(start.elapsed().as_secs() < 5);
             std::thread::yield_now();
         }
