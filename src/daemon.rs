@@ -93,11 +93,11 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
         .try_clone_to_owned()
         .map_err(|e| Error::io("cannot duplicate the FUSE device", &e))?;
     let notices = crate::fs::KernelNotices::new(session.notifier(), device);
-    let crowded = notices
+    let evict = notices
         .try_clone()
         .and_then(crate::fs::entry_eviction::start)
-        .map_err(|e| Error::io("cannot start the crowded-entries thread", &e))?;
-    files.on_crowded(crowded);
+        .map_err(|e| Error::io("cannot start the entry-eviction thread", &e))?;
+    files.on_evict(evict);
     let moved = crate::fs::MovedEntries::start(notices, mountpoint.clone())
         .map_err(|e| Error::io("cannot start the moved-entries thread", &e))?;
     let moved = std::sync::Arc::new(moved);
@@ -118,7 +118,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     let weak_files = std::sync::Arc::downgrade(&files);
     core.on_members_changed(crate::core::SessionHook(Box::new(move |key| {
         if let Some(files) = weak_files.upgrade() {
-            moved.links_changed(key, files.held_links_of(key));
+            moved.links_changed(key, files.referenced_links_of(key));
         }
     })));
     let mut unmounter = session.unmount_callable();

@@ -320,7 +320,7 @@ fn hosted_runs_are_sessions_and_agent_run_follows_the_last_entry() {
 
 #[test]
 fn worlds_looked_up_by_the_thousand_are_let_go_and_keep_their_numbers() {
-    use sessionfs::core::tree::node::HELD_MAX;
+    use sessionfs::core::tree::node::REFERENCED_MAX;
     let host = Host::new();
     let m = host.mount("mnt");
     let slot = format!("slots/{WORLD}/1");
@@ -339,14 +339,14 @@ fn worlds_looked_up_by_the_thousand_are_let_go_and_keep_their_numbers() {
     // Every GUID names a world, so each of these is found, and the kernel
     // keeps them all; past the cap it is told to drop the oldest, and
     // forgets them, and so does the daemon.
-    let worlds = 2 * HELD_MAX;
+    let worlds = 2 * REFERENCED_MAX;
     for i in 0..worlds {
         let world = format!("{i:08x}-0000-4000-8000-000000000000");
         let found = std::fs::metadata(m.path(&format!("slots/{world}")));
         assert!(found.is_ok(), "{world}: {found:?}");
     }
     wait_for(30, "the daemon to let go of the worlds' numbers", || {
-        held() <= HELD_MAX as u64 + 64
+        held() <= REFERENCED_MAX as u64 + 64
     });
     assert_eq!(numbers(), before, "a world's and a record's numbers held");
     assert_eq!(sh_ok(&format!("ls {}", m.q("slots"))).trim(), WORLD_LC);

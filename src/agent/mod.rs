@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// Where one session's agent files live, under the state directory so that
 /// they outlive the daemon: `<state>/agents/<KEY>/`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Files {
+pub struct AgentFiles {
     /// The file given to `claude --settings`.
     pub settings: PathBuf,
     /// What the hooks append to (and `hooks.jsonl.1`, moved aside when full).
@@ -27,10 +27,10 @@ pub struct Files {
     pub events: PathBuf,
 }
 
-impl Files {
-    pub fn new(state_dir: &Path, key: &str) -> Files {
+impl AgentFiles {
+    pub fn new(state_dir: &Path, key: &str) -> AgentFiles {
         let dir = state_dir.join("agents").join(key);
-        Files {
+        AgentFiles {
             settings: dir.join("settings.json"),
             hooks: dir.join("hooks.jsonl"),
             events: dir.join("events.jsonl"),
@@ -49,7 +49,7 @@ mod tests {
 
     #[test]
     fn a_session_s_files_share_one_directory_per_key() {
-        let f = Files::new(Path::new("/state/sessionfs"), "claude:abc");
+        let f = AgentFiles::new(Path::new("/state/sessionfs"), "claude:abc");
         assert_eq!(f.dir(), Path::new("/state/sessionfs/agents/claude:abc"));
         assert_eq!(f.hooks, f.dir().join("hooks.jsonl"));
         assert_eq!(f.settings.parent(), Some(f.dir()));

@@ -86,13 +86,13 @@ impl Indexed {
 }
 
 /// Every conversation, by key.
-pub type Files = HashMap<SessionKey, Arc<Indexed>>;
+pub type StoreFiles = HashMap<SessionKey, Arc<Indexed>>;
 
 #[derive(Debug, Default)]
 struct Index {
     /// Shared with readers: a listing holds it while it works, changes
     /// copy it only if one does.
-    files: Arc<Files>,
+    files: Arc<StoreFiles>,
     /// The keys of `files` whose summary is missing or of an older state
     /// of the file: what a listing reads first, found without a look at
     /// every conversation.
@@ -389,7 +389,7 @@ impl Catalog {
         // since is newer.
         let seq = started;
         let old = index.files.clone();
-        let mut next: Files = HashMap::with_capacity(seen.len());
+        let mut next: StoreFiles = HashMap::with_capacity(seen.len());
         for (k, e) in old.iter() {
             if e.seq > started {
                 next.insert(k.clone(), e.clone());
@@ -645,14 +645,14 @@ impl Catalog {
     }
 
     /// Every conversation, current as of this call.
-    pub fn files(&self) -> Arc<Files> {
+    pub fn files(&self) -> Arc<StoreFiles> {
         self.sync();
         lock(&self.index).files.clone()
     }
 
     /// Every conversation with a summary of its file as it is now (files
     /// changed since their last summary are read, a bounded part each).
-    pub fn summarised(&self) -> Arc<Files> {
+    pub fn summarised(&self) -> Arc<StoreFiles> {
         self.sync();
         self.summarise_stale(None);
         lock(&self.index).files.clone()

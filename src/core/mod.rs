@@ -31,7 +31,7 @@ pub use organize::rows::{daemon_mounts, listing_from_daemon};
 pub use session_runtime::SessionRuntime;
 pub use tree::handles::{DirEntry, DirSnapshot};
 pub use tree::node::Kind;
-pub use tree::requests::{Access, Attr, CrowdedHook, Files, Fixed, ReadBy, SetAttr};
+pub use tree::requests::{Access, Attr, EvictHook, Files, Fixed, ReadBy, SetAttr};
 pub use tree::step::{Later, Opened, ReadStep, Reply, Step};
 
 use sessions::control::STOP_GRACE;

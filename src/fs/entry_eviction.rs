@@ -1,5 +1,5 @@
 //! Asking the kernel to drop entries when it holds too many of the daemon's
-//! numbers (see `core::tree::node::HELD_MAX`). Every well-formed GUID under
+//! numbers (see `core::tree::node::REFERENCED_MAX`). Every well-formed GUID under
 //! `slots/` is a world, and the kernel keeps each entry it looked up until
 //! memory runs short, so lookups alone would grow the daemon's table
 //! without end. An entry dropped is forgotten at once unless something
@@ -11,7 +11,7 @@
 
 use super::notify::EntryNotices;
 use crate::core::tree::node::Entry;
-use crate::core::CrowdedHook;
+use crate::core::EvictHook;
 use std::sync::mpsc::{sync_channel as bounded, Receiver, SyncSender, TrySendError};
 
 /// Batches waiting to be written; more are dropped (the next batch asks again).
@@ -19,12 +19,12 @@ const QUEUE: usize = 2;
 
 /// Starts the thread that tells the kernel to drop entries; the hook hands
 /// it batches.
-pub fn start(notices: impl EntryNotices) -> std::io::Result<CrowdedHook> {
+pub fn start(notices: impl EntryNotices) -> std::io::Result<EvictHook> {
     let (queue, batches): (SyncSender<Vec<Entry>>, _) = bounded(QUEUE);
     std::thread::Builder::new()
-        .name("crowded-entries".into())
+        .name("entry-eviction".into())
         .spawn(move || serve(notices, batches))?;
-    Ok(CrowdedHook(Box::new(move |entries| {
+    Ok(EvictHook(Box::new(move |entries| {
         match queue.try_send(entries) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(entries)) => {

@@ -15,7 +15,7 @@ use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Tui};
 use crate::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
 };
-use crate::agent::Files;
+use crate::agent::AgentFiles;
 use crate::clock::now_ms;
 use crate::core::agents::prompt_close::{withdrawn, PromptStage};
 use crate::core::agents::waits::Waits;
@@ -52,7 +52,7 @@ pub const PROMPT_MAX: usize = 1 << 20;
 
 /// Codex turn-complete events whose thread is not known yet, kept until the
 /// session's rollout names its thread.
-const HELD_MAX: usize = 8;
+const DEFERRED_MAX: usize = 8;
 
 /// The longest a turn's end waits for the agent to record the turn (Claude
 /// writes its store just after its Stop hook).
@@ -110,14 +110,14 @@ struct Inner {
     kind: Option<AgentKind>,
     tracker: Tracker,
     follower: Option<Follower>,
-    files: Option<Files>,
+    files: Option<AgentFiles>,
     /// Bumped by every open, so a poll that raced one is dropped.
     opens: u64,
     /// The output count at the last screen verdict, and that verdict.
     seen_output: u64,
     verdict: Verdict,
     agent_pid: Option<u32>,
-    held: Vec<(u64, HookEvent)>,
+    deferred: Vec<(u64, HookEvent)>,
     /// A turn's end (Stop, turn complete), held until the agent has
     /// recorded the turn in its store: (event, its time, when seen).
     ending: Option<(HookEvent, u64, Instant)>,
@@ -248,15 +248,15 @@ impl Inner {
         now: u64,
         changes: &mut Vec<Change>,
     ) {
-        let mut pending = std::mem::take(&mut self.held);
+        let mut pending = std::mem::take(&mut self.deferred);
         pending.extend(events);
         for (ts, event) in pending {
             let unknown = kind == AgentKind::Codex
                 && self.tracker.own_ids().is_empty()
                 && event.session_id.is_some();
             if unknown {
-                if self.held.len() < HELD_MAX {
-                    self.held.push((ts, event));
+                if self.deferred.len() < DEFERRED_MAX {
+                    self.deferred.push((ts, event));
                 }
                 continue;
             }
@@ -377,7 +377,7 @@ impl Default for Agent {
                 seen_output: u64::MAX,
                 verdict: Verdict::Unknown,
                 agent_pid: None,
-                held: vec![],
+                deferred: vec![],
                 ending: None,
                 entered: false,
                 saved: FollowPos::default(),
@@ -431,7 +431,7 @@ impl Agent {
             && inner.opens == 0
             && inner.follower.is_none()
             && inner.files.is_none()
-            && inner.held.is_empty()
+            && inner.deferred.is_empty()
     }
 }
 
@@ -442,18 +442,18 @@ struct Saved {
     own_ids: Vec<String>,
 }
 
-fn saved_path(files: &Files) -> std::path::PathBuf {
+fn saved_path(files: &AgentFiles) -> std::path::PathBuf {
     files.dir().join("follow.json")
 }
 
-fn read_saved(files: &Files) -> Saved {
+fn read_saved(files: &AgentFiles) -> Saved {
     std::fs::read(saved_path(files))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()
 }
 
-fn write_saved(files: &Files, saved: &Saved) {
+fn write_saved(files: &AgentFiles, saved: &Saved) {
     let path = saved_path(files);
     let text = serde_json::to_vec(saved).expect("a place serialises");
     // Not synced: written as the hooks are read, and read only by a daemon
@@ -542,7 +542,7 @@ impl PromptWrite {
     }
 
     /// The memory the text so far takes.
-    pub(in crate::core) fn held_bytes(&self) -> u64 {
+    pub(in crate::core) fn memory_bytes(&self) -> u64 {
         self.buf.capacity() as u64
     }
 
@@ -614,7 +614,7 @@ impl Core {
         if kind == AgentKind::Shell {
             return;
         }
-        let files = Files::new(&self.config.state_dir, key.as_str());
+        let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         if let Err(e) = crate::config::make_private_dir(files.dir()) {
             log::warn!("{key}: no hooks: {}", e.message);
             return;
@@ -647,7 +647,7 @@ impl Core {
     /// (another daemon's, or `sessionfs ls` with no daemon): as its events
     /// last said.
     pub(in crate::core) fn unjoined_state(&self, key: &SessionKey) -> State {
-        let files = Files::new(&self.config.state_dir, key.as_str());
+        let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         carried_on(EventLog::last(&files.events).as_ref())
     }
 
@@ -659,7 +659,7 @@ impl Core {
     /// activity). A session whose last event is `stopped`, or that has no
     /// events, is left as it is.
     pub(in crate::core) fn ended_unjoined(&self, key: &SessionKey, ended_ms: u64) {
-        let files = Files::new(&self.config.state_dir, key.as_str());
+        let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         let Some(last) = EventLog::last(&files.events) else {
             return;
         };
@@ -707,7 +707,7 @@ impl Core {
         agent_pid: Option<u32>,
     ) {
         let kind = AgentKind::of(engine);
-        let files = Files::new(&self.config.state_dir, key.as_str());
+        let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         let _ = crate::config::make_private_dir(files.dir());
         let saved = read_saved(&files);
         let last = EventLog::last(&files.events);
@@ -757,7 +757,7 @@ impl Core {
             inner.seen_output = u64::MAX;
             inner.verdict = Verdict::Unknown;
             inner.agent_pid = agent_pid;
-            inner.held.clear();
+            inner.deferred.clear();
             inner.ending = None;
             inner.entered = false;
             inner.saved = pos;
@@ -853,7 +853,7 @@ impl Core {
         // A Codex session started afresh learns its thread from its rollout.
         let unbound = kind == AgentKind::Codex && {
             let inner = lock(&rt.agent.inner);
-            inner.tracker.own_ids().is_empty() && !(events.is_empty() && inner.held.is_empty())
+            inner.tracker.own_ids().is_empty() && !(events.is_empty() && inner.deferred.is_empty())
         };
         let bound = unbound
             .then(|| {
@@ -1107,7 +1107,7 @@ impl Core {
 
     pub fn events_path(&self, key: &SessionKey) -> Result<std::path::PathBuf> {
         self.require(key)?;
-        Ok(Files::new(&self.config.state_dir, key.as_str()).events)
+        Ok(AgentFiles::new(&self.config.state_dir, key.as_str()).events)
     }
 
     /// `transcript/last`: the last complete turn, rendered as in the pages

@@ -6,7 +6,7 @@
 //! changed (a conversation came or went, the metadata changed, a session
 //! connected or disconnected, a hosted run's transcript came or went).
 
-use crate::core::organize::rows::Row;
+use crate::core::organize::rows::SessionRow;
 use crate::core::organize::sidecar::{Change, SessionMeta};
 use crate::core::organize::views::ViewDir;
 use crate::core::{Core, HOSTED};
@@ -51,7 +51,7 @@ pub(in crate::core) struct Membership {
 impl Membership {
     /// One pass, no sort: at 100,000 sessions this is made again after
     /// every `mkdir`, archive or change of a project.
-    fn of(rows: &[Row]) -> Membership {
+    fn of(rows: &[SessionRow]) -> Membership {
         let mut projects: HashMap<&str, usize> = HashMap::new();
         let mut engines: HashMap<&str, usize> = HashMap::new();
         let mut digest = 0u64;

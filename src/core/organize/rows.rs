@@ -29,7 +29,7 @@ const CACHE_FOR: Duration = Duration::from_secs(1);
 
 /// One session as the listing and `meta.json` show it.
 #[derive(Debug, Clone)]
-pub(crate) struct Row {
+pub(crate) struct SessionRow {
     pub key: SessionKey,
     pub meta: SessionMeta,
     /// Its conversation in the engine's store, if the catalog has one.
@@ -41,7 +41,7 @@ pub(crate) struct Row {
     pub pid: Option<u32>,
 }
 
-impl Row {
+impl SessionRow {
     /// The title shown: the sidecar's, else the store's.
     pub fn title(&self) -> Option<&str> {
         self.meta
@@ -87,7 +87,7 @@ struct DocPage<'a> {
 }
 
 /// Rows serialised as their `meta.json` documents, one at a time.
-struct Docs<'a>(&'a Core, Vec<&'a Row>);
+struct Docs<'a>(&'a Core, Vec<&'a SessionRow>);
 
 impl Serialize for Docs<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -113,7 +113,7 @@ type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
 /// Listings made recently, served again while their stamp holds.
 #[derive(Debug, Default)]
 pub(in crate::core) struct ListingCache {
-    rows: Slot<Arc<Vec<Row>>>,
+    rows: Slot<Arc<Vec<SessionRow>>>,
     sessions_json: Slot<Arc<Vec<u8>>>,
     /// The run records' stamps as last read.
     pub(in crate::core) records: crate::core::organize::run_stamps::RecordStamps,
@@ -157,7 +157,7 @@ fn cached<T: Clone>(slot: &Slot<T>, stamp: Stamp) -> Option<T> {
     }
 }
 
-impl Listed for Row {
+impl Listed for SessionRow {
     fn key(&self) -> &SessionKey {
         &self.key
     }
@@ -174,7 +174,7 @@ impl Listed for Row {
         self.last_activity_ms
     }
     fn title(&self) -> Option<&str> {
-        Row::title(self)
+        SessionRow::title(self)
     }
 }
 
@@ -218,7 +218,7 @@ pub(in crate::core) fn state_of(
 }
 
 impl Core {
-    fn make_row(&self, key: SessionKey, parts: Parts<'_>) -> Row {
+    fn make_row(&self, key: SessionKey, parts: Parts<'_>) -> SessionRow {
         let known = parts.meta.is_some();
         let mut meta = parts.meta.unwrap_or_default();
         let mut last = meta.created_ms;
@@ -266,7 +266,7 @@ impl Core {
             None if state == "live" => self.unjoined_state(&key).as_str(),
             None => "stopped",
         };
-        Row {
+        SessionRow {
             key,
             meta,
             store: parts.store,
@@ -333,7 +333,7 @@ impl Core {
     /// Every session, in listing order (favourites, newest activity, key).
     /// With `summaries`, store titles are current (changed files are read,
     /// a bounded part each); without, only what `readdir` needs is gathered.
-    pub(crate) fn rows(&self, summaries: bool) -> Arc<Vec<Row>> {
+    pub(crate) fn rows(&self, summaries: bool) -> Arc<Vec<SessionRow>> {
         self.bind_launched();
         if summaries {
             // Reads what changed first, so the stamp covers it.
@@ -345,7 +345,7 @@ impl Core {
 
     /// [`rows`](Self::rows) once the launched sessions are bound and, with
     /// `summaries`, the summaries read; `stamp` taken after that.
-    fn rows_as_of(&self, stamp: Stamp, summaries: bool) -> Arc<Vec<Row>> {
+    fn rows_as_of(&self, stamp: Stamp, summaries: bool) -> Arc<Vec<SessionRow>> {
         if !summaries {
             if let Some(rows) = cached(&self.listings.rows, stamp) {
                 return rows;
@@ -362,7 +362,7 @@ impl Core {
         rows
     }
 
-    pub(in crate::core) fn gather_rows(&self) -> Vec<Row> {
+    pub(in crate::core) fn gather_rows(&self) -> Vec<SessionRow> {
         #[cfg(test)]
         self.listings
             .gathered
@@ -445,7 +445,8 @@ impl Core {
                 stamps.get(key).copied()
             }
         };
-        let mut rows: Vec<Row> = Vec::with_capacity(metas.len() + files.len() + hosted.len());
+        let mut rows: Vec<SessionRow> =
+            Vec::with_capacity(metas.len() + files.len() + hosted.len());
 
         // Every key any of the checks below may say something of, so that
         // each of the (many) other conversations costs one look, not six.
@@ -560,7 +561,7 @@ impl Core {
     }
 
     /// One session's row, read without gathering the others.
-    pub(crate) fn row(&self, key: &SessionKey) -> Row {
+    pub(crate) fn row(&self, key: &SessionKey) -> SessionRow {
         self.bind_if_pending(key);
         let mut meta = self.sidecar.get(&key.to_string());
         // As in `gather_rows`: a conversation found, perhaps not recorded yet.
@@ -603,7 +604,7 @@ impl Core {
     }
 
     /// The `meta.json` document of a row.
-    pub(crate) fn meta_doc<'a>(&'a self, row: &'a Row) -> MetaDoc<'a> {
+    pub(crate) fn meta_doc<'a>(&'a self, row: &'a SessionRow) -> MetaDoc<'a> {
         let workspace = match (
             &row.meta.workspace,
             row.store.as_deref().and_then(Indexed::cwd),
@@ -636,7 +637,7 @@ impl Core {
     }
 
     /// The `meta.json` document of a row, as a value.
-    pub(crate) fn meta_of(&self, row: &Row) -> Value {
+    pub(crate) fn meta_of(&self, row: &SessionRow) -> Value {
         serde_json::to_value(self.meta_doc(row)).expect("meta.json serialises")
     }
 
@@ -674,7 +675,7 @@ impl Core {
         text
     }
 
-    fn render_sessions_json(&self, rows: &[Row]) -> Vec<u8> {
+    fn render_sessions_json(&self, rows: &[SessionRow]) -> Vec<u8> {
         let page = query::list_by(rows.iter().collect(), &Query::default(), |row| row);
         let page = DocPage {
             total: page.total,

@@ -88,7 +88,7 @@ impl JsonDocument {
     }
 
     /// The memory the document takes.
-    pub(in crate::core) fn held_bytes(&self) -> u64 {
+    pub(in crate::core) fn memory_bytes(&self) -> u64 {
         self.buf.capacity() as u64
     }
 
@@ -155,7 +155,7 @@ impl Lines {
     }
 
     /// The memory the unfinished line takes.
-    pub(in crate::core) fn held_bytes(&self) -> u64 {
+    pub(in crate::core) fn memory_bytes(&self) -> u64 {
         self.pending.capacity() as u64
     }
 

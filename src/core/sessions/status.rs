@@ -35,7 +35,7 @@ Sessions outlive the daemon: each runs under its own dtach master, so
 
 /// What the kernel and open files hold of the daemon.
 #[derive(Debug, Clone, Copy)]
-pub(in crate::core) struct Held {
+pub(in crate::core) struct Usage {
     /// Inode numbers the kernel holds.
     pub inodes: usize,
     /// What open handles hold in memory, and its cap.
@@ -110,7 +110,7 @@ impl Core {
     }
 
     /// The root `status`; `inodes` is how many inode numbers the mount holds.
-    pub(in crate::core) fn root_status(&self, held: Held) -> Vec<u8> {
+    pub(in crate::core) fn root_status(&self, usage: Usage) -> Vec<u8> {
         let live: Vec<String> = lock(&self.sessions)
             .iter()
             .filter(|(_, rt)| rt.live_client().is_some())
@@ -138,10 +138,10 @@ impl Core {
             "error": self.root_error(),
             "new": lock(&self.last_new).clone(),
             "waits": self.waits.len(),
-            "inodes": held.inodes,
+            "inodes": usage.inodes,
             // In whole MiB: a count of bytes would change with every open,
             // this file's own included, and `rsync`/`tar` would see it move.
-            "open_files": {"mib": held.open_bytes >> 20, "limit_mib": held.open_bytes_limit >> 20},
+            "open_files": {"mib": usage.open_bytes >> 20, "limit_mib": usage.open_bytes_limit >> 20},
         }))
     }
 

@@ -36,14 +36,14 @@ struct Inner {
 
 /// The bytes open handles hold, against one cap.
 #[derive(Debug)]
-pub(in crate::core) struct HeldBytes {
+pub(in crate::core) struct HandleMemory {
     max: u64,
     inner: Mutex<Inner>,
 }
 
-impl HeldBytes {
+impl HandleMemory {
     pub(in crate::core) fn new(max: u64) -> Self {
-        HeldBytes {
+        HandleMemory {
             max,
             inner: Mutex::default(),
         }
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_shared_text_counts_once_and_is_freed_with_its_last_handle() {
-        let held = HeldBytes::new(STATUS_RESERVE + 10_000);
+        let held = HandleMemory::new(STATUS_RESERVE + 10_000);
         held.open(1, 0, Some((0x10, 4000)), false).unwrap();
         held.open(2, 0, Some((0x10, 4000)), false).unwrap();
         assert_eq!(held.total(), 4000 + 2 * HANDLE_OVERHEAD);
@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn writes_reserve_before_they_buffer_and_settle_after() {
-        let held = HeldBytes::new(STATUS_RESERVE + 3000);
+        let held = HandleMemory::new(STATUS_RESERVE + 3000);
         held.open(1, 0, None, false).unwrap();
         held.reserve(1, 2000).unwrap();
         held.settle(1, 1500);
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn a_page_that_grows_moves_to_its_new_text_within_the_cap() {
-        let held = HeldBytes::new(STATUS_RESERVE + 5000);
+        let held = HandleMemory::new(STATUS_RESERVE + 5000);
         held.open(1, 0, Some((0x10, 1000)), false).unwrap();
         assert!(held.repin(0x10, (0x20, 2000)));
         assert_eq!(held.total(), 2000 + HANDLE_OVERHEAD);

@@ -1,7 +1,7 @@
 //! The table of open handles: what each open file reads or writes, and
 //! each open directory's entries as `opendir` saw them.
 
-use crate::core::tree::handle_memory::{HeldBytes, Pinned};
+use crate::core::tree::handle_memory::{HandleMemory, Pinned};
 use crate::core::tree::node::Kind;
 use crate::core::tree::save::MetaWrite;
 use crate::core::tree::slot_files::RecordWrite;
@@ -122,9 +122,9 @@ impl Handle {
     /// yet committed).
     fn own_bytes(&self) -> u64 {
         match self {
-            Handle::Record(r) => lock(&r.buffer).held_bytes(),
-            Handle::Meta(m) => lock(&m.buffer).held_bytes(),
-            Handle::Prompt(p) => lock(&p.buffer).held_bytes(),
+            Handle::Record(r) => lock(&r.buffer).memory_bytes(),
+            Handle::Meta(m) => lock(&m.buffer).memory_bytes(),
+            Handle::Prompt(p) => lock(&p.buffer).memory_bytes(),
             _ => 0,
         }
     }
@@ -173,7 +173,7 @@ pub(in crate::core) struct HandleTable {
     /// every handle (`tail -F` of each of N sessions stats them all).
     scrollbacks: Mutex<HashMap<SessionKey, Vec<(u64, u32)>>>,
     /// What all of them hold together, against its cap.
-    held: HeldBytes,
+    held: HandleMemory,
     /// Handles a `stat` of `scrollback` looked at.
     #[cfg(test)]
     pub(in crate::core) scrollbacks_visited: AtomicU64,
@@ -193,7 +193,7 @@ impl HandleTable {
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             scrollbacks: Mutex::new(HashMap::new()),
-            held: HeldBytes::new(max),
+            held: HandleMemory::new(max),
             #[cfg(test)]
             scrollbacks_visited: AtomicU64::new(0),
         }
@@ -332,7 +332,7 @@ impl HandleTable {
     }
 
     /// What open handles hold together, and their cap.
-    pub(in crate::core) fn held_bytes(&self) -> (u64, u64) {
+    pub(in crate::core) fn memory_bytes(&self) -> (u64, u64) {
         (self.held.total(), self.held.max())
     }
 

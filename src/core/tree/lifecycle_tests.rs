@@ -1,5 +1,5 @@
 //! The request lifecycle driven as the adapter drives it, without a mount:
-//! editors' save sequences (DESIGN.md, "FUSE rules"), caps, and directory
+//! editors' save sequences (docs/SEMANTICS.md, "Editing metadata"), caps, and directory
 //! snapshots.
 
 use crate::core::tree::node::{Kind, ROOT};
@@ -686,11 +686,11 @@ fn handles_sharing_one_text_charge_it_once() {
     }
     let listing = m.ino(ROOT, "sessions.json");
     let first = m.files.open(listing, Access::READ, PID).unwrap();
-    let one = m.files.handles.held_bytes().0;
+    let one = m.files.handles.memory_bytes().0;
     let more: Vec<u64> = (0..100)
         .map(|_| m.files.open(listing, Access::READ, PID).unwrap())
         .collect();
-    let after = m.files.handles.held_bytes().0;
+    let after = m.files.handles.memory_bytes().0;
     assert_eq!(
         after - one,
         100 * crate::core::tree::handle_memory::HANDLE_OVERHEAD,

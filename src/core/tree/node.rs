@@ -259,7 +259,7 @@ pub enum Content {
     Commands,
     /// The session's metadata, replaced by the save protocol (`save.rs`).
     Metadata,
-    /// Bytes held in memory for an editor (`scratch.rs`).
+    /// Bytes kept in memory for an editor (`scratch.rs`).
     Scratch,
     /// Slot records and hosted transcripts (`records.rs`).
     Records,
@@ -268,7 +268,7 @@ pub enum Content {
 /// One row of the node table: everything about a kind of node that does
 /// not depend on the session it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Row {
+pub struct NodeRow {
     pub kind: Kind,
     pub perm: u16,
     pub opens: Opens,
@@ -279,8 +279,8 @@ pub struct Row {
     pub editable: bool,
 }
 
-const fn row(kind: Kind, perm: u16, opens: Opens, cap: Cap, content: Content) -> Row {
-    Row {
+const fn row(kind: Kind, perm: u16, opens: Opens, cap: Cap, content: Content) -> NodeRow {
+    NodeRow {
         kind,
         perm,
         opens,
@@ -290,42 +290,42 @@ const fn row(kind: Kind, perm: u16, opens: Opens, cap: Cap, content: Content) ->
     }
 }
 
-const DIR: Row = row(
+const DIR: NodeRow = row(
     Kind::Dir,
     0o755,
     Opens::Dir,
     Cap::ReadOnly,
     Content::Listing,
 );
-const READ_DIR: Row = row(
+const READ_DIR: NodeRow = row(
     Kind::Dir,
     0o555,
     Opens::Dir,
     Cap::ReadOnly,
     Content::Listing,
 );
-const LINK: Row = row(
+const LINK: NodeRow = row(
     Kind::Symlink,
     0o777,
     Opens::Link,
     Cap::ReadOnly,
     Content::Target,
 );
-const GENERATED: Row = row(
+const GENERATED: NodeRow = row(
     Kind::File,
     0o444,
     Opens::Read,
     Cap::ReadOnly,
     Content::Generated,
 );
-const COMMANDS: Row = row(
+const COMMANDS: NodeRow = row(
     Kind::File,
     0o200,
     Opens::Write,
     Cap::Stream,
     Content::Commands,
 );
-const METADATA: Row = Row {
+const METADATA: NodeRow = NodeRow {
     editable: true,
     ..row(
         Kind::File,
@@ -339,7 +339,7 @@ const METADATA: Row = Row {
 impl Node {
     /// The node table: one row per kind of node. (A scratch file that is a
     /// symlink is told apart by its content, not here.)
-    pub fn row(&self) -> Row {
+    pub fn row(&self) -> NodeRow {
         match self {
             Node::Root | Node::View(_) | Node::Facet(..) => DIR,
             Node::SlotsDir | Node::TranscriptsDir | Node::World(_) => DIR,
@@ -358,14 +358,14 @@ impl Node {
                 | SessionFile::TranscriptLast,
             ) => GENERATED,
             Node::Session(_, SessionFile::Prompt) => COMMANDS,
-            Node::Session(_, SessionFile::Scrollback) => Row {
+            Node::Session(_, SessionFile::Scrollback) => NodeRow {
                 content: Content::Ring,
                 ..GENERATED
             },
             Node::RootFile(RootFile::Ctl) => COMMANDS,
             Node::Session(_, SessionFile::Input | SessionFile::Ctl) => COMMANDS,
             Node::Session(_, SessionFile::Meta | SessionFile::Field(_)) => METADATA,
-            Node::Scratch(..) => Row {
+            Node::Scratch(..) => NodeRow {
                 editable: true,
                 ..row(
                     Kind::File,
@@ -460,7 +460,7 @@ const RUN_FILE: u64 = 7;
 const SESSIONS_JSON: u64 = 8;
 const FIRST_VIEW: u64 = 9;
 /// The root `events`: this bit and the low bits of its file's inode on
-/// disk, so each file it was has a number of its own, none held in a table.
+/// disk, so each file it was has a number of its own, none kept in a table.
 const EVENTS_SPACE: u64 = 1 << 40;
 pub const EVENTS_FILE_BITS: u64 = crate::agent::stream::FILE_ID_BITS;
 
@@ -487,8 +487,8 @@ struct Space<T> {
     /// The slots the kernel holds lookups on. A slot it holds none of is
     /// kept only while there are few such: its number comes back from its
     /// hash when it is named again.
-    held: HashMap<u64, Held>,
-    /// Held slots whose name is gone (see `renumber`): not in `by_slot`.
+    referenced: HashMap<u64, Referenced>,
+    /// Referenced slots whose name is gone (see `renumber`): not in `by_slot`.
     stale: HashSet<u64>,
     /// Counts lookups, to tell the ones looked up longest ago.
     clock: u64,
@@ -498,7 +498,7 @@ struct Space<T> {
 
 /// The kernel's hold on one number.
 #[derive(Debug)]
-struct Held {
+struct Referenced {
     lookups: u64,
     /// The clock at its last lookup.
     last: u64,
@@ -511,13 +511,13 @@ pub type Entry = (u64, String);
 
 /// Slots the kernel holds no lookup on, kept until there are this many:
 /// then they all go (a listing hands out numbers the kernel never looks up).
-const UNHELD_MAX: usize = 4096;
+const UNREFERENCED_MAX: usize = 4096;
 
 /// Named numbers the kernel may hold at once. Any well-formed GUID under
 /// `slots/` is a world, and the kernel keeps what it looked up until memory
 /// runs short; past this many, it is asked to drop the quarter it looked up
 /// longest ago (those in use stay).
-pub const HELD_MAX: usize = 16 * 1024;
+pub const REFERENCED_MAX: usize = 16 * 1024;
 
 impl<T: Clone + Eq + std::hash::Hash> Space<T> {
     fn new(bits: u32) -> Self {
@@ -525,10 +525,10 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
             bits,
             by_slot: HashMap::new(),
             by_name: HashMap::new(),
-            held: HashMap::new(),
+            referenced: HashMap::new(),
             stale: HashSet::new(),
             clock: 0,
-            since_drop: HELD_MAX / 4,
+            since_drop: REFERENCED_MAX / 4,
         }
     }
 
@@ -536,14 +536,14 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         if let Some(slot) = self.by_name.get(name) {
             return *slot;
         }
-        // Numbers renumbered away may be held with no name behind them.
-        let held_named = self.held.len().saturating_sub(self.stale.len());
-        if self.by_slot.len().saturating_sub(held_named) >= UNHELD_MAX {
-            self.drop_unheld();
+        // Numbers renumbered away may be referenced with no name behind them.
+        let referenced_named = self.referenced.len().saturating_sub(self.stale.len());
+        if self.by_slot.len().saturating_sub(referenced_named) >= UNREFERENCED_MAX {
+            self.drop_unreferenced();
         }
         let mask = (1u64 << self.bits) - 1;
         let mut slot = hash & mask;
-        while self.by_slot.contains_key(&slot) || self.held.contains_key(&slot) {
+        while self.by_slot.contains_key(&slot) || self.referenced.contains_key(&slot) {
             slot = (slot + 1) & mask;
         }
         self.by_slot.insert(slot, name.clone());
@@ -562,36 +562,37 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
         let slot = self.slot(name, hash);
         self.clock += 1;
         let last = self.clock;
-        let held = self.held.entry(slot).or_insert(Held {
+        let referenced = self.referenced.entry(slot).or_insert(Referenced {
             lookups: 0,
             last,
             entry: (0, String::new()),
         });
-        held.lookups += 1;
-        held.last = last;
-        held.entry = entry;
+        referenced.lookups += 1;
+        referenced.last = last;
+        referenced.entry = entry;
         self.since_drop += 1;
-        (slot, self.crowded())
+        (slot, self.entries_to_evict())
     }
 
-    /// Past [`HELD_MAX`], and once per quarter of it looked up since the
+    /// Past [`REFERENCED_MAX`], and once per quarter of it looked up since the
     /// last time: the entries looked up longest ago, down to three
     /// quarters. They count as looked up now, so one the kernel keeps (a
     /// file open, a working directory) is not asked for again first.
-    fn crowded(&mut self) -> Vec<Entry> {
-        if self.held.len() <= HELD_MAX || self.since_drop < HELD_MAX / 4 {
+    fn entries_to_evict(&mut self) -> Vec<Entry> {
+        if self.referenced.len() <= REFERENCED_MAX || self.since_drop < REFERENCED_MAX / 4 {
             return Vec::new();
         }
         self.since_drop = 0;
-        let mut by_age: Vec<(u64, u64)> = self.held.iter().map(|(s, h)| (h.last, *s)).collect();
+        let mut by_age: Vec<(u64, u64)> =
+            self.referenced.iter().map(|(s, h)| (h.last, *s)).collect();
         by_age.sort_unstable();
-        let excess = self.held.len() - HELD_MAX * 3 / 4;
+        let excess = self.referenced.len() - REFERENCED_MAX * 3 / 4;
         let mut entries = Vec::with_capacity(excess);
         for (_, slot) in by_age.into_iter().take(excess) {
             self.clock += 1;
-            if let Some(held) = self.held.get_mut(&slot) {
-                held.last = self.clock;
-                entries.push(held.entry.clone());
+            if let Some(referenced) = self.referenced.get_mut(&slot) {
+                referenced.last = self.clock;
+                entries.push(referenced.entry.clone());
             }
         }
         entries
@@ -599,13 +600,13 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
 
     /// The kernel let go of `n` lookups of `slot`: at none, the slot is free.
     fn forget(&mut self, slot: u64, n: u64) {
-        if let Some(held) = self.held.get_mut(&slot) {
-            if held.lookups > n {
-                held.lookups -= n;
+        if let Some(referenced) = self.referenced.get_mut(&slot) {
+            if referenced.lookups > n {
+                referenced.lookups -= n;
                 return;
             }
         }
-        self.held.remove(&slot);
+        self.referenced.remove(&slot);
         self.stale.remove(&slot);
         if let Some(name) = self.by_slot.remove(&slot) {
             // A name given another number since keeps it.
@@ -621,20 +622,20 @@ impl<T: Clone + Eq + std::hash::Hash> Space<T> {
     /// nothing (what the kernel holds by it is gone).
     fn renumber(&mut self, name: &T, resolves: bool) {
         if let Some(slot) = self.by_name.remove(name) {
-            let held = self.held.contains_key(&slot);
-            if !resolves || !held {
+            let referenced = self.referenced.contains_key(&slot);
+            if !resolves || !referenced {
                 self.by_slot.remove(&slot);
             }
-            if !resolves && held {
+            if !resolves && referenced {
                 self.stale.insert(slot);
             }
         }
     }
 
-    fn drop_unheld(&mut self) {
-        let held = &self.held;
-        self.by_slot.retain(|slot, _| held.contains_key(slot));
-        self.by_name.retain(|_, slot| held.contains_key(slot));
+    fn drop_unreferenced(&mut self) {
+        let referenced = &self.referenced;
+        self.by_slot.retain(|slot, _| referenced.contains_key(slot));
+        self.by_name.retain(|_, slot| referenced.contains_key(slot));
     }
 
     fn len(&self) -> usize {
@@ -755,7 +756,7 @@ impl InodeTable {
 
     /// The number of `node` as a lookup (or `mkdir`, `create`...) hands it
     /// to the kernel, which holds it until it forgets it (see [`forget`]).
-    /// Sessions' and pages' numbers are held while their session is known;
+    /// Sessions' and pages' numbers are kept while their session is known;
     /// the named ones (any well-formed world GUID is one) only while the
     /// kernel holds them.
     ///
@@ -764,8 +765,8 @@ impl InodeTable {
     /// kernel holds too many, the entries it is to drop come back too.
     pub fn looked_up(&self, node: &Node, entry: Entry) -> (u64, Vec<Entry>) {
         if is_named(node) {
-            let (slot, crowded) = self.table().named.looked_up(node, named_hash(node), entry);
-            (NAMED_SPACE | slot, crowded)
+            let (slot, to_evict) = self.table().named.looked_up(node, named_hash(node), entry);
+            (NAMED_SPACE | slot, to_evict)
         } else {
             (self.ino(node), Vec::new())
         }
@@ -798,18 +799,18 @@ impl InodeTable {
 
     /// The entries (parent, name) the kernel holds of `key`'s links in
     /// the views, as it last looked them up. One pass over what it holds
-    /// (at most [`HELD_MAX`] and a quarter), made when a session's
+    /// (at most [`REFERENCED_MAX`] and a quarter), made when a session's
     /// metadata changes.
-    pub fn held_links_of(&self, key: &SessionKey) -> Vec<Entry> {
+    pub fn referenced_links_of(&self, key: &SessionKey) -> Vec<Entry> {
         let t = self.table();
         let named = &t.named;
         named
-            .held
+            .referenced
             .iter()
             .filter(|(slot, _)| {
                 matches!(named.by_slot.get(slot), Some(Node::ViewLink(_, _, k)) if k == key)
             })
-            .map(|(_, held)| held.entry.clone())
+            .map(|(_, referenced)| referenced.entry.clone())
             .collect()
     }
 
@@ -969,7 +970,7 @@ mod tests {
         let worlds: Vec<Node> = (0..10_000).map(world).collect();
         let numbers: Vec<u64> = worlds.iter().map(|w| look_up(&t, w).0).collect();
         assert_eq!(t.count(), worlds.len());
-        // Held twice, forgotten once: still there.
+        // Referenced twice, forgotten once: still there.
         assert_eq!(look_up(&t, &worlds[7]).0, numbers[7]);
         for ino in &numbers {
             t.forget(*ino, 1);
@@ -993,45 +994,45 @@ mod tests {
     #[test]
     fn numbers_the_kernel_never_held_are_capped() {
         let t = InodeTable::default();
-        let held = Node::World("held".into());
-        let ino = look_up(&t, &held).0;
+        let referenced = Node::World("referenced".into());
+        let ino = look_up(&t, &referenced).0;
         // A listing hands out numbers without lookups.
-        for n in 1..=3 * UNHELD_MAX as u32 {
+        for n in 1..=3 * UNREFERENCED_MAX as u32 {
             t.ino(&Node::Slot("w".into(), n));
         }
-        assert!(t.count() <= UNHELD_MAX + 1, "{} numbers", t.count());
-        assert_eq!(t.node(ino), Some(held));
+        assert!(t.count() <= UNREFERENCED_MAX + 1, "{} numbers", t.count());
+        assert_eq!(t.node(ino), Some(referenced));
     }
 
     #[test]
     fn past_the_cap_the_kernel_is_asked_to_drop_the_oldest_entries() {
         let t = InodeTable::default();
         let mut asked = Vec::new();
-        for i in 0..=HELD_MAX {
-            let (_, crowded) = look_up(&t, &world(i));
-            asked.extend(crowded);
+        for i in 0..=REFERENCED_MAX {
+            let (_, to_evict) = look_up(&t, &world(i));
+            asked.extend(to_evict);
         }
         // One past the cap: down to three quarters, oldest first, by the
         // names they were looked up by.
-        assert_eq!(asked.len(), HELD_MAX / 4 + 1);
+        assert_eq!(asked.len(), REFERENCED_MAX / 4 + 1);
         assert_eq!(asked[0], (SLOTS_DIR, world(0).label()));
         assert_eq!(
-            asked[HELD_MAX / 4],
-            (SLOTS_DIR, world(HELD_MAX / 4).label())
+            asked[REFERENCED_MAX / 4],
+            (SLOTS_DIR, world(REFERENCED_MAX / 4).label())
         );
         for (i, _) in asked.iter().enumerate() {
             t.forget(t.ino(&world(i)), 1);
         }
-        assert_eq!(t.count(), HELD_MAX * 3 / 4);
+        assert_eq!(t.count(), REFERENCED_MAX * 3 / 4);
         // Not again until another quarter is looked up; then the oldest
-        // still held, first.
+        // still referenced, first.
         let mut again = Vec::new();
-        for i in HELD_MAX + 1..HELD_MAX + 1 + HELD_MAX / 4 + 1 {
+        for i in REFERENCED_MAX + 1..REFERENCED_MAX + 1 + REFERENCED_MAX / 4 + 1 {
             again.extend(look_up(&t, &world(i)).1);
         }
         assert_eq!(
             again.first(),
-            Some(&(SLOTS_DIR, world(HELD_MAX / 4 + 1).label()))
+            Some(&(SLOTS_DIR, world(REFERENCED_MAX / 4 + 1).label()))
         );
     }
 
@@ -1050,7 +1051,7 @@ mod tests {
         assert_eq!(t.ino(&w), new, "forgetting the old number keeps the new");
         t.forget(new, 1);
         assert_eq!(t.node(new), None);
-        // Not held: renumbering lets the number go at once.
+        // Not referenced: renumbering lets the number go at once.
         let (n, _) = look_up(&t, &w);
         t.forget(n, 1);
         t.renumber(&w);

@@ -242,7 +242,7 @@ pub struct Files {
     /// them again, or for [`REMOVED_FOR`].
     removed: Mutex<Vec<(SessionKey, SessionFile, u32, Instant)>>,
     started: SystemTime,
-    crowded: std::sync::OnceLock<CrowdedHook>,
+    evict: std::sync::OnceLock<EvictHook>,
 }
 
 /// What a buffering handle holds, out of the handle table.
@@ -256,14 +256,14 @@ enum Buffer {
 /// transcript entry (1 MiB; metadata 64 KiB).
 const BUFFERED_MAX: u64 = 1 << 20;
 
-/// What [`Files::on_crowded`] calls with the entries (parent's number,
+/// What [`Files::on_evict`] calls with the entries (parent's number,
 /// name) the kernel is to drop. It must not wait: it is called on a
 /// request thread, and the kernel locks the parent directory to drop one.
-pub struct CrowdedHook(pub Box<dyn Fn(Vec<Entry>) + Send + Sync>);
+pub struct EvictHook(pub Box<dyn Fn(Vec<Entry>) + Send + Sync>);
 
-impl std::fmt::Debug for CrowdedHook {
+impl std::fmt::Debug for EvictHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CrowdedHook")
+        f.write_str("EvictHook")
     }
 }
 
@@ -291,7 +291,7 @@ impl Files {
             program_time: program_time().unwrap_or_else(SystemTime::now),
             removed: Mutex::default(),
             started: SystemTime::now(),
-            crowded: std::sync::OnceLock::new(),
+            evict: std::sync::OnceLock::new(),
         }
     }
 
@@ -419,11 +419,11 @@ impl Files {
     /// `parent` and `name` are what the kernel looked it up by.
     fn entry_attr(&self, node: &Node, attr: Attr, parent: u64, name: &std::ffi::OsStr) -> Attr {
         let entry = (parent, name.to_string_lossy().into_owned());
-        let (ino, crowded) = self.inodes.looked_up(node, entry);
-        if !crowded.is_empty() {
-            match self.crowded.get() {
-                Some(hook) => (hook.0)(crowded),
-                None => log::debug!("{} entries to drop, and no one to tell", crowded.len()),
+        let (ino, to_evict) = self.inodes.looked_up(node, entry);
+        if !to_evict.is_empty() {
+            match self.evict.get() {
+                Some(hook) => (hook.0)(to_evict),
+                None => log::debug!("{} entries to drop, and no one to tell", to_evict.len()),
             }
         }
         Attr { ino, ..attr }
@@ -431,16 +431,16 @@ impl Files {
 
     /// Sets what is told the entries the kernel is to drop when it holds
     /// too many numbers (once; later calls are ignored).
-    pub fn on_crowded(&self, hook: CrowdedHook) {
-        if self.crowded.set(hook).is_err() {
-            log::debug!("the crowded-entries hook was already set");
+    pub fn on_evict(&self, hook: EvictHook) {
+        if self.evict.set(hook).is_err() {
+            log::debug!("the entry-eviction hook was already set");
         }
     }
 
     /// The entries of `key`'s links in the views that the kernel holds:
     /// what it is to drop when the session's membership changes.
-    pub fn held_links_of(&self, key: &SessionKey) -> Vec<Entry> {
-        self.inodes.held_links_of(key)
+    pub fn referenced_links_of(&self, key: &SessionKey) -> Vec<Entry> {
+        self.inodes.referenced_links_of(key)
     }
 
     /// `forget`: the kernel dropped `n` lookups of `ino`.
@@ -449,15 +449,15 @@ impl Files {
     }
 
     /// How many inode numbers this daemon holds.
-    pub fn inodes_held(&self) -> usize {
+    pub fn inodes_referenced(&self) -> usize {
         self.inodes.count()
     }
 
     /// What the kernel and open files hold of the daemon (root `status`).
-    fn held(&self) -> crate::core::sessions::status::Held {
-        let (open_bytes, open_bytes_limit) = self.handles.held_bytes();
-        crate::core::sessions::status::Held {
-            inodes: self.inodes_held(),
+    fn usage(&self) -> crate::core::sessions::status::Usage {
+        let (open_bytes, open_bytes_limit) = self.handles.memory_bytes();
+        crate::core::sessions::status::Usage {
+            inodes: self.inodes_referenced(),
             open_bytes,
             open_bytes_limit,
         }
@@ -611,7 +611,7 @@ impl Files {
                 self.program_time,
             ),
             Node::RootFile(RootFile::Status) => {
-                self.dated_text(ino, &self.core.root_status(self.held()), || started)
+                self.dated_text(ino, &self.core.root_status(self.usage()), || started)
             }
             Node::HostedFile(id) => {
                 let path = self.core.slots().transcript_path(id);
@@ -922,7 +922,7 @@ impl Files {
             Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
             Node::EarlierPage(key, id, n) => self.core.earlier_page(key, id, *n as usize),
             Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
-            Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.held())),
+            Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.usage())),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
             Node::Session(key, SessionFile::Status) => self.core.status(key),
             Node::Session(key, SessionFile::State) => self.core.state_line(key),
@@ -1132,16 +1132,16 @@ impl Files {
                 // Recorded (status, log) below, with what it writes.
                 Buffer::Record(r) => {
                     let mut r = lock(&r);
-                    (r.write(&self.core, offset, data), r.held_bytes())
+                    (r.write(&self.core, offset, data), r.memory_bytes())
                 }
                 // A metadata refusal is logged with its session where it is made.
                 Buffer::Meta(m) => {
                     let mut m = lock(&m);
-                    (m.write(&self.core, offset, data), m.held_bytes())
+                    (m.write(&self.core, offset, data), m.memory_bytes())
                 }
                 Buffer::Prompt(p) => {
                     let mut p = lock(&p);
-                    (p.write(data), p.held_bytes())
+                    (p.write(data), p.memory_bytes())
                 }
             };
             self.handles.settle(fh, own);

@@ -222,7 +222,7 @@ impl MetaWrite {
     }
 
     /// The memory what is written takes.
-    pub(in crate::core) fn held_bytes(&self) -> u64 {
+    pub(in crate::core) fn memory_bytes(&self) -> u64 {
         let (MetaWrite::Field { buf, .. } | MetaWrite::Document { buf, .. }) = self;
         buf.capacity() as u64
     }

@@ -34,10 +34,10 @@ pub(in crate::core) enum RecordWrite {
 
 impl RecordWrite {
     /// The memory what is collected takes.
-    pub(in crate::core) fn held_bytes(&self) -> u64 {
+    pub(in crate::core) fn memory_bytes(&self) -> u64 {
         match self {
-            RecordWrite::Slot { doc, .. } => doc.held_bytes(),
-            RecordWrite::Append { lines, .. } => lines.held_bytes(),
+            RecordWrite::Slot { doc, .. } => doc.memory_bytes(),
+            RecordWrite::Append { lines, .. } => lines.memory_bytes(),
         }
     }
 }
