@@ -178,6 +178,35 @@ fn the_rooms_form_no_cycle() {
     );
 }
 
+/// The core's rooms in their order: each may name a room to its right,
+/// never one to its left (docs/ARCHITECTURE.md draws it).
+const CORE_ORDER: [&str; 5] = [
+    "core::tree",
+    "core::sessions",
+    "core::agents",
+    "core::organize",
+    "core::records",
+];
+
+#[test]
+fn the_core_rooms_keep_their_order() {
+    let edges = room_edges();
+    let place = |room: &str| CORE_ORDER.iter().position(|r| *r == room);
+    let mut report = String::new();
+    for (from, targets) in &edges {
+        for (to, why) in targets {
+            if let (Some(a), Some(b)) = (place(from), place(to)) {
+                if b < a {
+                    for why in why {
+                        report.push_str(&format!("{from} -> {to}: {why}\n"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(report.is_empty(), "a room names one to its left:\n{report}");
+}
+
 #[test]
 fn only_the_adapter_and_the_daemon_speak_fuse() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
