@@ -36,13 +36,11 @@ pub use tree::step::{Later, Opened, ReadStep, Reply, Step};
 
 use sessions::control::STOP_GRACE;
 use sessions::opening::{Flight, OpenMode, INPUT_DEADLINE};
-use sessions::transcripts::TranscriptCache;
 
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::core::organize::sidecar::{SessionMeta, Sidecar};
-use crate::core::records::hosted::EntryIndex;
+use crate::core::organize::sidecar::SessionMeta;
 use crate::core::records::slots::SlotStore;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -53,7 +51,6 @@ use crate::sync::lock;
 use crate::work::Pool;
 use jiff::Timestamp;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -65,17 +62,9 @@ pub const HOSTED: &str = "hosted";
 pub struct Core {
     config: Config,
     paths: RuntimePaths,
-    sidecar: Arc<Sidecar>,
-    sessions: Mutex<HashMap<SessionKey, Arc<SessionRuntime>>>,
     catalog: Arc<Catalog>,
-    transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
-    /// Turn indexes of conversations sessions wrote before their current
-    /// one, by conversation.
-    earlier_transcripts: Mutex<HashMap<SessionKey, Arc<Mutex<TranscriptCache>>>>,
     /// Plain copies of compressed rollouts, for the index and the pages.
     decoded: crate::catalog::DecodedCopies,
-    slots: SlotStore,
-    hosted: Mutex<HashMap<String, Arc<EntryIndex>>>,
     wrapper: PathBuf,
     dtach: PathBuf,
     mountpoint: PathBuf,
@@ -83,32 +72,16 @@ pub struct Core {
     /// Slow operations (input, ctl, launches, stops, archives, changes
     /// under a store's lock) run here.
     work: Pool,
-    listings: crate::core::organize::rows::ListingCache,
-    members: crate::core::organize::members::Members,
-    /// Sessions launched here whose conversation may still be bound.
-    pending_binds: crate::core::sessions::conversations::PendingBinds,
-    /// Which session each conversation it switched to belongs to.
-    owners: crate::core::sessions::switches::Owners,
-    /// The root `events`: every session's changes.
-    event_stream: Arc<crate::agent::stream::EventStream>,
-    /// Conversations seen in the stores, to announce new ones.
-    discoveries: crate::core::agents::discoveries::Discoveries,
     /// The last refusal that concerned no session: root `status`'s `error`.
     root_error: Mutex<Option<String>>,
     /// The key the root `ctl`'s last `new` made (root `status`'s `new`).
     last_new: Mutex<Option<String>>,
     warnings: warnings::Warnings,
-    /// Blocked reads of `wait`.
-    waits: crate::core::agents::waits::Waits,
-    /// Every live session's output, read by a few threads.
-    output_readers: crate::runtime::readers::OutputReaders,
-    /// Told when a session leaves its directory other than by a rename
-    /// (archived or unarchived through a file): the kernel may still hold
-    /// the old entry. Set once by the FUSE adapter.
-    moved_hook: HookSlot<MovesHook>,
-    /// Told when a session's metadata changed, so that it may have left a
-    /// view: the kernel may hold its link there. Set once by the adapter.
-    members_hook: HookSlot<SessionHook>,
+    /// Each room's own state.
+    sessions: sessions::SessionsState,
+    agents: agents::AgentsState,
+    organize: organize::OrganizeState,
+    records: records::RecordsState,
 }
 
 /// Whose `status` `error` a refusal goes to.
@@ -253,34 +226,22 @@ impl Core {
         let wrapper = std::env::current_exe()
             .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
         Ok(Arc::new(Core {
-            sidecar: Arc::new(Sidecar::open(&config.state_dir)),
             catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
-            transcripts: Mutex::new(HashMap::new()),
-            earlier_transcripts: Default::default(),
             decoded: crate::catalog::DecodedCopies::new(config.runtime_dir.join("decoded")),
-            slots: SlotStore::open(&config.state_dir),
-            hosted: Mutex::new(HashMap::new()),
+            sessions: sessions::SessionsState::default(),
+            agents: agents::AgentsState::new(event_stream),
+            organize: organize::OrganizeState::open(&config.state_dir),
+            records: records::RecordsState::open(&config.state_dir),
             paths,
             config,
-            sessions: Mutex::new(HashMap::new()),
             wrapper,
             dtach,
             mountpoint: mountpoint.to_path_buf(),
             started_ms: now_ms(),
             work: Pool::default(),
-            listings: crate::core::organize::rows::ListingCache::default(),
-            members: crate::core::organize::members::Members::default(),
-            pending_binds: Default::default(),
-            owners: Default::default(),
-            event_stream,
-            discoveries: Default::default(),
             root_error: Mutex::new(None),
             last_new: Mutex::new(None),
             warnings: Default::default(),
-            waits: crate::core::agents::waits::Waits::default(),
-            output_readers: Default::default(),
-            moved_hook: HookSlot::default(),
-            members_hook: HookSlot::default(),
         }))
     }
 
@@ -311,7 +272,7 @@ impl Core {
     /// When metadata last changed: the mtime of `meta.json` and its kin,
     /// steady while nothing is edited (editors compare it before saving).
     pub fn meta_modified(&self) -> std::time::SystemTime {
-        self.sidecar.modified()
+        self.organize.sidecar.modified()
     }
 
     /// Records a refusal made outside the core (the adapter's parsing).
@@ -343,10 +304,10 @@ impl Core {
 
     pub fn exists(&self, key: &SessionKey) -> bool {
         if key.engine() == HOSTED {
-            return self.slots.transcript_path(key.id()).is_file();
+            return self.records.slots.transcript_path(key.id()).is_file();
         }
-        self.sidecar.get(&key.to_string()).is_some()
-            || lock(&self.sessions)
+        self.organize.sidecar.get(&key.to_string()).is_some()
+            || lock(&self.sessions.runtimes)
                 .get(key)
                 .is_some_and(|rt| rt.live_client().is_some())
             || (self.catalog.kind_of(key.engine()).is_some() && self.catalog.find(key).is_some())
@@ -361,7 +322,10 @@ impl Core {
     }
 
     fn meta(&self, key: &SessionKey) -> SessionMeta {
-        self.sidecar.get(&key.to_string()).unwrap_or_default()
+        self.organize
+            .sidecar
+            .get(&key.to_string())
+            .unwrap_or_default()
     }
 
     pub fn is_archived(&self, key: &SessionKey) -> bool {
@@ -386,7 +350,7 @@ impl Core {
         }
         engine.check_new_id(key.id())?;
         // `mkdir` keeps the root locked in the kernel while this waits.
-        self.sidecar.update_within(DIR_LOCK_WAIT, |all| {
+        self.organize.sidecar.update_within(DIR_LOCK_WAIT, |all| {
             all.entry_or(key.as_str(), || SessionMeta {
                 created_ms: now_ms(),
                 ..Default::default()
@@ -394,14 +358,15 @@ impl Core {
             Ok(())
         })?;
         log::info!("{key}: created");
-        self.event_stream
+        self.agents
+            .event_stream
             .append(now_ms(), key.as_str(), "made", serde_json::json!({}));
         Ok(key)
     }
 
     /// The slot records and hosted-run transcripts (SPEC §9).
     pub fn slots(&self) -> &SlotStore {
-        &self.slots
+        &self.records.slots
     }
 }
 

@@ -302,7 +302,7 @@ impl Mirror {
 
 impl Core {
     pub(super) fn runtime(&self, key: &SessionKey) -> Arc<SessionRuntime> {
-        lock(&self.sessions)
+        lock(&self.sessions.runtimes)
             .entry(key.clone())
             .or_insert_with(|| {
                 Arc::new(SessionRuntime::new(
@@ -318,7 +318,8 @@ impl Core {
     /// Writes every runtime's exact last activity to its run record, for
     /// the daemon that comes next: this one stops.
     pub fn stamp_activity(&self) {
-        let runtimes: Vec<Arc<SessionRuntime>> = lock(&self.sessions).values().cloned().collect();
+        let runtimes: Vec<Arc<SessionRuntime>> =
+            lock(&self.sessions.runtimes).values().cloned().collect();
         for rt in runtimes {
             rt.stamp_activity_now();
         }
@@ -328,7 +329,7 @@ impl Core {
     /// (see [`SessionRuntime::unused`]): `grep -r` over the mount reads
     /// every session's `scrollback`, and must not leave a runtime for each.
     pub(super) fn forget_unused_runtime(&self, key: &SessionKey) {
-        let mut sessions = lock(&self.sessions);
+        let mut sessions = lock(&self.sessions.runtimes);
         // No one else holds it or its ring: an open that took the runtime
         // took the ring before letting the runtime go.
         let alone = |rt: &Arc<SessionRuntime>| {
@@ -343,7 +344,7 @@ impl Core {
     /// whose reader closed while another thread held it for a moment (a
     /// listing, a look) was kept then, and goes now.
     pub(super) fn forget_unused_runtimes(&self) {
-        let mut sessions = lock(&self.sessions);
+        let mut sessions = lock(&self.sessions.runtimes);
         sessions.retain(|_, rt| {
             let alone = Arc::strong_count(rt) == 1 && Arc::strong_count(&rt.scrollback) == 1;
             !(alone && rt.unused())
@@ -360,7 +361,7 @@ impl Core {
     /// `ls -l`) makes none.
     pub fn existing_runtime(&self, key: &SessionKey) -> Result<Option<Arc<SessionRuntime>>> {
         self.require(key)?;
-        Ok(lock(&self.sessions).get(key).cloned())
+        Ok(lock(&self.sessions.runtimes).get(key).cloned())
     }
 }
 

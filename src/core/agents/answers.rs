@@ -27,7 +27,7 @@ const ESC: &[u8] = b"\x1b";
 impl Core {
     /// The question `key`'s agent shows now, if it waits for an answer.
     pub fn waiting_for(&self, key: &SessionKey) -> Option<Dialog> {
-        let rt = lock(&self.sessions).get(key).cloned()?;
+        let rt = lock(&self.sessions.runtimes).get(key).cloned()?;
         if rt.agent.state() != State::Waiting {
             return None;
         }
@@ -86,7 +86,7 @@ impl Core {
                 } else {
                     Signal::Answered
                 };
-                crate::core::agents::session_agent::process(&rt, &self.waits, signal);
+                crate::core::agents::session_agent::process(&rt, &self.agents.waits, signal);
                 return Ok(());
             }
         }
@@ -122,7 +122,11 @@ impl Core {
                 .map_err(|(_, e)| crate::core::session_runtime::send_error(key, "interrupt", &e))?;
             if self.screen_shows(&rt, LEAVE_WITHIN, &stopped) {
                 rt.note_input();
-                crate::core::agents::session_agent::process(&rt, &self.waits, Signal::Interrupted);
+                crate::core::agents::session_agent::process(
+                    &rt,
+                    &self.agents.waits,
+                    Signal::Interrupted,
+                );
                 return Ok(());
             }
         }

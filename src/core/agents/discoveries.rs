@@ -38,11 +38,11 @@ impl Core {
     /// announces those held long enough.
     pub(in crate::core) fn look_for_discoveries(&self) {
         let version = self.catalog.keys_version();
-        let changed = lock(&self.discoveries.seen).version != Some(version);
+        let changed = lock(&self.agents.discoveries.seen).version != Some(version);
         if changed {
             // Taken without the lock: a summary of 100,000 files is a map.
             let files = self.catalog.files();
-            let mut seen = lock(&self.discoveries.seen);
+            let mut seen = lock(&self.agents.discoveries.seen);
             let first = seen.version.is_none();
             let now = Instant::now();
             for key in files.keys() {
@@ -55,7 +55,7 @@ impl Core {
             seen.version = Some(version);
         }
         let due: Vec<SessionKey> = {
-            let mut seen = lock(&self.discoveries.seen);
+            let mut seen = lock(&self.agents.discoveries.seen);
             let due: Vec<SessionKey> = seen
                 .held
                 .iter()
@@ -68,14 +68,14 @@ impl Core {
             due
         };
         for key in due {
-            let recorded = self.sidecar.get(key.as_str()).is_some();
+            let recorded = self.organize.sidecar.get(key.as_str()).is_some();
             if recorded || self.conversation_owner(&key).is_some() {
                 continue;
             }
             let Ok(meta) = self.meta_value(&key) else {
                 continue;
             };
-            self.event_stream.append(
+            self.agents.event_stream.append(
                 crate::clock::now_ms(),
                 key.as_str(),
                 "discovered",

@@ -147,7 +147,7 @@ impl Core {
             move || core.prompt(&key, &text, &stage),
         );
         if watched {
-            self.waits.watch(self, Box::new(close));
+            self.agents.waits.watch(self, Box::new(close));
         }
     }
 }

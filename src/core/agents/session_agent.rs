@@ -764,7 +764,7 @@ impl Core {
             inner.evidence_ms = now;
             inner.queue(&mut changes, now);
         }
-        *lock(&rt.agent.stream) = Some(self.event_stream.clone());
+        *lock(&rt.agent.stream) = Some(self.agents.event_stream.clone());
         {
             let mut log_slot = lock(&rt.agent.log);
             if log_slot.as_ref().is_none_or(|l| l.path() != files.events) {
@@ -787,7 +787,7 @@ impl Core {
 
     /// Writes the queued changes and wakes whoever waits on them.
     fn agent_changed(&self, rt: &SessionRuntime) {
-        changed(rt, &self.waits);
+        changed(rt, &self.agents.waits);
     }
 
     /// One look at a live session: new hook lines, the screen or the
@@ -1040,7 +1040,7 @@ impl Core {
 
     /// The state a session shows: its tracker's, `stopped` when it has none.
     pub(crate) fn agent_state(&self, key: &SessionKey) -> State {
-        lock(&self.sessions)
+        lock(&self.sessions.runtimes)
             .get(key)
             .map_or(State::Stopped, |rt| rt.agent.state())
     }
@@ -1054,14 +1054,14 @@ impl Core {
     /// Where the session's `events` are kept.
     /// The root `events` file (see [`crate::agent::stream`]).
     pub fn event_stream_path(&self) -> std::path::PathBuf {
-        self.event_stream.path().to_path_buf()
+        self.agents.event_stream.path().to_path_buf()
     }
 
     /// The root `events` file's inode on disk now, its low bits (0 while
     /// there is none).
     pub fn event_stream_file(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(self.event_stream.path())
+        std::fs::metadata(self.agents.event_stream.path())
             .map_or(0, |m| m.ino() & crate::agent::stream::FILE_ID_BITS)
     }
 
@@ -1073,7 +1073,7 @@ impl Core {
         if file == 0 {
             return Ok(None);
         }
-        let now = self.event_stream.path().to_path_buf();
+        let now = self.agents.event_stream.path().to_path_buf();
         let before = crate::agent::stream::rotated_path(&now);
         for path in [now, before] {
             if std::fs::metadata(&path)
@@ -1575,7 +1575,7 @@ pub(in crate::core) fn start(core: &Arc<Core>) {
         .spawn(move || loop {
             ACTIVITY.pause();
             let Some(core) = core.upgrade() else { return };
-            let live: Vec<Arc<SessionRuntime>> = lock(&core.sessions)
+            let live: Vec<Arc<SessionRuntime>> = lock(&core.sessions.runtimes)
                 .values()
                 .filter(|rt| rt.live_client().is_some())
                 .cloned()

@@ -192,7 +192,7 @@ impl Core {
     pub(crate) fn wait_ready_or_wake(&self, key: &SessionKey, waker: Option<Waker>) -> bool {
         // Kept before looking, so that a change in between still wakes.
         if let Some(w) = waker {
-            if !self.waits.on_change(w) {
+            if !self.agents.waits.on_change(w) {
                 return true;
             }
         }
@@ -221,7 +221,7 @@ impl Core {
                 format!("{key} is {}", self.agent_state(key)),
             )));
         }
-        let shared = &self.waits.shared;
+        let shared = &self.agents.waits.shared;
         {
             let mut pending = lock(&shared.pending);
             if pending.reads.len() >= MAX_WAITS {
@@ -237,7 +237,7 @@ impl Core {
                 reply,
             });
         }
-        self.waits.start(self);
+        self.agents.waits.start(self);
         shared.wake.notify_all();
     }
 }

@@ -238,7 +238,7 @@ impl Core {
             }
             Ok(())
         };
-        let record = self.sidecar.prepare(mark)?;
+        let record = self.organize.sidecar.prepare(mark)?;
         for ((key, _), copy) in ready.iter().zip(&mut copies) {
             if key.engine() == HOSTED {
                 continue;
@@ -251,7 +251,7 @@ impl Core {
             // Nothing runs it here or anywhere and no earlier daemon kept
             // its ring: nothing to reap or keep (most of what
             // `archive-older` archives).
-            let idle = !lock(&self.sessions).contains_key(key)
+            let idle = !lock(&self.sessions.runtimes).contains_key(key)
                 && !self.paths.record(key).exists()
                 && !self.paths.socket(key).exists()
                 && !self.paths.ring(key).exists();
@@ -278,7 +278,7 @@ impl Core {
             }
             rt.clear_screen();
         }
-        self.sidecar.commit(record, mark)?;
+        self.organize.sidecar.commit(record, mark)?;
         let now = crate::clock::now_ms();
         let mut archived = Vec::with_capacity(ready.len());
         for (key, _) in ready {
@@ -286,7 +286,7 @@ impl Core {
             // not archived) and after the processes were ended would
             // leave an archived session running: ended too.
             let raced = key.engine() != HOSTED
-                && lock(&self.sessions).get(&key).is_some_and(|rt| {
+                && lock(&self.sessions.runtimes).get(&key).is_some_and(|rt| {
                     let state = lock(&rt.state);
                     state.opening.is_some() || state.client.is_some()
                 });
@@ -295,7 +295,8 @@ impl Core {
             }
             self.record_changed(&key);
             log::info!("{key}: archived");
-            self.event_stream
+            self.agents
+                .event_stream
                 .append(now, key.as_str(), "archived", serde_json::json!({}));
             archived.push(key);
         }
@@ -314,7 +315,7 @@ impl Core {
             log::warn!("{key}: {}", e.message);
         }
         log::info!("{key}: unarchived");
-        self.event_stream.append(
+        self.agents.event_stream.append(
             crate::clock::now_ms(),
             key.as_str(),
             "unarchived",
@@ -347,7 +348,7 @@ impl Core {
     fn set_meta(&self, key: &SessionKey, change: impl FnOnce(&mut SessionMeta)) -> Result<()> {
         // A discovered conversation was created when its store began.
         let created = self.row(key).meta.created_ms;
-        self.sidecar.update(|all| {
+        self.organize.sidecar.update(|all| {
             let meta = all.entry_or(key.as_str(), || SessionMeta {
                 created_ms: created,
                 ..Default::default()
@@ -362,7 +363,7 @@ impl Core {
     /// Whether the session has ever run (its workspace is then fixed).
     fn launched(&self, key: &SessionKey) -> bool {
         // Looked at, not created: a session never opened has no runtime.
-        let here = lock(&self.sessions).get(key).is_some_and(|rt| {
+        let here = lock(&self.sessions.runtimes).get(key).is_some_and(|rt| {
             let state = lock(&rt.state);
             state.client.is_some() || state.launched.is_some()
         });
@@ -413,7 +414,7 @@ impl Core {
     /// between the root and `archived/` by anything but a rename (a rename
     /// moves the kernel's entry itself).
     pub fn on_moved(&self, hook: crate::core::MovesHook) {
-        self.moved_hook.set(hook, "moved");
+        self.organize.moved_hook.set(hook, "moved");
     }
 
     pub(in crate::core) fn moved(&self, key: &SessionKey) {
@@ -421,7 +422,7 @@ impl Core {
     }
 
     pub(in crate::core) fn moved_all(&self, keys: &[SessionKey]) {
-        if let Some(hook) = self.moved_hook.get() {
+        if let Some(hook) = self.organize.moved_hook.get() {
             (hook.0)(keys);
         }
     }
@@ -430,11 +431,11 @@ impl Core {
     /// session's record (project, favourite, archive...), after which its
     /// links in the views may name nothing.
     pub fn on_members_changed(&self, hook: crate::core::SessionHook) {
-        self.members_hook.set(hook, "members");
+        self.organize.members_hook.set(hook, "members");
     }
 
     pub(in crate::core) fn record_changed(&self, key: &SessionKey) {
-        self.members_hook.call(key);
+        self.organize.members_hook.call(key);
     }
 
     /// Checks a whole new `meta.json` from an editor that read `seen`,
@@ -520,7 +521,7 @@ mod tests {
         let rt = core.session_runtime(&key).unwrap();
         rt.scrollback.append(b"history\n");
         drop(rt);
-        lock(&core.sessions).remove(&key);
+        lock(&core.sessions.runtimes).remove(&key);
         let ring = core.paths.ring(&key);
         assert!(ring.exists(), "the ring is kept in {}", ring.display());
         let archived = core.archive_older(crate::clock::now_ms() + 60_000).unwrap();

@@ -59,14 +59,14 @@ fn first_entry_ts(path: &Path) -> Option<Option<u64>> {
 impl Core {
     /// The times of hosted session `id`'s transcript (none without one).
     pub(in crate::core) fn hosted_times(&self, id: &str) -> HostedTimes {
-        let path = self.slots.transcript_path(id);
+        let path = self.records.slots.transcript_path(id);
         let Ok(meta) = std::fs::metadata(&path) else {
             return HostedTimes::default();
         };
         let mtime_ms = ms(meta.modified());
         let (ino, len) = (meta.ino(), meta.len());
         let known = {
-            let mut seen = lock(&self.listings.hosted_created.seen);
+            let mut seen = lock(&self.organize.listings.hosted_created.seen);
             seen.get_mut(id)
                 .filter(|s| s.ino == ino && s.len <= len)
                 .map(|s| {
@@ -85,7 +85,7 @@ impl Core {
         let created_ms = first.flatten().or(made);
         if let (Some(_), Some(created)) = (first, created_ms) {
             // The first entry is there: what it says holds.
-            lock(&self.listings.hosted_created.seen).insert(
+            lock(&self.organize.listings.hosted_created.seen).insert(
                 id.to_string(),
                 Seen {
                     ino,
@@ -102,7 +102,7 @@ impl Core {
 
     /// Forgets the transcripts that are gone.
     pub(in crate::core) fn keep_hosted_times(&self, ids: &HashSet<&str>) {
-        lock(&self.listings.hosted_created.seen).retain(|id, _| ids.contains(id.as_str()));
+        lock(&self.organize.listings.hosted_created.seen).retain(|id, _| ids.contains(id.as_str()));
     }
 }
 
@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn the_first_entry_dates_a_transcript_until_it_is_replaced() {
         let (core, _dir) = Core::for_tests(&[]);
-        let path = core.slots.transcript_path("h");
+        let path = core.records.slots.transcript_path("h");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         assert!(core.hosted_times("h").created_ms.is_none());
         // No whole line yet: the file's birth, not kept.
@@ -138,6 +138,6 @@ mod tests {
         let created = core.hosted_times("h").created_ms.unwrap();
         assert!(created > 7);
         core.keep_hosted_times(&HashSet::new());
-        assert!(lock(&core.listings.hosted_created.seen).is_empty());
+        assert!(lock(&core.organize.listings.hosted_created.seen).is_empty());
     }
 }

@@ -191,9 +191,9 @@ impl Core {
     fn members_stamp(&self) -> MembersStamp {
         MembersStamp {
             conversations: self.catalog.keys_version(),
-            records: self.sidecar.generation(),
-            connections: self.members.connections.count(),
-            hosted: self.slots.transcripts_changed(),
+            records: self.organize.sidecar.generation(),
+            connections: self.organize.members.connections.count(),
+            hosted: self.records.slots.transcripts_changed(),
         }
     }
 
@@ -204,13 +204,15 @@ impl Core {
     pub(in crate::core) fn membership(&self) -> Arc<Membership> {
         // Taken before the rows, so a change in between makes it again.
         let mut stamp = self.members_stamp();
-        let prior = lock(&self.members.current).as_ref().map(|current| {
-            (
-                current.stamp,
-                current.settled || current.made.elapsed() < SETTLE,
-                current.membership.clone(),
-            )
-        });
+        let prior = lock(&self.organize.members.current)
+            .as_ref()
+            .map(|current| {
+                (
+                    current.stamp,
+                    current.settled || current.made.elapsed() < SETTLE,
+                    current.membership.clone(),
+                )
+            });
         if let Some((then, fresh, membership)) = prior {
             if then == stamp && fresh {
                 return membership;
@@ -220,16 +222,15 @@ impl Core {
                 ..then
             } == stamp;
             if only_records && fresh {
-                let moved =
-                    self.sidecar
-                        .changes_since(then.records)
-                        .and_then(|(generation, changes)| {
-                            stamp.records = generation;
-                            self.moved_membership(&membership, &changes)
-                        });
+                let moved = self.organize.sidecar.changes_since(then.records).and_then(
+                    |(generation, changes)| {
+                        stamp.records = generation;
+                        self.moved_membership(&membership, &changes)
+                    },
+                );
                 if let Some(moved) = moved {
                     let moved = Arc::new(moved);
-                    let mut current = lock(&self.members.current);
+                    let mut current = lock(&self.organize.members.current);
                     if let Some(current) = current.as_mut().filter(|c| c.stamp == then) {
                         current.stamp = stamp;
                         current.membership = moved.clone();
@@ -243,7 +244,7 @@ impl Core {
         let settled = stamp
             .hosted
             .is_none_or(|at| at + SETTLE <= SystemTime::now());
-        *lock(&self.members.current) = Some(Current {
+        *lock(&self.organize.members.current) = Some(Current {
             stamp,
             made: Instant::now(),
             settled,
@@ -279,7 +280,7 @@ impl Core {
             // Listed without a record: a conversation in a store, or live here.
             let bare = (self.catalog.kind_of(key.engine()).is_some()
                 && self.catalog.find(&key).is_some())
-                || lock(&self.sessions)
+                || lock(&self.sessions.runtimes)
                     .get(&key)
                     .is_some_and(|rt| rt.live_client().is_some());
             if before.is_some() || bare {
@@ -308,7 +309,8 @@ mod tests {
 
     /// `n` shell sessions; the even ones in project `web`.
     fn sessions(core: &Core, n: usize) {
-        core.sidecar
+        core.organize
+            .sidecar
             .update(|all| {
                 for i in 0..n {
                     let meta = SessionMeta {
@@ -324,7 +326,8 @@ mod tests {
     }
 
     fn set_project(core: &Core, key: &str, project: Option<&str>) {
-        core.sidecar
+        core.organize
+            .sidecar
             .update(|all| {
                 all.get_mut(key).unwrap().project = project.map(str::to_string);
                 Ok(())
@@ -342,7 +345,7 @@ mod tests {
         let talker = core
             .session_runtime(&SessionKey::parse("shell:s1").unwrap())
             .unwrap();
-        let before = core.listings.gathered();
+        let before = core.organize.listings.gathered();
         // What `ls -l projects/web/` does per link while one session
         // prints: the path walk looks the facet up and asks its attributes.
         for i in 0..100 {
@@ -359,7 +362,7 @@ mod tests {
             assert!(listed.iter().any(|e| e.name == "web"));
             files.releasedir(fh);
         }
-        let gathered = core.listings.gathered() - before;
+        let gathered = core.organize.listings.gathered() - before;
         assert!(
             gathered <= 1,
             "{gathered} listings gathered for 100 walks and listings"
@@ -397,8 +400,9 @@ mod tests {
         assert!(files.getattr(ROOT, None, 0).unwrap().mtime >= root_time);
 
         // Archived sessions are in no facet; a new record is in its engine's.
-        let recorded: Vec<String> = core.sidecar.all().into_keys().collect();
-        core.sidecar
+        let recorded: Vec<String> = core.organize.sidecar.all().into_keys().collect();
+        core.organize
+            .sidecar
             .update(|all| {
                 for key in &recorded {
                     if let Some(meta) = all.get_mut(key) {
@@ -445,11 +449,12 @@ mod tests {
         sessions(&core, 50);
         let mut rng = crate::transcript::testgen::Rng::new(7);
         core.membership();
-        let gathered = core.listings.gathered();
+        let gathered = core.organize.listings.gathered();
         for round in 0..300 {
             let key = format!("shell:s{}", rng.below(60));
             let pick = rng.below(6);
-            core.sidecar
+            core.organize
+                .sidecar
                 .update(|all| {
                     match pick {
                         0 => all.remove(&key),
@@ -481,7 +486,7 @@ mod tests {
             }
         }
         assert_eq!(
-            core.listings.gathered() - gathered,
+            core.organize.listings.gathered() - gathered,
             300,
             "only the checks gathered"
         );

@@ -304,7 +304,7 @@ impl Core {
             .and_then(|m| m.modified())
             .ok()
             .hash(&mut runtimes);
-        for (key, rt) in lock(&self.sessions).iter() {
+        for (key, rt) in lock(&self.sessions.runtimes).iter() {
             let state = lock(&rt.state);
             (
                 key,
@@ -319,12 +319,12 @@ impl Core {
             rt.agent.version().hash(&mut runtimes);
         }
         let mut hosted = std::collections::hash_map::DefaultHasher::new();
-        for id in self.slots.transcripts() {
-            (path_mtime_ms(&self.slots.transcript_path(&id)), id).hash(&mut hosted);
+        for id in self.records.slots.transcripts() {
+            (path_mtime_ms(&self.records.slots.transcript_path(&id)), id).hash(&mut hosted);
         }
         Stamp {
             catalog: self.catalog.version(),
-            sidecar: self.sidecar.generation(),
+            sidecar: self.organize.sidecar.generation(),
             runtimes: runtimes.finish(),
             hosted: hosted.finish(),
         }
@@ -347,7 +347,7 @@ impl Core {
     /// `summaries`, the summaries read; `stamp` taken after that.
     fn rows_as_of(&self, stamp: Stamp, summaries: bool) -> Arc<Vec<SessionRow>> {
         if !summaries {
-            if let Some(rows) = cached(&self.listings.rows, stamp) {
+            if let Some(rows) = cached(&self.organize.listings.rows, stamp) {
                 return rows;
             }
         }
@@ -357,22 +357,25 @@ impl Core {
                 .iter()
                 .all(|r| r.store.as_ref().is_none_or(|s| s.is_summarised()))
         {
-            *lock(&self.listings.rows) = Some((stamp, Instant::now(), rows.clone()));
+            *lock(&self.organize.listings.rows) = Some((stamp, Instant::now(), rows.clone()));
         }
         rows
     }
 
     pub(in crate::core) fn gather_rows(&self) -> Vec<SessionRow> {
         #[cfg(test)]
-        self.listings
+        self.organize
+            .listings
             .gathered
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut sidecar = self.sidecar.all();
+        let mut sidecar = self.organize.sidecar.all();
         let files = self.catalog.files();
-        let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> = lock(&self.sessions).clone();
+        let runtimes: HashMap<SessionKey, Arc<SessionRuntime>> =
+            lock(&self.sessions.runtimes).clone();
         let crate::core::organize::run_stamps::RuntimeDir { sockets, stamps } =
             self.read_runtime_dir(&runtimes);
         let hosted: HashMap<String, HostedTimes> = self
+            .records
             .slots
             .transcripts()
             .into_iter()
@@ -563,7 +566,7 @@ impl Core {
     /// One session's row, read without gathering the others.
     pub(crate) fn row(&self, key: &SessionKey) -> SessionRow {
         self.bind_if_pending(key);
-        let mut meta = self.sidecar.get(&key.to_string());
+        let mut meta = self.organize.sidecar.get(&key.to_string());
         // As in `gather_rows`: a conversation found, perhaps not recorded yet.
         if let (Some(meta), Some(found)) = (meta.as_mut(), self.found_conversation(key)) {
             meta.conversation = Some(found);
@@ -586,7 +589,7 @@ impl Core {
         } else {
             None
         };
-        let runtime = lock(&self.sessions).get(key).cloned();
+        let runtime = lock(&self.sessions.runtimes).get(key).cloned();
         let record_ms = match runtime {
             None => stamped_activity_ms(&self.paths.record(key)),
             Some(_) => None,
@@ -664,14 +667,14 @@ impl Core {
         self.bind_launched();
         self.catalog.summarised();
         let stamp = self.listing_stamp();
-        if let Some(text) = cached(&self.listings.sessions_json, stamp) {
+        if let Some(text) = cached(&self.organize.listings.sessions_json, stamp) {
             return text;
         }
         // The old text goes before the new one is made: at 100,000
         // sessions each is tens of megabytes.
-        lock(&self.listings.sessions_json).take();
+        lock(&self.organize.listings.sessions_json).take();
         let text = Arc::new(self.render_sessions_json(&self.rows_as_of(stamp, true)));
-        *lock(&self.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
+        *lock(&self.organize.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
         text
     }
 
@@ -708,7 +711,7 @@ impl Core {
 
     /// What the views group one session by: archived, favourite, project.
     pub fn flags(&self, key: &SessionKey) -> (bool, bool, Option<String>) {
-        let meta = self.sidecar.get(key.as_str()).unwrap_or_default();
+        let meta = self.organize.sidecar.get(key.as_str()).unwrap_or_default();
         (meta.archived, meta.favourite, meta.project)
     }
 
@@ -744,9 +747,9 @@ pub(in crate::core) fn start_janitor(core: &Arc<Core>) {
         .spawn(move || loop {
             std::thread::sleep(CACHE_FOR);
             let Some(core) = core.upgrade() else { return };
-            core.listings.expire();
+            core.organize.listings.expire();
             core.forget_unused_runtimes();
-            core.sidecar.compact_if_due();
+            core.organize.sidecar.compact_if_due();
         });
     if let Err(e) = spawned {
         log::warn!("cannot start the listing janitor: {e}");
@@ -936,7 +939,8 @@ mod tests {
             std::os::unix::net::UnixListener::bind(core.paths.socket(&key("plain"))).unwrap();
         let _hashed =
             std::os::unix::net::UnixListener::bind(core.paths.socket(&key(&long))).unwrap();
-        core.sidecar
+        core.organize
+            .sidecar
             .update(|all| {
                 let meta = all.entry_or("claude:recorded", SessionMeta::default);
                 meta.favourite = true;

@@ -73,7 +73,7 @@ impl Core {
         }
         // Taken out so that no lock is held while records are read; a
         // listing made meanwhile reads them afresh.
-        let old = std::mem::take(&mut *lock(&self.listings.records.seen));
+        let old = std::mem::take(&mut *lock(&self.organize.listings.records.seen));
         let mut seen = HashMap::with_capacity(records.len());
         let mut stamps = HashMap::with_capacity(records.len());
         for (name, ino) in records {
@@ -115,7 +115,7 @@ impl Core {
             seen.insert(name, entry);
         }
         drop(old);
-        *lock(&self.listings.records.seen) = seen;
+        *lock(&self.organize.listings.records.seen) = seen;
         RuntimeDir { sockets, stamps }
     }
 }

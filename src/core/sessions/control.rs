@@ -77,7 +77,7 @@ impl Core {
     /// hand-off to the pool. `None` when the write must go to the pool
     /// (it would open the session, or wait).
     pub fn write_input_now(&self, key: &SessionKey, data: &[u8]) -> Option<usize> {
-        let rt = lock(&self.sessions).get(key).cloned()?;
+        let rt = lock(&self.sessions.runtimes).get(key).cloned()?;
         let client = {
             let state = lock(&rt.state);
             if state.opening.is_some() || state.stopping.is_some() {
@@ -96,7 +96,7 @@ impl Core {
         rt.note_input();
         crate::core::agents::session_agent::process(
             rt,
-            &self.waits,
+            &self.agents.waits,
             crate::agent::state::Signal::Answered,
         );
         crate::core::agents::session_agent::poke();
@@ -241,14 +241,14 @@ impl Core {
             (state.client.take(), state.record.clone())
         };
         if let Some(client) = client {
-            self.members.connections.changed();
+            self.organize.members.connections.changed();
             client.detach();
         }
         // Stopped from now, for whoever reads `state` before the processes
         // are gone (an archive answers before that).
         crate::core::agents::session_agent::process(
             &rt,
-            &self.waits,
+            &self.agents.waits,
             crate::agent::state::Signal::MasterGone,
         );
         let end = EndProcesses {
@@ -256,7 +256,7 @@ impl Core {
             key: key.clone(),
             known,
             rt: rt.clone(),
-            waits: self.waits.clone(),
+            waits: self.agents.waits.clone(),
             flight,
         };
         (rt, end)

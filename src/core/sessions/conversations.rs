@@ -88,7 +88,7 @@ impl Core {
     /// The conversation this daemon found a launched session going on as,
     /// whether or not the sidecar records it yet.
     pub(in crate::core) fn found_conversation(&self, key: &SessionKey) -> Option<String> {
-        let rt = lock(&self.sessions).get(key).cloned()?;
+        let rt = lock(&self.sessions.runtimes).get(key).cloned()?;
         let found = lock(&rt.state).conversation.clone();
         found
     }
@@ -107,6 +107,7 @@ impl Core {
     /// or found by this daemon.
     pub(in crate::core) fn claimed_conversations(&self, engine: &str) -> HashSet<String> {
         let mut claimed: HashSet<String> = self
+            .organize
             .sidecar
             .all()
             .into_iter()
@@ -115,7 +116,7 @@ impl Core {
                 (key.engine() == engine).then_some(meta.conversation)?
             })
             .collect();
-        let runtimes: Vec<Arc<SessionRuntime>> = lock(&self.sessions)
+        let runtimes: Vec<Arc<SessionRuntime>> = lock(&self.sessions.runtimes)
             .iter()
             .filter(|(k, _)| k.engine() == engine)
             .map(|(_, rt)| rt.clone())
@@ -138,7 +139,7 @@ impl Core {
             _ => false,
         };
         if !may_bind {
-            lock(&self.pending_binds.pending).remove(key);
+            lock(&self.sessions.pending_binds.pending).remove(key);
             return;
         }
         let unbound = Unbound {
@@ -146,7 +147,7 @@ impl Core {
             conversation: self.conversation_id(key),
             searched: None,
         };
-        lock(&self.pending_binds.pending).insert(key.clone(), unbound);
+        lock(&self.sessions.pending_binds.pending).insert(key.clone(), unbound);
     }
 
     /// Binds the sessions launched here whose engine may since have named
@@ -155,7 +156,10 @@ impl Core {
     /// forgotten once bound, once it has a store it keeps, or after a last
     /// search once it has ended.
     pub(in crate::core) fn bind_launched(&self) {
-        let keys: Vec<SessionKey> = lock(&self.pending_binds.pending).keys().cloned().collect();
+        let keys: Vec<SessionKey> = lock(&self.sessions.pending_binds.pending)
+            .keys()
+            .cloned()
+            .collect();
         if keys.is_empty() {
             return;
         }
@@ -167,14 +171,14 @@ impl Core {
 
     /// [`Core::bind_launched`] for one session.
     pub(in crate::core) fn bind_if_pending(&self, key: &SessionKey) {
-        if lock(&self.pending_binds.pending).contains_key(key) {
+        if lock(&self.sessions.pending_binds.pending).contains_key(key) {
             self.bind_pending(key, self.catalog.version());
         }
     }
 
     /// `version`: the catalog's, taken before any search.
     fn bind_pending(&self, key: &SessionKey, version: u64) {
-        let Some(unbound) = lock(&self.pending_binds.pending).get(key).cloned() else {
+        let Some(unbound) = lock(&self.sessions.pending_binds.pending).get(key).cloned() else {
             return;
         };
         let last = match self.next_bind(key, &unbound, version) {
@@ -185,7 +189,7 @@ impl Core {
                 last
             }
         };
-        let mut pending = lock(&self.pending_binds.pending);
+        let mut pending = lock(&self.sessions.pending_binds.pending);
         // Unless launched again meanwhile.
         if let Some(now) = pending
             .get_mut(key)
@@ -202,7 +206,7 @@ impl Core {
     /// What a pending session needs, from cheap looks only: its state, its
     /// record, one store lookup.
     fn next_bind(&self, key: &SessionKey, unbound: &Unbound, version: u64) -> Next {
-        let Some(rt) = lock(&self.sessions).get(key).cloned() else {
+        let Some(rt) = lock(&self.sessions.runtimes).get(key).cloned() else {
             return Next::Done;
         };
         let (live, searched_lately) = {
@@ -250,7 +254,7 @@ impl Core {
         conversation: &SessionKey,
         current: Option<&StoreFile>,
     ) -> Option<StoreFile> {
-        let rt = lock(&self.sessions).get(key).cloned()?;
+        let rt = lock(&self.sessions.runtimes).get(key).cloned()?;
         let (since, resumed) = {
             let mut state = lock(&rt.state);
             let launched = state.launched?;
@@ -301,7 +305,7 @@ impl Core {
         found: String,
         since: u64,
     ) {
-        let sidecar = self.sidecar.clone();
+        let sidecar = self.organize.sidecar.clone();
         let answer = Recorded {
             key: key.clone(),
             rt,
@@ -398,7 +402,7 @@ mod tests {
         }
 
         fn pending(&self) -> usize {
-            lock(&self.core.pending_binds.pending).len()
+            lock(&self.core.sessions.pending_binds.pending).len()
         }
     }
 

@@ -261,7 +261,7 @@ impl Core {
             }
         };
         if generation.is_some() {
-            self.members.connections.changed();
+            self.organize.members.connections.changed();
         }
         let Some(generation) = generation else {
             // `stop` came while this was opening: it wins.
@@ -288,9 +288,9 @@ impl Core {
             opened.outcome,
             opened.record.as_ref().map(|r| r.master_pid)
         );
-        if self.sidecar.get(&key.to_string()).is_none() {
+        if self.organize.sidecar.get(&key.to_string()).is_none() {
             // A live master found on disk becomes a known session.
-            let _ = self.sidecar.update(|all| {
+            let _ = self.organize.sidecar.update(|all| {
                 all.entry_or(key.as_str(), || SessionMeta {
                     created_ms: opened.record.as_ref().map_or_else(now_ms, |r| r.started_ms),
                     ..Default::default()
@@ -299,10 +299,10 @@ impl Core {
             });
         }
         let reader_rt = rt.clone();
-        let reader_waits = self.waits.clone();
+        let reader_waits = self.agents.waits.clone();
         let reader_client = client.clone();
         let sink_rt = rt.clone();
-        let connections = self.members.connections.clone();
+        let connections = self.organize.members.connections.clone();
         let on_end = move |ended: Ended| {
             // Writers still waiting on this master fail now, not at their deadline.
             reader_client.close();
@@ -340,7 +340,8 @@ impl Core {
                 );
             }
         };
-        self.output_readers
+        self.sessions
+            .output_readers
             .watch(
                 opened.reader,
                 Box::new(move |bytes| sink_rt.take_output(bytes)),
@@ -426,7 +427,7 @@ impl Core {
             let Ok(key) = SessionKey::parse(&record.key) else {
                 continue;
             };
-            if lock(&self.sessions)
+            if lock(&self.sessions.runtimes)
                 .get(&key)
                 .is_some_and(|rt| lock(&rt.state).client.is_some())
                 || crate::procinfo::is_dtach_master(record.master_pid, &self.paths.socket(&key))

@@ -72,7 +72,7 @@ impl Core {
                 }
                 let id = id.unwrap_or_else(new_session_id);
                 let key = self.create(&format!("{engine}:{id}"))?;
-                self.sidecar.update(|all| {
+                self.organize.sidecar.update(|all| {
                     if let Some(meta) = all.get_mut(&key.to_string()) {
                         meta.workspace = workspace;
                         meta.title = title;

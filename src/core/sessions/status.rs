@@ -45,7 +45,7 @@ pub(in crate::core) struct Usage {
 
 impl Core {
     pub(in crate::core) fn state_name(&self, key: &SessionKey) -> &'static str {
-        let rt = lock(&self.sessions).get(key).cloned();
+        let rt = lock(&self.sessions.runtimes).get(key).cloned();
         // A master stuck with a full listen queue still answers: never waits.
         rows::state_of(self.is_archived(key), rt.as_ref(), || {
             dtach::answers(&self.paths.socket(key))
@@ -56,7 +56,7 @@ impl Core {
     pub fn status(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
         // Read, not created: a session nobody opened has no runtime.
-        let rt = lock(&self.sessions).get(key).cloned();
+        let rt = lock(&self.sessions.runtimes).get(key).cloned();
         let state_name = self.state_name(key);
         let live = state_name == "live";
         let (outcome, mut record, mut error, cols, rows) = match &rt {
@@ -102,7 +102,7 @@ impl Core {
     pub fn screen(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
         // A session never opened shows a blank screen, without a mirror made for it.
-        let text = match lock(&self.sessions).get(key).cloned() {
+        let text = match lock(&self.sessions.runtimes).get(key).cloned() {
             Some(rt) => rt.screen_text(),
             None => String::new(),
         };
@@ -111,7 +111,7 @@ impl Core {
 
     /// The root `status`; `inodes` is how many inode numbers the mount holds.
     pub(in crate::core) fn root_status(&self, usage: Usage) -> Vec<u8> {
-        let live: Vec<String> = lock(&self.sessions)
+        let live: Vec<String> = lock(&self.sessions.runtimes)
             .iter()
             .filter(|(_, rt)| rt.live_client().is_some())
             .map(|(k, _)| k.to_string())
@@ -128,16 +128,16 @@ impl Core {
             "sessions": self.membership().sessions(),
             "catalog": self.catalog.stats(),
             // Sessions holding a ring and a VT mirror here: only those opened.
-            "runtimes": lock(&self.sessions).len(),
+            "runtimes": lock(&self.sessions.runtimes).len(),
             "live": live,
             "state_dir": self.config.state_dir,
             "runtime_dir": self.config.runtime_dir,
             "lock_dir": self.config.lock_dir,
-            "agent": {"run": self.slots.agent_run()},
+            "agent": {"run": self.records.slots.agent_run()},
             "slow_ops": self.work.stats(),
             "error": self.root_error(),
             "new": lock(&self.last_new).clone(),
-            "waits": self.waits.len(),
+            "waits": self.agents.waits.len(),
             "inodes": usage.inodes,
             // In whole MiB: a count of bytes would change with every open,
             // this file's own included, and `rsync`/`tar` would see it move.

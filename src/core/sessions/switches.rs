@@ -38,10 +38,11 @@ impl Core {
         &self,
         conversation: &SessionKey,
     ) -> Option<SessionKey> {
-        if let Some(owner) = lock(&self.owners.seen).get(conversation) {
+        if let Some(owner) = lock(&self.sessions.owners.seen).get(conversation) {
             return Some(owner.clone());
         }
         if let Some(owner) = self
+            .organize
             .sidecar
             .owner_of(conversation)
             .and_then(|k| SessionKey::parse(&k).ok())
@@ -56,7 +57,7 @@ impl Core {
     pub(in crate::core) fn written_by_other(&self, conversation: &SessionKey) -> bool {
         self.catalog.kind_of(conversation.engine()).is_some()
             && self.conversation_owner(conversation).is_some()
-            && lock(&self.sessions)
+            && lock(&self.sessions.runtimes)
                 .get(conversation)
                 .is_none_or(|rt| rt.live_client().is_none())
     }
@@ -65,7 +66,7 @@ impl Core {
     /// live claims name (made by a hook while no daemon ran, or by another
     /// daemon): listed as their sessions, not on their own.
     pub(in crate::core) fn switched_conversations(&self) -> Vec<SessionKey> {
-        let mut keys: Vec<SessionKey> = lock(&self.owners.seen).keys().cloned().collect();
+        let mut keys: Vec<SessionKey> = lock(&self.sessions.owners.seen).keys().cloned().collect();
         let Ok(dir) = std::fs::read_dir(claims::dir(&self.config.lock_dir)) else {
             return keys;
         };
@@ -132,7 +133,7 @@ impl Core {
         lock(&rt.state).conversation = Some(to.to_string());
         rt.agent.own_id(to);
         {
-            let mut seen = lock(&self.owners.seen);
+            let mut seen = lock(&self.sessions.owners.seen);
             seen.insert(to_key.clone(), key.clone());
             if let Ok(from_key) = SessionKey::new(key.engine(), &from) {
                 if from_key != *key {
@@ -140,7 +141,7 @@ impl Core {
                 }
             }
         }
-        lock(&self.transcripts).remove(key);
+        lock(&self.sessions.transcripts).remove(key);
         log::info!("{key}: its agent now writes {to_key} ({why}); before, {from}");
         // The kernel may hold `to` as a directory of its own: it is a link now.
         self.moved(&to_key);
@@ -157,7 +158,7 @@ impl Core {
         from: String,
         to: SessionKey,
     ) {
-        let sidecar = self.sidecar.clone();
+        let sidecar = self.organize.sidecar.clone();
         let lock_dir = self.config.lock_dir.clone();
         let agent_pid = lock(&rt.state).record.as_ref().map_or(0, |r| r.agent_pid);
         let created = self.row(key).meta.created_ms;

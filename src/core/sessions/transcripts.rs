@@ -82,9 +82,9 @@ impl Core {
         &self,
         key: &SessionKey,
     ) -> Result<(PathBuf, Arc<EntryIndex>)> {
-        let path = self.slots.transcript_path(key.id());
+        let path = self.records.slots.transcript_path(key.id());
         let failed = |e: std::io::Error| Error::io(&format!("cannot read {}", path.display()), &e);
-        let known = lock(&self.hosted)
+        let known = lock(&self.records.hosted)
             .get(key.id())
             .cloned()
             .unwrap_or_default();
@@ -95,7 +95,7 @@ impl Core {
         let mut index = (*known).clone();
         index.refresh(&path).map_err(failed)?;
         let index = Arc::new(index);
-        lock(&self.hosted).insert(key.id().to_string(), index.clone());
+        lock(&self.records.hosted).insert(key.id().to_string(), index.clone());
         Ok((path, index))
     }
 
@@ -121,7 +121,7 @@ impl Core {
                 refusal.error
             }
         })?;
-        cached_index(&self.transcripts, key, path, kind).map(Some)
+        cached_index(&self.sessions.transcripts, key, path, kind).map(Some)
     }
 
     /// How many transcript pages there are (at least one: `page-0`).
@@ -211,7 +211,12 @@ impl Core {
             .find(&conversation)
             .ok_or_else(|| Error::not_found(format!("{conversation} has no store file")))?;
         let path = self.decoded.readable(&file).map_err(|r| r.error)?;
-        cached_index(&self.earlier_transcripts, &conversation, path, kind)
+        cached_index(
+            &self.sessions.earlier_transcripts,
+            &conversation,
+            path,
+            kind,
+        )
     }
 
     /// How many pages an earlier conversation has (at least one).

@@ -179,7 +179,7 @@ impl Core {
     /// pages' time); the record's time while it has none.
     pub fn transcript_modified(&self, key: &SessionKey) -> Result<SystemTime> {
         let path = if key.engine() == crate::core::HOSTED {
-            Some(self.slots.transcript_path(key.id()))
+            Some(self.records.slots.transcript_path(key.id()))
         } else {
             self.store_file(key).map(|f| f.path)
         };
@@ -192,7 +192,7 @@ impl Core {
     /// else its record's time.
     pub fn output_changed(&self, key: &SessionKey) -> SystemTime {
         // A ring made by a `stat` or an `open` is no output.
-        let rt = crate::sync::lock(&self.sessions).get(key).cloned();
+        let rt = crate::sync::lock(&self.sessions.runtimes).get(key).cloned();
         match rt {
             Some(rt) if !rt.scrollback().is_empty() => rt.scrollback().last_append(),
             _ => self.meta_changed(key),
