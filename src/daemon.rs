@@ -147,14 +147,17 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
                 log::error!("{}", e.message);
             }
             crate::mounts::forget(&signal_state_dir);
+            say_unmounted(&signal_mountpoint);
             std::process::exit(0);
         })
         .map_err(|e| Error::io("cannot start the signal thread", &e))?;
+    say_when_ready(&core, &mountpoint);
     session
         .run()
         .map_err(|e| Error::io("serving the mount failed", &e))?;
     log::info!("unmounted {}", mountpoint.display());
     crate::mounts::forget(&state_dir);
+    say_unmounted(&mountpoint);
     Ok(())
 }
 
@@ -208,5 +211,58 @@ fn raise_open_files_limit() {
     match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
         Ok(()) => crate::runtime::launch::keep_user_open_files_limit(soft),
         Err(e) => log::warn!("cannot raise the open files limit from {soft} to {hard}: {e}"),
+    }
+}
+
+/// Prints one line to stdout once the mount answers (a look at its root `status`
+/// goes through the kernel to the request threads): where it is, how many
+/// sessions it lists, and two commands to try.
+fn say_when_ready(core: &std::sync::Arc<Core>, mountpoint: &Path) {
+    let (core, mountpoint) = (core.clone(), mountpoint.to_path_buf());
+    let spawned = std::thread::Builder::new()
+        .name("ready".into())
+        .spawn(move || {
+            let until = std::time::Instant::now() + READY_WITHIN;
+            while std::fs::metadata(mountpoint.join("status")).is_err() {
+                if std::time::Instant::now() > until {
+                    log::warn!(
+                        "the mount at {} did not answer in time",
+                        mountpoint.display()
+                    );
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            println!("{}", ready_line(&mountpoint, core.session_count()));
+        });
+    if let Err(e) = spawned {
+        log::debug!("cannot start the ready thread: {e}");
+    }
+}
+
+/// How long the mount has to answer its first look before the ready line
+/// gives up (the request threads start right after it is asked).
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn ready_line(mountpoint: &Path, sessions: usize) -> String {
+    let m = mountpoint.display();
+    let found = match sessions {
+        1 => "1 session".to_string(),
+        n => format!("{n} sessions"),
+    };
+    format!(
+        "sessionfs: ready at {m} with {found}; try `ls {m}`, or `mkdir {m}/shell:demo && echo 'echo hi' > {m}/shell:demo/input && tail -f {m}/shell:demo/scrollback`"
+    )
+}
+
+/// One plain line when the mount goes, whichever way it went (a signal,
+/// or `fusermount3 -u`), printed once.
+fn say_unmounted(mountpoint: &Path) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        println!(
+            "sessionfs: unmounted {}; the sessions keep running, and the next mount reattaches them",
+            mountpoint.display()
+        );
     }
 }

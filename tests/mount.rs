@@ -763,3 +763,67 @@ fn a_program_that_cannot_start_fails_input_with_its_reason_at_once() {
         );
     }
 }
+
+/// A person running `sessionfs mount` in a terminal hears once that the
+/// mount is ready (where, how many sessions, what to try) and once that it
+/// is gone, however it went: a signal or `fusermount3 -u`.
+#[test]
+fn the_mount_says_when_it_is_ready_and_when_it_is_gone() {
+    let host = Host::new();
+    let mut m = host.mount("mnt");
+    let mnt = m.mnt.display().to_string();
+    wait_for(10, "the ready line", || m.out_text().contains("ready at"));
+    let out = m.out_text();
+    assert_eq!(
+        out.lines().next().unwrap(),
+        format!(
+            "sessionfs: ready at {mnt} with 0 sessions; try `ls {mnt}`, or `mkdir {mnt}/shell:demo && echo 'echo hi' > {mnt}/shell:demo/input && tail -f {mnt}/shell:demo/scrollback`"
+        )
+    );
+    // The command it suggests works as written: the shell's answer shows.
+    let suggested = out
+        .split("or `")
+        .nth(1)
+        .unwrap()
+        .trim_end()
+        .trim_end_matches('`');
+    let (make, follow) = suggested.rsplit_once(" && ").unwrap();
+    assert_eq!(follow, format!("tail -f {mnt}/shell:demo/scrollback"));
+    sh_ok(make);
+    m.wait_output_line("shell:demo", "hi");
+    sh_ok(&format!("mkdir {}", m.q("shell:second")));
+    let out_before = m.out_text();
+    assert_eq!(m.terminate(), Some(0));
+    let out = m.out_text();
+    let added: Vec<&str> = out[out_before.len()..].lines().collect();
+    assert_eq!(
+        added,
+        [format!(
+            "sessionfs: unmounted {mnt}; the sessions keep running, and the next mount reattaches them"
+        )]
+    );
+
+    let mut again = host.mount("mnt");
+    wait_for(10, "the ready line", || {
+        again.out_text().contains("ready at")
+    });
+    assert!(
+        again
+            .out_text()
+            .starts_with(&format!("sessionfs: ready at {mnt} with 2 sessions;")),
+        "{}",
+        again.out_text()
+    );
+    sh_ok(&format!("fusermount3 -u {mnt}"));
+    assert_eq!(again.wait_exit(20), Some(0));
+    assert_eq!(
+        again
+            .out_text()
+            .lines()
+            .filter(|l| l.contains("unmounted"))
+            .count(),
+        1,
+        "{}",
+        again.out_text()
+    );
+}

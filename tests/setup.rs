@@ -49,6 +49,7 @@ impl Machine {
             "chmod",
             "fusermount3",
             "dtach",
+            "cc",
             "less",
             "python3",
             "pgrep",
@@ -229,4 +230,52 @@ fn rustup_where_present_installs_a_toolchain_that_fits() {
     assert!(log.contains("toolchain install stable"), "{log}");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "rustc 1.95.0\n");
+}
+
+/// Running needs fuse3 and dtach; what only the tests drive (vim, jq,
+/// sshfs, an SSH server...) is installed by `scripts/test`, not here.
+#[test]
+fn setup_installs_what_running_needs_and_no_test_tool() {
+    let Some(cargo) = which("cargo") else {
+        panic!("`cargo` on PATH to stand as the home toolchain (scripts/setup leaves one there)");
+    };
+    let m = Machine::new("1.63.0+dfsg1-2");
+    for tool in ["fusermount3", "dtach", "vim", "jq", "sshfs", "strace"] {
+        let _ = fs::remove_file(m.bin().join(tool));
+    }
+    let home = m.dir.path().join("home");
+    let cargo_bin = home.join(".cargo/bin");
+    fs::create_dir_all(&cargo_bin).unwrap();
+    let real_dir = cargo
+        .canonicalize()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for tool in ["cargo", "rustc", "rustup"] {
+        if real_dir.join(tool).exists() {
+            std::os::unix::fs::symlink(real_dir.join(tool), cargo_bin.join(tool)).unwrap();
+        }
+    }
+    let rustup_home = std::env::var("RUSTUP_HOME")
+        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
+    let out = m.run(
+        &format!("export RUSTUP_HOME='{rustup_home}'; . scripts/setup"),
+        &home,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let installs: Vec<String> = m
+        .apt_log()
+        .lines()
+        .filter(|l| l.contains(" install "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(installs.len(), 1, "{installs:?}");
+    let packages: Vec<&str> = installs[0]
+        .split_whitespace()
+        .skip_while(|w| *w != "install")
+        .skip(1)
+        .filter(|w| !w.starts_with('-'))
+        .collect();
+    assert_eq!(packages, ["fuse3", "dtach"], "{installs:?}");
 }

@@ -84,7 +84,14 @@ fn detach(config: &Config, mountpoint: &Path) -> Result<(), String> {
 /// Mounts at `mountpoint` and serves until unmounted (with `background`,
 /// returns once the detached daemon's mount is ready).
 pub fn run(mountpoint: &Path, options: &[String], config: Option<&Path>) -> ExitCode {
-    init_logging("info");
+    // A person at a terminal reads the ready line and warnings; a log file
+    // or a service's journal keeps what the daemon did too.
+    use std::io::IsTerminal;
+    init_logging(if std::io::stderr().is_terminal() {
+        "warn"
+    } else {
+        "info"
+    });
     let result = mount_options(options).and_then(|(opts, background)| {
         let config = Config::from_env(config).map_err(|e| e.message)?;
         if background {

@@ -194,6 +194,7 @@ impl Host {
         let mnt = self.path(name);
         std::fs::create_dir_all(&mnt).unwrap();
         let log = self.path(&format!("{name}.log"));
+        let out = self.path(&format!("{name}.out"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sessionfs"));
         cmd.arg("mount")
             .args(args)
@@ -205,7 +206,7 @@ impl Host {
             .env("TERM", "xterm")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::create(&log).unwrap());
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
@@ -223,6 +224,7 @@ impl Host {
         let mount = Mount {
             mnt,
             log,
+            out,
             child: Some(child),
             _deadline: deadline,
         };
@@ -320,6 +322,8 @@ impl Drop for Host {
 pub struct Mount {
     pub mnt: PathBuf,
     pub log: PathBuf,
+    /// What the daemon printed for a person (the ready and unmounted lines).
+    pub out: PathBuf,
     child: Option<Child>,
     _deadline: Deadline,
 }
@@ -344,6 +348,11 @@ impl Mount {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// What the daemon printed on stdout so far.
+    pub fn out_text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
     }
 
     pub fn pid(&self) -> u32 {

@@ -197,6 +197,11 @@ impl Core {
         }
     }
 
+    /// How many active sessions the root lists now.
+    pub fn session_count(&self) -> usize {
+        self.membership().sessions()
+    }
+
     /// The members now: the index made before while nothing they depend on
     /// changed; moved by the records' changes when only they changed (an
     /// edit costs the same whatever the number of sessions); else made
