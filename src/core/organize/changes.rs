@@ -1,6 +1,7 @@
 //! Keeping a long list of sessions in order (SPEC §4, §6, §8, §10): the
 //! metadata files, archive and unarchive, and the listing.
 
+use crate::agent::state::State;
 use crate::atomic::{self, Durability, Pending};
 use crate::catalog::StoreFile;
 use crate::core::organize::meta_edit::{self, MetaChange};
@@ -54,22 +55,76 @@ pub fn parse_cutoff(text: &str, now_ms: u64) -> Result<u64> {
     if let Some(ms) = at.and_then(|at| u64::try_from(at.as_millisecond()).ok()) {
         return Ok(ms);
     }
-    let unit_ms = match text.chars().last() {
+    let unit_ms: u64 = match text.chars().last() {
+        Some('w') => 7 * 86_400_000,
         Some('d') => 86_400_000,
         Some('h') => 3_600_000,
         Some('m') => 60_000,
         _ => 0,
     };
-    // `get`: the last character may be several bytes long (`1é`).
+    // Digits only (`+5d`, ` 5d` and `5.5d` are no ages); `get`: the last
+    // character may be several bytes long (`1é`).
     let count: Option<u64> = text
         .get(..text.len().saturating_sub(1))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|n| n.parse().ok());
     match (unit_ms, count) {
         (u, Some(n)) if u > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(u))),
         _ => Err(Error::invalid(format!(
-            "{} is not a cutoff: use an RFC 3339 time or an age such as 30d or 12h",
+            "{} is not a cutoff: use an RFC 3339 time or an age in minutes, hours, days or weeks (45m, 12h, 30d, 2w)",
             crate::input_checks::preview(text)
         ))),
+    }
+}
+
+/// The most keys root `status` names in one `archive-older` report; the
+/// counts are always whole.
+pub(in crate::core) const REPORT_KEYS_MAX: usize = 10_000;
+
+/// What the last `archive-older` did, or would do (a dry run): root
+/// `status`'s `archive_older`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ArchiveOlderReport {
+    /// The cutoff, as a UTC time.
+    pub cutoff: String,
+    pub dry_run: bool,
+    /// How many were archived (would be, in a dry run).
+    pub archived: usize,
+    /// Their keys, at most [`REPORT_KEYS_MAX`].
+    pub keys: Vec<String>,
+    /// Sessions old enough but left alone: their agent was `busy` or
+    /// `waiting` when their turn came.
+    pub skipped: Vec<Skipped>,
+    /// How many keys the lists above leave out past the cap.
+    pub left_out: usize,
+}
+
+/// A session `archive-older` left alone, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Skipped {
+    pub key: String,
+    pub state: String,
+}
+
+impl ArchiveOlderReport {
+    fn note(&mut self, key: &SessionKey) {
+        self.archived += 1;
+        if self.keys.len() < REPORT_KEYS_MAX {
+            self.keys.push(key.to_string());
+        } else {
+            self.left_out += 1;
+        }
+    }
+
+    fn skip(&mut self, key: &SessionKey, state: State) {
+        if self.skipped.len() < REPORT_KEYS_MAX {
+            self.skipped.push(Skipped {
+                key: key.to_string(),
+                state: state.as_str().to_string(),
+            });
+        } else {
+            self.left_out += 1;
+        }
     }
 }
 
@@ -327,21 +382,51 @@ impl Core {
     /// Archives every active session whose last activity is before the
     /// cutoff, as one change (see [`Core::archive_all`]), in batches so
     /// that the kernel hears of the moves as they are made.
-    pub fn archive_older(&self, cutoff_ms: u64) -> Result<usize> {
+    pub fn archive_older(&self, cutoff_ms: u64, dry_run: bool) -> Result<ArchiveOlderReport> {
         let old: Vec<SessionKey> = self
             .rows(false)
             .iter()
             .filter(|r| !r.meta.archived && r.last_activity_ms < cutoff_ms)
             .map(|r| r.key.clone())
             .collect();
-        let mut count = 0;
+        let mut report = ArchiveOlderReport {
+            cutoff: crate::core::utc_text(cutoff_ms),
+            dry_run,
+            ..Default::default()
+        };
         for batch in old.chunks(ARCHIVE_BATCH) {
-            let archived = self.archive_all(batch)?;
-            count += archived.len();
-            self.moved_all(&archived);
+            // Judged when the batch's turn comes: no agent is stopped in
+            // the middle of a turn or of a question it asked.
+            let mut go = Vec::with_capacity(batch.len());
+            for key in batch {
+                match self.agent_state(key) {
+                    state @ (State::Busy | State::Waiting) => report.skip(key, state),
+                    _ => go.push(key.clone()),
+                }
+            }
+            let archived = if dry_run {
+                go
+            } else {
+                let archived = self.archive_all(&go)?;
+                self.moved_all(&archived);
+                archived
+            };
+            archived.iter().for_each(|key| report.note(key));
         }
-        log::info!("archive-older: {count} sessions archived");
-        Ok(count)
+        if dry_run {
+            log::info!(
+                "archive-older (dry run): {} sessions would be archived, {} skipped",
+                report.archived,
+                report.skipped.len()
+            );
+        } else {
+            log::info!(
+                "archive-older: {} sessions archived, {} skipped",
+                report.archived,
+                report.skipped.len()
+            );
+        }
+        Ok(report)
     }
 
     /// Changes the sidecar record, creating it for a discovered session.
@@ -524,8 +609,10 @@ mod tests {
         lock(&core.sessions.runtimes).remove(&key);
         let ring = core.paths.ring(&key);
         assert!(ring.exists(), "the ring is kept in {}", ring.display());
-        let archived = core.archive_older(crate::clock::now_ms() + 60_000).unwrap();
-        assert_eq!(archived, 1);
+        let archived = core
+            .archive_older(crate::clock::now_ms() + 60_000, false)
+            .unwrap();
+        assert_eq!(archived.archived, 1);
         assert!(core.is_archived(&key));
         assert!(!ring.exists(), "the kept ring file goes with the archive");
         let kept = core

@@ -33,6 +33,9 @@ pub(in crate::core) struct OrganizeState {
     /// Told when a session's metadata changed, so that it may have left a
     /// view: the kernel may hold its link there. Set once by the adapter.
     pub(in crate::core) members_hook: HookSlot<SessionHook>,
+    /// What the last `archive-older` did or would do: root `status`'s
+    /// `archive_older`.
+    pub(in crate::core) last_archive_older: std::sync::Mutex<Option<changes::ArchiveOlderReport>>,
 }
 
 impl OrganizeState {
@@ -43,6 +46,7 @@ impl OrganizeState {
             members: Default::default(),
             moved_hook: HookSlot::default(),
             members_hook: HookSlot::default(),
+            last_archive_older: Default::default(),
         }
     }
 }

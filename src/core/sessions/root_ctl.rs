@@ -84,17 +84,23 @@ impl Core {
                 Ok(())
             }
             Some("archive-older") => {
-                let cutoff = words
-                    .next()
-                    .ok_or_else(|| Error::invalid("archive-older takes CUTOFF (RFC 3339, or 30d, 12h)"))?;
+                let usage = "archive-older takes CUTOFF (RFC 3339, or an age: 45m, 12h, 30d, 2w) and then `dry-run` to only list what would go";
+                let cutoff = words.next().ok_or_else(|| Error::invalid(usage))?;
+                let dry_run = match words.next() {
+                    None => false,
+                    Some("dry-run") => true,
+                    Some(_) => return Err(Error::invalid(usage)),
+                };
                 if words.next().is_some() {
-                    return Err(Error::invalid("archive-older takes one CUTOFF"));
+                    return Err(Error::invalid(usage));
                 }
                 let cutoff_ms = organize::changes::parse_cutoff(cutoff, now_ms())?;
-                self.archive_older(cutoff_ms).map(drop)
+                let report = self.archive_older(cutoff_ms, dry_run)?;
+                *lock(&self.organize.last_archive_older) = Some(report);
+                Ok(())
             }
             Some(other) => Err(Error::invalid(format!(
-                "unknown command {}; expected `new ENGINE [id=ID] [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF`",
+                "unknown command {}; expected `new ENGINE [id=ID] [workspace=DIR] [title=TEXT]` or `archive-older CUTOFF [dry-run]`",
                 preview(other)
             ))),
             None => Err(Error::invalid("empty command")),

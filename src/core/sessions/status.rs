@@ -137,6 +137,7 @@ impl Core {
             "slow_ops": self.work.stats(),
             "error": self.root_error(),
             "new": lock(&self.last_new).clone(),
+            "archive_older": lock(&self.organize.last_archive_older).clone(),
             "waits": self.agents.waits.len(),
             "inodes": usage.inodes,
             // In whole MiB: a count of bytes would change with every open,
