@@ -1,6 +1,11 @@
 //! One error type for every operation: an errno for the kernel, a reason
 //! in words for the user (a session's `status.error`) and the log, the
 //! error from below it wraps, and how loud it is in the log.
+//!
+//! A refusal is recorded once, by `Core::record`, which logs it at its
+//! level and puts it where its user reads it; the error remembers that, so
+//! a caller that adds its context and records again updates the text the
+//! user reads without a second line in the log.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,6 +20,8 @@ pub struct Error {
     pub message: String,
     source: Option<Source>,
     level: log::Level,
+    /// Logged and put in a status already (see `Core::record`).
+    recorded: bool,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -27,6 +34,7 @@ impl Error {
             message: message.into(),
             source: None,
             level: log::Level::Warn,
+            recorded: false,
         }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -96,6 +104,11 @@ impl Error {
     pub fn level(&self) -> log::Level {
         self.level
     }
+
+    /// Marks it recorded; whether it was already.
+    pub(crate) fn mark_recorded(&mut self) -> bool {
+        std::mem::replace(&mut self.recorded, true)
+    }
 }
 
 /// Whether `errno` from a system call is a fault of the disk or of the
@@ -120,7 +133,7 @@ pub fn is_fault(errno: i32) -> bool {
 }
 
 /// Errors are the same failure when they have the same errno and reason,
-/// whatever they wrap.
+/// whatever they wrap and however they were logged.
 impl PartialEq for Error {
     fn eq(&self, other: &Self) -> bool {
         self.errno == other.errno && self.message == other.message
@@ -196,8 +209,10 @@ mod tests {
     #[test]
     fn equal_by_errno_and_reason_only() {
         let io = std::io::Error::from_raw_os_error(libc::EIO);
-        let a = Error::io("x", &io);
+        let mut a = Error::io("x", &io);
         let b = Error::new(libc::EIO, format!("x: {io}"));
+        assert!(!a.mark_recorded());
+        assert!(a.mark_recorded());
         assert_eq!(a, b);
         assert_ne!(a, Error::new(libc::EINVAL, b.message.clone()));
         assert_eq!(a.clone().with_context("c").level(), log::Level::Error);

@@ -61,8 +61,8 @@ struct Later<R> {
 }
 
 impl<R> Later<R> {
-    fn abandoned(&self, err: &Error) {
-        self.core.refuse_in(&self.concern, err.clone());
+    fn abandoned(&self, err: Error) -> Error {
+        self.core.record(&self.concern, err)
     }
 }
 
@@ -75,7 +75,7 @@ impl work::Answer<Attr> for Later<EntryReply> {
         attrs.reply_entry(self.op, result, reply);
     }
     fn abandon(self, err: Error) {
-        self.abandoned(&err);
+        let err = self.abandoned(err);
         self.done(Err(err));
     }
 }
@@ -88,7 +88,7 @@ impl work::Answer<usize> for Later<ReplyWrite> {
         }
     }
     fn abandon(self, err: Error) {
-        self.abandoned(&err);
+        let err = self.abandoned(err);
         self.done(Err(err));
     }
 }
@@ -101,7 +101,7 @@ impl work::Answer<()> for Later<ReplyEmpty> {
         }
     }
     fn abandon(self, err: Error) {
-        self.abandoned(&err);
+        let err = self.abandoned(err);
         self.done(Err(err));
     }
 }
@@ -211,11 +211,7 @@ impl SessionFs {
                 return;
             }
             Some((key, Err(e))) => {
-                let e = if e.message == crate::core::EMPTY_PROMPT {
-                    e
-                } else {
-                    self.files.core().record_refusal(&key, e)
-                };
+                let e = self.files.core().record(&Concern::Session(key), e);
                 return reply.error(fail(op, &e));
             }
             None => {}

@@ -18,7 +18,7 @@ use crate::agent::state::{
 use crate::agent::Files;
 use crate::core::agents::prompt_close::{withdrawn, PromptStage};
 use crate::core::agents::waits::Waits;
-use crate::core::{lock, Core, OpenMode, SessionRuntime};
+use crate::core::{lock, Concern, Core, OpenMode, SessionRuntime};
 use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
@@ -41,9 +41,15 @@ pub(in crate::core) const TICK: Duration = Duration::from_millis(40);
 /// Events kept per session (the oldest are dropped).
 const EVENTS_CAP: usize = 1000;
 
-/// Why a `prompt` flushed with nothing in it is refused; not recorded in
-/// `status.error`: a shell's redirection flushes once before the write.
+/// Why a `prompt` flushed with nothing in it is refused; only in the debug
+/// log, not in `status.error`: a shell's redirection flushes once before
+/// the write.
 pub const EMPTY_PROMPT: &str = "an empty prompt";
+
+/// The refusal of a prompt flushed with nothing in it.
+fn empty_prompt() -> Error {
+    Error::invalid(EMPTY_PROMPT).at_level(log::Level::Debug)
+}
 
 /// The longest prompt.
 pub const PROMPT_MAX: usize = 1 << 20;
@@ -561,7 +567,7 @@ impl PromptWrite {
         if self.buf.is_empty() {
             // A shell's `close` of the descriptor it duplicated onto stdout
             // flushes before anything is written: nothing is sent then.
-            return (!self.sent).then(|| Err(Error::invalid(EMPTY_PROMPT)));
+            return (!self.sent).then(|| Err(empty_prompt()));
         }
         self.sent = true;
         let bytes = std::mem::take(&mut self.buf);
@@ -571,7 +577,7 @@ impl PromptWrite {
         };
         let text = text.trim_end_matches(['\n', '\r']).to_string();
         if text.trim().is_empty() {
-            return Some(Err(Error::invalid(EMPTY_PROMPT)));
+            return Some(Err(empty_prompt()));
         }
         Some(Ok(text))
     }
@@ -1173,7 +1179,7 @@ impl Core {
             if stage.is_withdrawn() {
                 e
             } else {
-                self.refuse(key, e)
+                self.record(&Concern::Session(key.clone()), e)
             }
         })
     }

@@ -4,7 +4,7 @@
 use crate::catalog::StoreFile;
 use crate::core::organize::meta_edit::{self, MetaChange};
 use crate::core::organize::sidecar::{Records, SessionMeta};
-use crate::core::{lock, Core, HOSTED};
+use crate::core::{lock, Concern, Core, HOSTED};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use serde_json::Value;
@@ -200,9 +200,9 @@ impl Core {
         self.archive_all(std::slice::from_ref(key))
             .map(drop)
             .map_err(|e| {
-                self.refuse(
-                    key,
-                    Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+                self.record(
+                    &Concern::Session(key.clone()),
+                    e.with_context(format!("{key} is not archived")),
                 )
             })
     }
@@ -224,9 +224,9 @@ impl Core {
                 match self.prepare_copy(key) {
                     Ok(copy) => copy,
                     Err(e) if keys.len() > 1 => {
-                        self.refuse(
-                            key,
-                            Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+                        self.record(
+                            &Concern::Session(key.clone()),
+                            e.with_context(format!("{key} is not archived")),
                         );
                         continue;
                     }
@@ -315,9 +315,9 @@ impl Core {
     pub fn unarchive(&self, key: &SessionKey) -> Result<()> {
         self.require(key)?;
         self.set_meta(key, |m| m.archived = false).map_err(|e| {
-            self.refuse(
-                key,
-                Error::new(e.errno, format!("{key} is not unarchived: {}", e.message)),
+            self.record(
+                &Concern::Session(key.clone()),
+                e.with_context(format!("{key} is not unarchived")),
             )
         })?;
         if let Err(e) = self.drop_archived_scrollback(key) {
@@ -458,14 +458,14 @@ impl Core {
         let result = self.meta_value(key).and_then(|current| {
             meta_edit::parse_meta_edit(seen, &current, bytes, self.launched(key))
         });
-        result.map_err(|e| self.refuse(key, e))
+        result.map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// Checks and applies a whole new `meta.json`.
     pub fn edit_meta(&self, key: &SessionKey, seen: &Value, bytes: &[u8]) -> Result<()> {
         let change = self.check_meta_edit(key, seen, bytes)?;
         self.apply_meta(key, change)
-            .map_err(|e| self.refuse(key, e))
+            .map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// What `title`, `project`, `favourite`, `archive` read as.
@@ -505,14 +505,14 @@ impl Core {
             }
             Ok(change)
         })();
-        result.map_err(|e| self.refuse(key, e))
+        result.map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// `echo ... > title` and its kin: checked, then applied.
     pub fn write_field(&self, key: &SessionKey, field: MetaField, bytes: &[u8]) -> Result<()> {
         let change = self.check_field(key, field, bytes)?;
         self.apply_meta(key, change)
-            .map_err(|e| self.refuse(key, e))
+            .map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 }
 
