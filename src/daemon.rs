@@ -41,7 +41,7 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     }
     signals
         .thread_block()
-        .map_err(|e| Error::new(e as i32, format!("cannot block signals: {e}")))?;
+        .map_err(|e| Error::new(e as i32, format!("cannot block signals: {e}")).with_source(e))?;
 
     release_big_buffers();
     raise_open_files_limit();

@@ -155,6 +155,7 @@ impl EngineTable {
                 .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), &e))?;
             let file: ConfigFile = serde_json::from_str(&text).map_err(|e| {
                 Error::invalid(format!("config {} is not valid: {e}", path.display()))
+                    .with_source(e)
             })?;
             for (name, entry) in file.engines {
                 crate::key::SessionKey::new(&name, "x").map_err(|_| {

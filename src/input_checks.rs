@@ -70,5 +70,5 @@ pub fn refuse_duplicate_keys(text: &str, what: &str) -> Result<()> {
     }
     serde_json::from_str::<Checked>(text)
         .map(drop)
-        .map_err(|e| Error::invalid(format!("{what} is not valid JSON: {e}")))
+        .map_err(|e| Error::invalid(format!("{what} is not valid JSON: {e}")).with_source(e))
 }

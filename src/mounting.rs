@@ -143,6 +143,7 @@ pub fn mount_as_root(mount_point: &Path, allow_other: bool) -> Result<OwnedFd> {
             e as i32,
             format!("cannot mount {}: {e}", mount_point.display()),
         )
+        .with_source(e)
     })?;
     Ok(fd)
 }
@@ -154,10 +155,10 @@ pub fn unmount_as_root(mount_point: &Path) -> Result<()> {
     match umount2(mount_point, MntFlags::empty()) {
         Ok(()) => Ok(()),
         Err(nix::errno::Errno::EBUSY) => umount2(mount_point, MntFlags::MNT_DETACH)
-            .map_err(|e| Error::new(e as i32, format!("lazy unmount failed: {e}"))),
+            .map_err(|e| Error::new(e as i32, format!("lazy unmount failed: {e}")).with_source(e)),
         // Already unmounted (fusermount3 -u, umount): nothing left to do.
         Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(Error::new(e as i32, format!("unmount failed: {e}"))),
+        Err(e) => Err(Error::new(e as i32, format!("unmount failed: {e}")).with_source(e)),
     }
 }
 

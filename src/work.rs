@@ -43,11 +43,13 @@ pub trait Answer<T>: Send + 'static {
     fn done(self, result: Result<T>);
 
     /// The pool refused the operation or its deadline passed; the work may
-    /// still be running.
+    /// still be running. Logged here unless the answer records it itself
+    /// (a kernel reply records it where its user reads it).
     fn abandon(self, err: Error)
     where
         Self: Sized,
     {
+        log::log!(err.level(), "{}", err.message);
         self.done(Err(err));
     }
 }
@@ -200,7 +202,6 @@ impl Pool {
                     inner.limit
                 ),
             );
-            log::warn!("{}", err.message);
             answer.abandon(err);
             return;
         }
@@ -221,7 +222,6 @@ impl Pool {
                             deadline.as_secs_f32()
                         ),
                     );
-                    log::warn!("{}", err.message);
                     answer.abandon(err);
                 }
             });
@@ -232,7 +232,8 @@ impl Pool {
         let pool = self.inner.clone();
         let task: Task = Box::new(move || {
             let result = catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
-                Err(Error::new(libc::EIO, format!("{what} failed: it panicked")))
+                Err(Error::new(libc::EIO, format!("{what} failed: it panicked"))
+                    .at_level(log::Level::Error))
             });
             lock(&pool.timers).remove(&due);
             match take(&slot) {

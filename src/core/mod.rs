@@ -24,7 +24,6 @@ pub mod sessions;
 pub mod tree;
 mod warnings;
 
-pub use agents::session_agent::EMPTY_PROMPT;
 pub use agents::waits::WaitReply;
 pub use organize::changes::{MetaField, META_FILE_MAX};
 pub use organize::rows::{daemon_mounts, listing_from_daemon};
@@ -260,44 +259,49 @@ impl Core {
         })
     }
 
-    /// Records a refusal where the user can read it (`status.error`) and in the log.
-    fn refuse(&self, key: &SessionKey, err: Error) -> Error {
-        let _ = self.warnings.warn(key.as_str(), &err.message);
-        if self.exists(key) {
-            lock(&self.runtime(key).state).error = Some(err.message.clone());
-        }
-        err
-    }
-
     /// When metadata last changed: the mtime of `meta.json` and its kin,
     /// steady while nothing is edited (editors compare it before saving).
     pub fn meta_modified(&self) -> std::time::SystemTime {
         self.organize.sidecar.modified()
     }
 
-    /// Records a refusal made outside the core (the adapter's parsing).
-    pub fn record_refusal(&self, key: &SessionKey, err: Error) -> Error {
-        self.refuse(key, err)
-    }
-
-    /// Records a refusal that concerns no session (the root `ctl`, `mkdir`
-    /// in the root, `slots/`, `agent-transcripts/`): in the log and as the
-    /// root `status`'s `error`.
-    pub fn refuse_root(&self, err: Error) -> Error {
-        let _ = self.warnings.warn("", &err.message);
-        *lock(&self.root_error) = Some(err.message.clone());
+    /// The one place a failure is told: logged at its level (a warning for
+    /// a refusal of what the user asked, an error for a fault) and, unless
+    /// it is only for the log (below `Warn`), put where `concern` says the
+    /// user reads it: the session's `status.error` or the root `status`'s
+    /// `error`. An error recorded already and passed up with more context
+    /// updates that text but is not logged again.
+    pub fn record(&self, concern: &Concern, mut err: Error) -> Error {
+        let again = err.mark_recorded();
+        let scope = match concern {
+            Concern::Session(key) => key.as_str(),
+            Concern::Root => "",
+        };
+        let line = if scope.is_empty() {
+            err.message.clone()
+        } else {
+            format!("{scope}: {}", err.message)
+        };
+        if again {
+            log::debug!("(again) {line}");
+        } else {
+            self.warnings.log(scope, err.level(), &line);
+        }
+        if err.level() <= log::Level::Warn {
+            let text = Some(err.message.clone());
+            match concern {
+                Concern::Session(key) => {
+                    if self.exists(key) {
+                        lock(&self.runtime(key).state).error = text;
+                    }
+                }
+                Concern::Root => *lock(&self.root_error) = text,
+            }
+        }
         err
     }
 
-    /// Records a refusal where `concern` says the user reads it.
-    pub fn refuse_in(&self, concern: &Concern, err: Error) -> Error {
-        match concern {
-            Concern::Session(key) => self.refuse(key, err),
-            Concern::Root => self.refuse_root(err),
-        }
-    }
-
-    /// The last refusal [`Core::refuse_root`] recorded.
+    /// The last refusal recorded about no session.
     pub(super) fn root_error(&self) -> Option<String> {
         lock(&self.root_error).clone()
     }
@@ -382,6 +386,70 @@ fn utc_text(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::warnings::capture_log;
+    use log::Level;
+
+    fn status_error(core: &Core, concern: &Concern) -> Option<String> {
+        match concern {
+            Concern::Session(key) => lock(&core.runtime(key).state).error.clone(),
+            Concern::Root => core.root_error(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_passed_up_twice_is_logged_once_and_read_with_its_context() {
+        let (core, _dir) = Core::for_tests(&[]);
+        let key = core.create("shell:a").unwrap();
+        let session = Concern::Session(key.clone());
+        let (err, lines) = capture_log(|| {
+            let inner = core.record(&session, Error::invalid("title has a tab"));
+            let outer = core.record(&session, inner.with_context("rename t -> title"));
+            core.record(&session, outer.with_context("commit"))
+        });
+        let warnings: Vec<_> = lines.iter().filter(|(l, _)| *l <= Level::Warn).collect();
+        assert_eq!(
+            warnings,
+            [&(Level::Warn, "shell:a: title has a tab".to_string())],
+            "{lines:?}"
+        );
+        assert_eq!(err.errno, libc::EINVAL);
+        assert_eq!(err.message, "commit: rename t -> title: title has a tab");
+        assert_eq!(status_error(&core, &session).unwrap(), err.message);
+        // A new refusal with the same words is a refusal of its own.
+        let (_, lines) = capture_log(|| core.record(&session, Error::invalid("title has a tab")));
+        assert_eq!(lines, [(Level::Warn, "shell:a: title has a tab".into())]);
+        // The root's.
+        let (_, lines) = capture_log(|| {
+            let e = core.record(&Concern::Root, Error::invalid("empty ctl command"));
+            core.record(&Concern::Root, e.with_context("ctl"))
+        });
+        assert_eq!(lines.iter().filter(|(l, _)| *l == Level::Warn).count(), 1);
+        assert_eq!(
+            status_error(&core, &Concern::Root).unwrap(),
+            "ctl: empty ctl command"
+        );
+    }
+
+    #[test]
+    fn a_fault_is_an_error_in_the_log_and_a_quiet_failure_stays_out_of_status() {
+        let (core, _dir) = Core::for_tests(&[]);
+        let key = core.create("shell:f").unwrap();
+        let session = Concern::Session(key);
+        let disk = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let (_, lines) = capture_log(|| core.record(&session, Error::io("save", &disk)));
+        assert_eq!(lines, [(Level::Error, format!("shell:f: save: {disk}"))]);
+        assert_eq!(
+            status_error(&core, &session).unwrap(),
+            format!("save: {disk}")
+        );
+        let quiet = Error::invalid("an empty prompt").at_level(Level::Debug);
+        let (_, lines) = capture_log(|| core.record(&session, quiet));
+        assert_eq!(lines, [(Level::Debug, "shell:f: an empty prompt".into())]);
+        assert_eq!(
+            status_error(&core, &session).unwrap(),
+            format!("save: {disk}")
+        );
+    }
 
     #[test]
     fn times_are_utc_with_milliseconds() {

@@ -9,6 +9,7 @@
 //! other).
 
 use super::SessionFs;
+use crate::core::Concern;
 use crate::error::Error;
 use crate::terminal::vt_mirror::panic_message;
 use fuser::{
@@ -38,12 +39,16 @@ impl SessionFs {
     /// the request was about one. Nothing here may panic in turn.
     fn handler_panicked(&self, op: &str, ino: Option<u64>, why: &str) {
         let message = format!("internal error in {op}: {why}; answered EIO");
-        log::error!("{message} (inode {ino:?})");
         let node = ino.and_then(|ino| self.files.known_node(ino));
-        if let Some(key) = node.as_ref().and_then(|n| n.session()) {
-            self.files
-                .core()
-                .record_refusal(key, Error::new(libc::EIO, message));
+        match node.as_ref().and_then(|n| n.session()) {
+            Some(key) => {
+                log::debug!("{op} panicked on inode {ino:?}");
+                let err = Error::new(libc::EIO, message).at_level(log::Level::Error);
+                self.files
+                    .core()
+                    .record(&Concern::Session(key.clone()), err);
+            }
+            None => log::error!("{message} (inode {ino:?})"),
         }
     }
 }

@@ -85,7 +85,13 @@ impl From<io::Error> for PageError {
 
 impl From<PageError> for crate::error::Error {
     fn from(e: PageError) -> Self {
+        let level = match &e {
+            PageError::Io(_) if crate::error::is_fault(e.errno()) => log::Level::Error,
+            _ => log::Level::Warn,
+        };
         crate::error::Error::new(e.errno(), e.to_string())
+            .at_level(level)
+            .with_source(e)
     }
 }
 

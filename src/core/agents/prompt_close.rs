@@ -8,7 +8,7 @@
 //! at its exit: its prompt is withdrawn at once (Ctrl-C on `cat > prompt`).
 
 use crate::core::agents::waits::{close_interrupted, Watched};
-use crate::core::Core;
+use crate::core::{Concern, Core};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::sync::lock;
@@ -83,8 +83,10 @@ impl<A: Answer<()>> Answer<()> for FromWork<A> {
     }
 
     fn abandon(self, err: Error) {
-        if let Some(reply) = self.0.take() {
-            reply.abandon(err);
+        match self.0.take() {
+            Some(reply) => reply.abandon(err),
+            // The writer heard already; the log still hears of it.
+            None => log::log!(err.level(), "{}", err.message),
         }
     }
 }
@@ -111,7 +113,7 @@ impl<A: Answer<()>> Watched for Arc<PromptClose<A>> {
                 ),
             )
         };
-        reply.done(Err(core.refuse(&self.key, err)));
+        reply.done(Err(core.record(&Concern::Session(self.key.clone()), err)));
     }
 }
 

@@ -19,7 +19,7 @@ use crate::agent::AgentFiles;
 use crate::clock::now_ms;
 use crate::core::agents::prompt_close::{withdrawn, PromptStage};
 use crate::core::agents::waits::Waits;
-use crate::core::{Core, OpenMode, SessionRuntime};
+use crate::core::{Concern, Core, OpenMode, SessionRuntime};
 use crate::engine::{Engine, Store};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
@@ -43,9 +43,15 @@ pub(in crate::core) const TICK: Duration = Duration::from_millis(40);
 /// Events kept per session (the oldest are dropped).
 const EVENTS_CAP: usize = 1000;
 
-/// Why a `prompt` flushed with nothing in it is refused; not recorded in
-/// `status.error`: a shell's redirection flushes once before the write.
+/// Why a `prompt` flushed with nothing in it is refused; only in the debug
+/// log, not in `status.error`: a shell's redirection flushes once before
+/// the write.
 pub const EMPTY_PROMPT: &str = "an empty prompt";
+
+/// The refusal of a prompt flushed with nothing in it.
+pub(in crate::core) fn empty_prompt() -> Error {
+    Error::invalid(EMPTY_PROMPT).at_level(log::Level::Debug)
+}
 
 /// The longest prompt.
 pub const PROMPT_MAX: usize = 1 << 20;
@@ -1188,7 +1194,7 @@ impl Core {
             if stage.is_withdrawn() {
                 e
             } else {
-                self.refuse(key, e)
+                self.record(&Concern::Session(key.clone()), e)
             }
         })
     }

@@ -6,7 +6,7 @@ use crate::atomic::{self, Durability, Pending};
 use crate::catalog::StoreFile;
 use crate::core::organize::meta_edit::{self, MetaChange};
 use crate::core::organize::sidecar::{Records, SessionMeta};
-use crate::core::{Core, HOSTED};
+use crate::core::{Concern, Core, HOSTED};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::sync::lock;
@@ -245,9 +245,9 @@ impl Core {
         self.archive_all(std::slice::from_ref(key))
             .map(drop)
             .map_err(|e| {
-                self.refuse(
-                    key,
-                    Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+                self.record(
+                    &Concern::Session(key.clone()),
+                    e.with_context(format!("{key} is not archived")),
                 )
             })
     }
@@ -269,9 +269,9 @@ impl Core {
                 match self.prepare_copy(key) {
                     Ok(copy) => copy,
                     Err(e) if keys.len() > 1 => {
-                        self.refuse(
-                            key,
-                            Error::new(e.errno, format!("{key} is not archived: {}", e.message)),
+                        self.record(
+                            &Concern::Session(key.clone()),
+                            e.with_context(format!("{key} is not archived")),
                         );
                         continue;
                     }
@@ -361,9 +361,9 @@ impl Core {
     pub fn unarchive(&self, key: &SessionKey) -> Result<()> {
         self.require(key)?;
         self.set_meta(key, |m| m.archived = false).map_err(|e| {
-            self.refuse(
-                key,
-                Error::new(e.errno, format!("{key} is not unarchived: {}", e.message)),
+            self.record(
+                &Concern::Session(key.clone()),
+                e.with_context(format!("{key} is not unarchived")),
             )
         })?;
         if let Err(e) = self.drop_archived_scrollback(key) {
@@ -534,14 +534,14 @@ impl Core {
         let result = self.meta_value(key).and_then(|current| {
             meta_edit::parse_meta_edit(seen, &current, bytes, self.launched(key))
         });
-        result.map_err(|e| self.refuse(key, e))
+        result.map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// Checks and applies a whole new `meta.json`.
     pub fn edit_meta(&self, key: &SessionKey, seen: &Value, bytes: &[u8]) -> Result<()> {
         let change = self.check_meta_edit(key, seen, bytes)?;
         self.apply_meta(key, change)
-            .map_err(|e| self.refuse(key, e))
+            .map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// What `title`, `project`, `favourite`, `archive` read as.
@@ -581,14 +581,14 @@ impl Core {
             }
             Ok(change)
         })();
-        result.map_err(|e| self.refuse(key, e))
+        result.map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// `echo ... > title` and its kin: checked, then applied.
     pub fn write_field(&self, key: &SessionKey, field: MetaField, bytes: &[u8]) -> Result<()> {
         let change = self.check_field(key, field, bytes)?;
         self.apply_meta(key, change)
-            .map_err(|e| self.refuse(key, e))
+            .map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 }
 
@@ -626,11 +626,28 @@ mod tests {
         let now = 10 * 86_400_000;
         assert_eq!(parse_cutoff("2d", now).unwrap(), 8 * 86_400_000);
         assert_eq!(parse_cutoff("12h", now).unwrap(), now - 12 * 3_600_000);
+        assert_eq!(parse_cutoff("45m", now).unwrap(), now - 45 * 60_000);
+        assert_eq!(parse_cutoff("1w", now).unwrap(), 3 * 86_400_000);
+        assert_eq!(parse_cutoff("0d", now).unwrap(), now);
         assert_eq!(
             parse_cutoff("1970-01-02T00:00:00Z", now).unwrap(),
             86_400_000
         );
-        for bad in ["", "d", "x3d", "3w", "yesterday", "é", "1é", "3dé"] {
+        for bad in [
+            "",
+            "d",
+            "x3d",
+            "3y",
+            "3s",
+            "yesterday",
+            "é",
+            "1é",
+            "3dé",
+            "+3d",
+            " 3d",
+            "3.5d",
+            "-1d",
+        ] {
             assert_eq!(
                 parse_cutoff(bad, now).unwrap_err().errno,
                 libc::EINVAL,

@@ -280,11 +280,11 @@ pub fn parse_meta_edit(
     launched: bool,
 ) -> Result<MetaChange> {
     let text = std::str::from_utf8(new_bytes)
-        .map_err(|e| Error::invalid(format!("meta.json is not UTF-8: {e}")))?;
+        .map_err(|e| Error::invalid(format!("meta.json is not UTF-8: {e}")).with_source(e))?;
     // Some editors save a byte order mark; JSON parsers refuse it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let new: Value = serde_json::from_str(text)
-        .map_err(|e| Error::invalid(format!("meta.json is not valid JSON: {e}")))?;
+        .map_err(|e| Error::invalid(format!("meta.json is not valid JSON: {e}")).with_source(e))?;
     refuse_duplicate_keys(text, "meta.json")?;
     let Value::Object(new) = new else {
         return Err(Error::invalid("meta.json must be one JSON object"));

@@ -166,8 +166,9 @@ fn load_world(path: &Path, max_bytes: u64) -> Result<World> {
             ),
         ));
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Error::new(libc::EIO, format!("{} is damaged: {e}", path.display())))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::new(libc::EIO, format!("{} is damaged: {e}", path.display())).with_source(e)
+    })
 }
 
 /// What kind of JSON value this is, for error messages.
@@ -184,8 +185,9 @@ fn kind(value: &Value) -> &'static str {
 
 /// Checks a slot record as written by a caller and keeps only its four fields.
 fn record_from_json(bytes: &[u8]) -> Result<SlotRecord> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Error::invalid(format!("slot record is not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        Error::invalid(format!("slot record is not valid JSON: {e}")).with_source(e)
+    })?;
     let Value::Object(obj) = value else {
         return Err(Error::invalid(format!(
             "slot record must be a JSON object, got {}",
@@ -238,7 +240,7 @@ fn record_from_json(bytes: &[u8]) -> Result<SlotRecord> {
 /// Checks one transcript entry and renders it as the line to append.
 fn entry_from_json(line: &[u8], ts_ms: u64) -> Result<Map<String, Value>> {
     let value: Value = serde_json::from_slice(line)
-        .map_err(|e| Error::invalid(format!("entry is not valid JSON: {e}")))?;
+        .map_err(|e| Error::invalid(format!("entry is not valid JSON: {e}")).with_source(e))?;
     let Value::Object(mut obj) = value else {
         return Err(Error::invalid(format!(
             "entry must be a JSON object, got {}",

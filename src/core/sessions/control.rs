@@ -3,7 +3,7 @@
 
 use crate::agent::dialogs::Answer;
 use crate::core::session_runtime::send_error;
-use crate::core::{Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
+use crate::core::{Concern, Core, Flight, OpenMode, SessionRuntime, INPUT_DEADLINE};
 use crate::error::{Error, Result};
 use crate::input_checks::preview;
 use crate::key::SessionKey;
@@ -56,20 +56,18 @@ impl Core {
                         return Err(err);
                     }
                     // Part went through: a short write, as a pipe gives.
-                    let err = Error::new(
-                        err.errno,
-                        format!(
-                            "{}; {went} of {} bytes went through",
-                            err.message,
-                            data.len()
-                        ),
+                    let mut err = err;
+                    err.message = format!(
+                        "{}; {went} of {} bytes went through",
+                        err.message,
+                        data.len()
                     );
-                    self.refuse(key, err);
+                    self.record(&Concern::Session(key.clone()), err);
                     Ok(went)
                 }
             }
         })();
-        result.map_err(|e| self.refuse(key, e))
+        result.map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// `input` sent on the caller's thread, when the session is attached
@@ -178,7 +176,7 @@ impl Core {
                 ))),
             }
         })();
-        result.map_err(|e| self.refuse(key, e))
+        result.map_err(|e| self.record(&Concern::Session(key.clone()), e))
     }
 
     /// Ends the session's processes and forgets the connection; the next

@@ -1,7 +1,7 @@
 //! Commands written to the root `ctl`: `new`, `archive-older`.
 
 use crate::clock::now_ms;
-use crate::core::{organize, Core};
+use crate::core::{organize, Concern, Core};
 use crate::error::{Error, Result};
 use crate::input_checks::preview;
 use crate::sync::lock;
@@ -16,17 +16,11 @@ impl Core {
     /// One command written to the root `ctl`.
     pub fn root_ctl(&self, command: &str) -> Result<()> {
         self.run_root_ctl(command).map_err(|e| {
-            self.refuse_root(Error::new(
-                e.errno,
-                format!("ctl {}: {}", preview(command), e.message),
-            ))
+            self.record(
+                &Concern::Root,
+                e.with_context(format_args!("ctl {}", preview(command))),
+            )
         })
-    }
-
-    /// A write to the root `ctl` refused before any command ran (not
-    /// UTF-8, nothing but blanks).
-    pub fn refuse_root_ctl(&self, err: Error) -> Error {
-        self.refuse_root(Error::new(err.errno, format!("ctl: {}", err.message)))
     }
 
     fn run_root_ctl(&self, command: &str) -> Result<()> {

@@ -2,7 +2,7 @@
 //! refreshed against their files, and the pages rendered from them.
 
 use crate::core::records::hosted::EntryIndex;
-use crate::core::{Core, HOSTED};
+use crate::core::{Concern, Core, HOSTED};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::sync::lock;
@@ -116,7 +116,7 @@ impl Core {
         // the errno, until the rollout changes.
         let path = self.decoded.readable(&file).map_err(|refusal| {
             if refusal.first {
-                self.record_refusal(key, refusal.error)
+                self.record(&Concern::Session(key.clone()), refusal.error)
             } else {
                 refusal.error
             }

@@ -69,9 +69,6 @@ pub(in crate::core) struct Buffered<T> {
     pub(in crate::core) key: Option<SessionKey>,
     /// For a slot record: its world and slot.
     pub(in crate::core) slot: Option<(String, u32)>,
-    /// What a refusal names (`write slots/W/1`); empty when the refusal
-    /// names it itself.
-    pub(in crate::core) label: String,
     buffer: Arc<Mutex<T>>,
 }
 
@@ -91,7 +88,6 @@ impl Handle {
         Handle::Record(Buffered {
             key: None,
             slot,
-            label: write.label(),
             buffer: Arc::new(Mutex::new(write)),
         })
     }
@@ -100,7 +96,6 @@ impl Handle {
         Handle::Meta(Buffered {
             key: Some(write.key().clone()),
             slot: None,
-            label: String::new(),
             buffer: Arc::new(Mutex::new(write)),
         })
     }
@@ -111,7 +106,6 @@ impl Handle {
         Handle::Prompt(Buffered {
             key: Some(write.key.clone()),
             slot: None,
-            label: String::new(),
             buffer: Arc::new(Mutex::new(write)),
         })
     }

@@ -844,3 +844,41 @@ fn a_listing_with_attributes_gives_sessions_json_only_at_the_head_of_a_reply() {
     assert!(after.contains(&"shell:a".to_string()), "{after:?}");
     assert!(!after.contains(&"shell:b".to_string()), "{after:?}");
 }
+
+/// An editor's save onto `title` refused by the check under it: one
+/// warning, with the words the check gave; the status says which call.
+#[test]
+fn a_refused_save_is_one_warning_and_the_status_names_the_rename() {
+    let m = mount();
+    let dir = m.session("shell:ed");
+    let (_, fh) = m.files.create(dir, os("t.tmp")).unwrap();
+    m.files.write(fh, 0, b"a\tb\n").unwrap();
+    m.files.finish(fh).unwrap();
+    m.files.release(fh);
+    let (err, lines) = crate::core::warnings::capture_log(|| {
+        m.files
+            .rename(dir, os("t.tmp"), dir, os("title"))
+            .unwrap_err()
+    });
+    assert_eq!(err.errno, libc::EINVAL);
+    let warnings: Vec<_> = lines
+        .iter()
+        .filter(|(level, _)| *level <= log::Level::Warn)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{lines:?}");
+    assert!(warnings[0].1.starts_with("shell:ed: title "), "{lines:?}");
+    // Passed up through the rename: in the debug log only.
+    assert!(
+        lines
+            .iter()
+            .any(|(level, line)| *level == log::Level::Debug && line.contains("rename")),
+        "{lines:?}"
+    );
+    let status: serde_json::Value = serde_json::from_slice(&m.read_all(dir, "status")).unwrap();
+    let reason = status["error"].as_str().unwrap();
+    assert_eq!(reason, err.message);
+    assert!(
+        reason.starts_with("rename \"t.tmp\" -> \"title\": title "),
+        "{reason}"
+    );
+}

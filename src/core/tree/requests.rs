@@ -5,7 +5,7 @@
 //! files, directory snapshots), so it can be driven and tested without a
 //! mount. Nothing here knows FUSE exists.
 
-use crate::core::agents::session_agent::{PromptWrite, Taken, EMPTY_PROMPT};
+use crate::core::agents::session_agent::{empty_prompt, PromptWrite, Taken};
 use crate::core::tree::handles::{DirEntry, DirSnapshot, Handle, HandleTable};
 use crate::core::tree::mtimes::{digest, program_time, Stamps};
 use crate::core::tree::node::{
@@ -301,13 +301,14 @@ impl Files {
 
     /// Records a refusal where its user can read it: the session's
     /// `status.error` for a session's files, else the root `status`'s
-    /// `error`; both also go to the log. `what` names the call.
+    /// `error`, with `what` (the call) before its reason. One recorded
+    /// below already is not logged again.
     fn refuse(&self, node: Option<&Node>, what: &str, e: Error) -> Error {
-        let e = Error::new(e.errno, format!("{what}: {}", e.message));
-        match node.and_then(Node::session) {
-            Some(key) => self.core.record_refusal(key, e),
-            None => self.core.refuse_root(e),
-        }
+        let concern = match node.and_then(Node::session) {
+            Some(key) => Concern::Session(key.clone()),
+            None => Concern::Root,
+        };
+        self.core.record(&concern, e.with_context(what))
     }
 
     /// [`Files::refuse`] for a call on `name` in directory `parent`.
@@ -1100,10 +1101,13 @@ impl Files {
             match &target {
                 Target::Input(_) => {}
                 Target::SessionCtl(key) => {
-                    let e = Error::new(e.errno, format!("{key}/ctl: {}", e.message));
-                    return Some(Err(self.core.record_refusal(key, e)));
+                    let e = e.with_context(format_args!("{key}/ctl"));
+                    return Some(Err(self.core.record(&Concern::Session(key.clone()), e)));
                 }
-                Target::RootCtl => return Some(Err(self.core.refuse_root_ctl(e))),
+                // Not UTF-8, or nothing but blanks: no command ran.
+                Target::RootCtl => {
+                    return Some(Err(self.core.record(&Concern::Root, e.with_context("ctl"))))
+                }
             }
         }
         Some(Ok(SlowWrite {
@@ -1129,12 +1133,12 @@ impl Files {
         // is waited for.
         let buffered = buffer.map(|b| {
             let (result, own) = match b {
-                // Recorded (status, log) below, with what it writes.
+                // Refusals of records and metadata are recorded where they
+                // are made; a prompt's at `flush`.
                 Buffer::Record(r) => {
                     let mut r = lock(&r);
                     (r.write(&self.core, offset, data), r.memory_bytes())
                 }
-                // A metadata refusal is logged with its session where it is made.
                 Buffer::Meta(m) => {
                     let mut m = lock(&m);
                     (m.write(&self.core, offset, data), m.memory_bytes())
@@ -1148,15 +1152,7 @@ impl Files {
             result
         });
         if let Some(result) = buffered {
-            return result.map(|()| data.len()).map_err(|e| {
-                if let Some(what) = self.record_label(fh) {
-                    self.core
-                        .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
-                } else {
-                    // A metadata refusal is logged with its session where it is made.
-                    e
-                }
-            });
+            return result.map(|()| data.len());
         }
         let scratch = match self.handles.files().get(&fh) {
             Some(Handle::Scratch(key, name)) => Some((key.clone(), name.clone())),
@@ -1173,15 +1169,13 @@ impl Files {
     /// Records a refusal of a write to buffering handle `fh` where its
     /// writer can read it: its session's `status`, else the root's.
     fn refuse_buffering(&self, fh: u64, e: Error) -> Error {
-        let key = match self.handles.files().get(&fh) {
+        let concern = match self.handles.files().get(&fh) {
             Some(Handle::Meta(m)) => m.key.clone(),
             Some(Handle::Prompt(p)) => p.key.clone(),
             _ => None,
-        };
-        match key {
-            Some(key) => self.core.record_refusal(&key, e),
-            None => self.core.refuse_root(e),
         }
+        .map_or(Concern::Root, Concern::Session);
+        self.core.record(&concern, e)
     }
 
     /// The buffer of `fh` when it is a handle that buffers, taken out of
@@ -1247,29 +1241,11 @@ impl Files {
     /// Errors here reach `close()`: what is buffered must stand alone.
     pub fn finish(&self, fh: u64) -> Result<()> {
         // With the table unlocked: another call on the same handle under
-        // way is waited for.
-        let finished = match self.buffer(fh) {
+        // way is waited for. Each buffer records its refusals itself.
+        match self.buffer(fh) {
             Some(Buffer::Record(r)) => lock(&r).finish(&self.core),
             Some(Buffer::Meta(m)) => lock(&m).finish(&self.core),
             _ => Ok(()),
-        };
-        finished.map_err(|e| {
-            if let Some(what) = self.record_label(fh) {
-                self.core
-                    .refuse_root(Error::new(e.errno, format!("{what}: {}", e.message)))
-            } else {
-                log::warn!("{}", e.message);
-                e
-            }
-        })
-    }
-
-    /// What `fh` writes, when it is a slot record or a hosted transcript:
-    /// its refusals concern no session.
-    fn record_label(&self, fh: u64) -> Option<String> {
-        match self.handles.files().get(&fh) {
-            Some(Handle::Record(r)) => Some(r.label.clone()),
-            _ => None,
         }
     }
 
@@ -2015,10 +1991,16 @@ impl Files {
                     core.prompt_at_close(key, text, tid, answer)
                 }));
             }
+            // A blank prompt's refusal is a debug line only: a shell's
+            // redirection flushes once before the write.
             Some((key, Taken::Refused(e))) => {
-                return Step::Done(Err(self.core.record_refusal(&key, e)))
+                return Step::Done(Err(self.core.record(&Concern::Session(key), e)))
             }
-            Some((_, Taken::Empty)) => return Step::Done(Err(Error::invalid(EMPTY_PROMPT))),
+            Some((key, Taken::Empty)) => {
+                return Step::Done(Err(self
+                    .core
+                    .record(&Concern::Session(key), empty_prompt())))
+            }
             None => {}
         }
         let Some(concern) = self.finish_commits(fh) else {

@@ -6,7 +6,7 @@
 use crate::core::tree::node::{Node, SessionFile};
 use crate::core::tree::requests::Files;
 use crate::core::tree::scratch::{ScratchFile, ScratchInfo};
-use crate::core::{MetaField, META_FILE_MAX};
+use crate::core::{Concern, MetaField, META_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use serde_json::Value;
@@ -118,16 +118,19 @@ impl MetaWrite {
                 stuck,
             } => {
                 let what = format!("{key}/{}", field.name());
+                // Recorded when it was made: the status says it again, the
+                // log does not.
                 if let Some(e) = stuck {
-                    return Err(core.record_refusal(key, e.clone()));
+                    return Err(core.record(&Concern::Session(key.clone()), e.clone()));
                 }
                 if let Err(e) = place(buf, offset, data, &what) {
+                    let e = core.record(&Concern::Session(key.clone()), e);
                     // Bytes taken before: perhaps the first part of this write.
                     if *dirty {
                         *stuck = Some(e.clone());
                     }
                     *dirty = false;
-                    return Err(core.record_refusal(key, e));
+                    return Err(e);
                 }
                 *dirty = true;
                 let checked = core.check_field(key, *field, buf).map(drop);
@@ -145,27 +148,29 @@ impl MetaWrite {
                 stuck,
             } => {
                 let what = format!("{key}/meta.json");
+                // Recorded when it was made: the status says it again, the
+                // log does not.
                 if let Some(e) = stuck {
-                    return Err(core.record_refusal(key, e.clone()));
+                    return Err(core.record(&Concern::Session(key.clone()), e.clone()));
                 }
                 // One write() past the cap may arrive as several requests:
                 // the writer hears of it at its next write and at close.
                 if let Err(e) = place(buf, offset, data, &what) {
+                    let e = core.record(&Concern::Session(key.clone()), e);
                     // Bytes taken before: perhaps the first part of this write.
                     if *dirty {
                         *stuck = Some(e.clone());
                     }
                     *dirty = false;
-                    return Err(core.record_refusal(key, e));
+                    return Err(e);
                 }
                 *dirty = true;
                 let checked = match serde_json::from_slice::<Value>(buf) {
                     Ok(_) => core.check_meta_edit(key, seen, buf).map(drop),
                     Err(e) if e.is_eof() => Ok(()),
-                    Err(e) => Err(core_refusal(
-                        core,
-                        key,
-                        format!("meta.json is not valid JSON: {e}"),
+                    Err(e) => Err(core.record(
+                        &Concern::Session(key.clone()),
+                        Error::invalid(format!("meta.json is not valid JSON: {e}")).with_source(e),
                     )),
                 };
                 if checked.is_err() {
@@ -190,7 +195,7 @@ impl MetaWrite {
                 key,
                 stuck: Some(e),
                 ..
-            } => Err(core.record_refusal(key, e.clone())),
+            } => Err(core.record(&Concern::Session(key.clone()), e.clone())),
             MetaWrite::Field {
                 key,
                 field,
@@ -234,10 +239,6 @@ impl MetaWrite {
     }
 }
 
-fn core_refusal(core: &crate::core::Core, key: &SessionKey, message: String) -> Error {
-    core.record_refusal(key, Error::invalid(message))
-}
-
 impl Files {
     /// A scratch file's length and link target, without copying its bytes.
     pub(in crate::core) fn scratch_get(&self, key: &SessionKey, name: &str) -> Option<ScratchInfo> {
@@ -257,7 +258,7 @@ impl Files {
     ) -> Result<()> {
         self.scratch
             .put(key, name, file)
-            .map_err(|e| self.core.record_refusal(key, e))
+            .map_err(|e| self.core.record(&Concern::Session(key.clone()), e))
     }
 
     /// A write to a scratch file, within its caps.
@@ -270,7 +271,7 @@ impl Files {
     ) -> Result<()> {
         self.scratch
             .write(key, name, offset, data)
-            .map_err(|e| self.core.record_refusal(key, e))
+            .map_err(|e| self.core.record(&Concern::Session(key.clone()), e))
     }
 
     /// `truncate` of a scratch file, within its caps.
@@ -282,7 +283,7 @@ impl Files {
     ) -> Result<()> {
         self.scratch
             .resize(key, name, size)
-            .map_err(|e| self.core.record_refusal(key, e))
+            .map_err(|e| self.core.record(&Concern::Session(key.clone()), e))
     }
 
     pub(in crate::core) fn scratch_remove(
@@ -339,7 +340,7 @@ impl Files {
             (None, None) => self
                 .scratch
                 .rename(key, from, to)
-                .map_err(|e| self.core.record_refusal(key, e)),
+                .map_err(|e| self.core.record(&Concern::Session(key.clone()), e)),
             (Some(file @ (SessionFile::Meta | SessionFile::Field(_))), None) => {
                 let data = self.current_text(key, file)?;
                 self.scratch_put(

@@ -10,6 +10,7 @@ use crate::core::records::slots::{
 use crate::core::tree::handles::Handle;
 use crate::core::tree::node::{Kind, Node};
 use crate::core::tree::requests::Files;
+use crate::core::Concern;
 use crate::error::{Error, Result};
 
 /// What an open record file collects before it becomes a record or entries.
@@ -233,13 +234,16 @@ impl RecordWrite {
         data: &[u8],
     ) -> Result<()> {
         if let Some(e) = self.stuck() {
-            return Err(e.clone());
+            // Recorded when it was made: the status says it again, the log
+            // does not.
+            return Err(core.record(&Concern::Root, e.clone()));
         }
         let partial = match &*self {
             RecordWrite::Slot { doc, .. } => doc.len() > 0,
             RecordWrite::Append { lines, .. } => !lines.pending().is_empty(),
         };
         if let Err(e) = self.check_caps(offset, data) {
+            let e = self.refused(core, e);
             // One write() past a cap arrives as several requests; the kernel
             // turns a refusal after the first into a short count. The writer
             // must still hear of it: at its next write and at close.
@@ -249,6 +253,13 @@ impl RecordWrite {
             }
             return Err(e);
         }
+        let taken = self.take(core, data);
+        taken.map_err(|e| self.refused(core, e))
+    }
+
+    /// Puts a slot record once `data` completes it; appends the lines it
+    /// completes.
+    fn take(&mut self, core: &crate::core::Core, data: &[u8]) -> Result<()> {
         match self {
             RecordWrite::Slot {
                 world,
@@ -269,7 +280,7 @@ impl RecordWrite {
                     }
                     Document::Incomplete => Ok(()),
                     Document::Invalid(e) => {
-                        Err(Error::invalid(format!("slot record is not JSON: {e}")))
+                        Err(Error::invalid(format!("slot record is not JSON: {e}")).with_source(e))
                     }
                 }
             }
@@ -280,6 +291,12 @@ impl RecordWrite {
                 core.slots().append_entry(session.as_deref(), line)
             }),
         }
+    }
+
+    /// Records a refusal, with the file it concerns, in the root `status`:
+    /// records are no session's.
+    fn refused(&self, core: &crate::core::Core, e: Error) -> Error {
+        core.record(&Concern::Root, e.with_context(self.label()))
     }
 
     /// The file written, for reasons.
@@ -302,7 +319,7 @@ impl RecordWrite {
     /// record past 1 MiB (by offset or by what is buffered), a transcript
     /// past its size cap, a partial line past the entry cap. What was
     /// buffered is dropped; nothing stored changes. `run` is a stream: its
-    /// offsets mean nothing. (The caller logs the refusal.)
+    /// offsets mean nothing. (`write` records the refusal.)
     fn check_caps(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = offset.saturating_add(data.len() as u64);
         match self {
@@ -344,8 +361,14 @@ impl RecordWrite {
     /// At close: what is still buffered must stand on its own.
     pub(in crate::core) fn finish(&mut self, core: &crate::core::Core) -> Result<()> {
         if let Some(e) = self.stuck() {
-            return Err(e.clone());
+            return Err(core.record(&Concern::Root, e.clone()));
         }
+        let finished = self.finish_unrecorded(core);
+        finished.map_err(|e| self.refused(core, e))
+    }
+
+    /// [`RecordWrite::finish`] before its refusal is recorded.
+    fn finish_unrecorded(&mut self, core: &crate::core::Core) -> Result<()> {
         match self {
             RecordWrite::Slot { doc, committed, .. } => {
                 if doc.is_blank() {

@@ -122,7 +122,7 @@ impl<T: Send + 'static> Answer<T> for FromPool<T> {
     }
 
     fn abandon(self, err: Error) {
-        let err = self.core.refuse_in(&self.concern, err);
+        let err = self.core.record(&self.concern, err);
         self.reply.answer(Err(err));
     }
 }
