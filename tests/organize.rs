@@ -804,3 +804,81 @@ fn a_write_waiting_for_a_stop_does_not_start_a_session_archived_meanwhile() {
     assert!(status["master_pid"].is_null(), "{status}");
     assert!(host.masters().is_empty(), "an archived session runs");
 }
+
+/// `archive-older` never stops an agent mid-turn: a session whose agent is
+/// busy (or waiting) when its turn comes is skipped and named in the root
+/// `status`; `--dry-run` lists the same without changing anything.
+#[test]
+fn archive_older_skips_busy_sessions_and_a_dry_run_changes_nothing() {
+    let host = Host::new();
+    let m = host.mount("mnt");
+    for key in ["shell:idle-a", "shell:idle-b", "shell:working"] {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+    }
+    sh_ok(&format!(
+        "echo 'sleep 120' > {}",
+        m.q("shell:working/prompt")
+    ));
+    wait_for(10, "the shell to be busy", || {
+        m.read("shell:working/state") == "busy\n"
+    });
+    let listed = || {
+        let mut names = listing_of(&m, "");
+        names.retain(|n| n.starts_with("shell:"));
+        names
+    };
+    assert_eq!(listed().len(), 3);
+
+    // The dry run: the keys on stdout, the skipped one on stderr, nothing moved.
+    let dry = host.cli(&["archive-older", "0m", "--dry-run"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let mut would: Vec<String> = String::from_utf8_lossy(&dry.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    would.sort();
+    assert_eq!(would, ["shell:idle-a", "shell:idle-b"]);
+    assert!(
+        stderr(&dry).contains("skipped shell:working (busy)"),
+        "{}",
+        stderr(&dry)
+    );
+    assert!(
+        stderr(&dry).contains("would archive 2, skipped 1"),
+        "{}",
+        stderr(&dry)
+    );
+    assert_eq!(listed().len(), 3, "a dry run archives nothing");
+    let report = &m.json("status")["archive_older"];
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["archived"], 2);
+
+    // The real run, as a script writes it: the same two go, the busy one stays.
+    sh_ok(&format!("echo 'archive-older 0m' > {}", m.q("ctl")));
+    assert_eq!(listed(), ["shell:working"]);
+    let report = &m.json("status")["archive_older"];
+    assert_eq!(report["dry_run"], false);
+    assert_eq!(report["archived"], 2);
+    assert_eq!(report["skipped"][0]["key"], "shell:working");
+    assert_eq!(report["skipped"][0]["state"], "busy");
+    assert_eq!(m.read("shell:working/state"), "busy\n", "its job runs on");
+    assert!(m.path("archived/shell:idle-a").exists());
+
+    // Ages are minutes, hours, days or weeks, digits only; anything else is
+    // refused with the reason in the root status, and nothing moves.
+    for bad in ["3y", "+3d", "3.5d", "1w2d"] {
+        let out = host.cli(&["archive-older", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is not a cutoff"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+    let weeks = host.cli(&["archive-older", "1w", "--json"]);
+    assert!(weeks.status.success(), "{}", stderr(&weeks));
+    let report: Value = serde_json::from_slice(&weeks.stdout).unwrap();
+    assert_eq!(report["archived"], 0, "nothing is a week old");
+    assert_eq!(listed(), ["shell:working"]);
+    sh_ok(&format!("echo stop > {}", m.q("shell:working/ctl")));
+}

@@ -4,6 +4,7 @@
 //! state, with exit codes a script can branch on ([`exit::code`]).
 
 pub mod answer;
+pub mod archive_older;
 pub mod attach;
 pub mod events;
 pub mod exit;
@@ -149,6 +150,16 @@ pub enum Command {
     /// Joins the session's dtach master from this terminal (starting it
     /// when stopped). Detach as with dtach (Ctrl+backslash); the session goes on.
     Attach { key: String },
+    /// Archives every active session idle since before CUTOFF (RFC 3339,
+    /// or an age: 45m, 12h, 30d, 2w), except those whose agent is busy or
+    /// waiting when their turn comes. Prints the keys it archived, one a
+    /// line; on stderr, those it skipped and the counts.
+    ArchiveOlder {
+        cutoff: String,
+        /// Only list what would be archived (and skipped); change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Prints the root `events` (every session's changes, JSON lines).
     Events {
         /// Keep printing as events come, across rotations, as `tail -F`.
@@ -227,6 +238,7 @@ pub fn run(cli: Cli) -> ExitCode {
             timeout,
         } => prompt::run(&key, &text, wait, timeout, json),
         Command::Attach { key } => attach::run(&key),
+        Command::ArchiveOlder { cutoff, dry_run } => archive_older::run(&cutoff, dry_run, json),
         Command::Events { follow } => events::run(follow),
         Command::ExecWrapper {
             lock_fd,

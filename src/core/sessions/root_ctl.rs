@@ -78,15 +78,17 @@ impl Core {
                 Ok(())
             }
             Some("archive-older") => {
-                let usage = "archive-older takes CUTOFF (RFC 3339, or an age: 45m, 12h, 30d, 2w) and then `dry-run` to only list what would go";
-                let cutoff = words.next().ok_or_else(|| Error::invalid(usage))?;
+                let cutoff = words.next().ok_or_else(|| {
+                    Error::invalid("archive-older takes CUTOFF (RFC 3339, or an age: 45m, 12h, 30d, 2w), then `dry-run` to only list what would go")
+                })?;
+                let extra = || Error::invalid("archive-older takes one CUTOFF, then at most `dry-run`");
                 let dry_run = match words.next() {
                     None => false,
                     Some("dry-run") => true,
-                    Some(_) => return Err(Error::invalid(usage)),
+                    Some(_) => return Err(extra()),
                 };
                 if words.next().is_some() {
-                    return Err(Error::invalid(usage));
+                    return Err(extra());
                 }
                 let cutoff_ms = organize::changes::parse_cutoff(cutoff, now_ms())?;
                 let report = self.archive_older(cutoff_ms, dry_run)?;
