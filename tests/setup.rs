@@ -103,6 +103,29 @@ impl Machine {
             .unwrap()
     }
 
+    /// This machine's own toolchain (the one `cargo` is), linked into the
+    /// home's `.cargo/bin` as rustup leaves it: the home, and the
+    /// RUSTUP_HOME its proxies find their toolchains through.
+    fn home_toolchain(&self, cargo: &Path) -> (PathBuf, String) {
+        let home = self.dir.path().join("home");
+        let cargo_bin = home.join(".cargo/bin");
+        fs::create_dir_all(&cargo_bin).unwrap();
+        let real_dir = cargo
+            .canonicalize()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        for tool in ["cargo", "rustc", "rustup"] {
+            if real_dir.join(tool).exists() {
+                std::os::unix::fs::symlink(real_dir.join(tool), cargo_bin.join(tool)).unwrap();
+            }
+        }
+        let rustup_home = std::env::var("RUSTUP_HOME")
+            .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
+        (home, rustup_home)
+    }
+
     fn apt_log(&self) -> String {
         fs::read_to_string(self.dir.path().join("apt.log")).unwrap_or_default()
     }
@@ -185,23 +208,7 @@ fn a_toolchain_in_the_home_cargo_folder_is_found_without_path() {
     );
     let cargo = cargo.unwrap();
     let m = Machine::new("1.63.0+dfsg1-2");
-    let home = m.dir.path().join("home");
-    let cargo_bin = home.join(".cargo/bin");
-    fs::create_dir_all(&cargo_bin).unwrap();
-    let real_dir = cargo
-        .canonicalize()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    for tool in ["cargo", "rustc", "rustup"] {
-        if real_dir.join(tool).exists() {
-            std::os::unix::fs::symlink(real_dir.join(tool), cargo_bin.join(tool)).unwrap();
-        }
-    }
-    // rustup's proxies find their toolchains through RUSTUP_HOME.
-    let rustup_home = std::env::var("RUSTUP_HOME")
-        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
+    let (home, rustup_home) = m.home_toolchain(&cargo);
     let out = m.run(
         &format!("export RUSTUP_HOME='{rustup_home}'; . scripts/setup && cargo --version"),
         &home,
@@ -236,29 +243,18 @@ fn rustup_where_present_installs_a_toolchain_that_fits() {
 /// sshfs, an SSH server...) is installed by `scripts/test`, not here.
 #[test]
 fn setup_installs_what_running_needs_and_no_test_tool() {
-    let Some(cargo) = which("cargo") else {
-        panic!("`cargo` on PATH to stand as the home toolchain (scripts/setup leaves one there)");
-    };
+    let cargo = which("cargo");
+    common::require(
+        "setup_installs_what_running_needs_and_no_test_tool",
+        "`cargo` on PATH to stand as the home toolchain (scripts/setup leaves one there)",
+        cargo.is_some(),
+        None,
+    );
     let m = Machine::new("1.63.0+dfsg1-2");
     for tool in ["fusermount3", "dtach", "vim", "jq", "sshfs", "strace"] {
         let _ = fs::remove_file(m.bin().join(tool));
     }
-    let home = m.dir.path().join("home");
-    let cargo_bin = home.join(".cargo/bin");
-    fs::create_dir_all(&cargo_bin).unwrap();
-    let real_dir = cargo
-        .canonicalize()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    for tool in ["cargo", "rustc", "rustup"] {
-        if real_dir.join(tool).exists() {
-            std::os::unix::fs::symlink(real_dir.join(tool), cargo_bin.join(tool)).unwrap();
-        }
-    }
-    let rustup_home = std::env::var("RUSTUP_HOME")
-        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
+    let (home, rustup_home) = m.home_toolchain(&cargo.unwrap());
     let out = m.run(
         &format!("export RUSTUP_HOME='{rustup_home}'; . scripts/setup"),
         &home,

@@ -7,16 +7,35 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// What `ls` was asked for (the flags of `sessionfs ls`).
+#[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Text to find in the key, title or project.
+    #[arg(long)]
     pub q: Option<String>,
+    #[arg(long)]
     pub project: Option<String>,
+    #[arg(long)]
     pub engine: Option<String>,
+    /// List archived sessions instead of active ones.
+    #[arg(long)]
     pub archived: bool,
+    #[arg(long)]
     pub limit: Option<usize>,
+    #[arg(long, default_value_t = 0)]
     pub offset: usize,
+    /// Only sessions in this state (`state` file: stopped, starting,
+    /// idle, busy, waiting, exited).
+    #[arg(long, value_name = "STATE")]
     pub state: Option<String>,
+    /// Only the keys, one a line.
+    #[arg(long)]
     pub keys: bool,
+    /// Only the sessions' paths in the mount, one a line (a mount must
+    /// serve this state).
+    #[arg(long, conflicts_with = "keys")]
     pub paths: bool,
+    /// JSON file with more engines and program overrides.
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 

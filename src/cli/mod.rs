@@ -59,36 +59,7 @@ pub enum Command {
     },
     /// Lists sessions from the same state, mounted or not (asking the
     /// daemon that serves that state, when one is mounted).
-    Ls {
-        /// Text to find in the key, title or project.
-        #[arg(long)]
-        q: Option<String>,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        engine: Option<String>,
-        /// List archived sessions instead of active ones.
-        #[arg(long)]
-        archived: bool,
-        #[arg(long)]
-        limit: Option<usize>,
-        #[arg(long, default_value_t = 0)]
-        offset: usize,
-        /// Only sessions in this state (`state` file: stopped, starting,
-        /// idle, busy, waiting, exited).
-        #[arg(long, value_name = "STATE")]
-        state: Option<String>,
-        /// Only the keys, one a line.
-        #[arg(long)]
-        keys: bool,
-        /// Only the sessions' paths in the mount, one a line (a mount must
-        /// serve this state).
-        #[arg(long, conflicts_with = "keys")]
-        paths: bool,
-        /// JSON file with more engines and program overrides.
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-    },
+    Ls(ls::Args),
     /// Approves what the agent asks (its one-time yes), once it takes keys.
     /// Exit 0 once the agent left the question; 1 refused (the reason on
     /// stderr): nothing waits for an answer, or it did not take it.
@@ -193,32 +164,7 @@ pub fn run(cli: Cli) -> ExitCode {
             options,
             config,
         } => mount::run(&mountpoint, &options, config.as_deref()),
-        Command::Ls {
-            q,
-            project,
-            engine,
-            archived,
-            limit,
-            offset,
-            state,
-            keys,
-            paths,
-            config,
-        } => ls::run(
-            ls::Args {
-                q,
-                project,
-                engine,
-                archived,
-                limit,
-                offset,
-                state,
-                keys,
-                paths,
-                config,
-            },
-            json,
-        ),
+        Command::Ls(args) => ls::run(args, json),
         Command::Approve { key } => answer::run(&key, "approve", json),
         Command::Deny { key } => answer::run(&key, "deny", json),
         Command::Interrupt { key } => answer::run(&key, "interrupt", json),

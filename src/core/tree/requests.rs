@@ -1963,14 +1963,9 @@ impl Files {
             }
             Some(Err(e)) => Step::Done(Err(e)),
             None if self.write_commits(fh) => {
-                let (files, data) = (self.clone(), data.to_vec());
-                Step::Later(Later::pool(
-                    self.core.clone(),
-                    "a write to a slot record or transcript".to_string(),
-                    Concern::Root,
-                    false,
-                    move || files.write(fh, offset, &data),
-                ))
+                let data = data.to_vec();
+                let what = "a write to a slot record or transcript".to_string();
+                self.in_pool(what, move |files| files.write(fh, offset, &data))
             }
             None => Step::Done(self.write(fh, offset, data)),
         }
@@ -2022,29 +2017,17 @@ impl Files {
         if !self.unlink_commits(parent) {
             return Step::Done(self.unlink_by(parent, name, pid));
         }
-        let (files, name) = (self.clone(), name.to_owned());
+        let name = name.to_owned();
         let what = format!("rm {}", name.to_string_lossy());
-        Step::Later(Later::pool(
-            self.core.clone(),
-            what,
-            Concern::Root,
-            false,
-            move || files.unlink_by(parent, &name, pid),
-        ))
+        self.in_pool(what, move |files| files.unlink_by(parent, &name, pid))
     }
 
     /// `mkdir` by thread `pid`: making a session records it in the
     /// sidecar, under the writers' lock other daemons share.
     pub fn mkdir_request(self: &Arc<Self>, parent: u64, name: &OsStr, pid: u32) -> Step<Attr> {
-        let (files, name) = (self.clone(), name.to_owned());
+        let name = name.to_owned();
         let what = format!("mkdir {}", name.to_string_lossy());
-        Step::Later(Later::pool(
-            self.core.clone(),
-            what,
-            Concern::Root,
-            false,
-            move || files.mkdir(parent, &name, pid),
-        ))
+        self.in_pool(what, move |files| files.mkdir(parent, &name, pid))
     }
 
     /// `rename`: it may commit metadata or archive, which ends the
@@ -2057,14 +2040,30 @@ impl Files {
         newparent: u64,
         newname: &OsStr,
     ) -> Step<()> {
-        let (files, name, newname) = (self.clone(), name.to_owned(), newname.to_owned());
+        let (name, newname) = (name.to_owned(), newname.to_owned());
         let what = format!("rename {name:?} -> {newname:?}");
+        self.in_pool(what, move |files| {
+            files.rename(parent, &name, newparent, &newname)
+        })
+    }
+}
+
+impl Files {
+    /// `job` answered from the pool, named `what` in its messages; when
+    /// the pool gives up on it, the reason goes to the root's `status` (a
+    /// refusal the job makes names its own session).
+    fn in_pool<T: Send + 'static>(
+        self: &Arc<Self>,
+        what: String,
+        job: impl FnOnce(&Files) -> Result<T> + Send + 'static,
+    ) -> Step<T> {
+        let files = self.clone();
         Step::Later(Later::pool(
             self.core.clone(),
             what,
             Concern::Root,
             false,
-            move || files.rename(parent, &name, newparent, &newname),
+            move || job(&files),
         ))
     }
 }
