@@ -24,6 +24,12 @@ impl Agents {
     /// As [`Agents::start`], with more variables for the daemon and the
     /// agents it starts.
     pub fn start_with(test: &str, vars: &[(&str, &str)]) -> Option<Agents> {
+        Self::start_at(test, "mnt", vars)
+    }
+
+    /// As [`Agents::start_with`], mounted at `name` under the host's root
+    /// (`home/sessions`: the agents' and a reader's `~/sessions`).
+    pub fn start_at(test: &str, name: &str, vars: &[(&str, &str)]) -> Option<Agents> {
         let bin = agents_bin(test)?;
         let api = ModelApi::start();
         let mut host = Host::new();
@@ -34,7 +40,7 @@ impl Agents {
         for (k, v) in vars {
             host = host.with_env(k, v);
         }
-        let m = host.mount("mnt");
+        let m = host.mount(name);
         Some(Agents { m, env, host, api })
     }
 

@@ -85,7 +85,7 @@ pub fn require_root(test: &str, why: &str) -> bool {
     require(test, &format!("root ({why})"), root, Some(SKIP_ROOT))
 }
 
-/// A program `scripts/setup` installs from the apt package `package`: on
+/// A program `scripts/test` installs from the apt package `package`: on
 /// `PATH`, or at `tool` when it is an absolute path. Without it `test`
 /// fails, naming both.
 pub fn require_tool(test: &str, tool: &str, package: &str) {
@@ -97,7 +97,7 @@ pub fn require_tool(test: &str, tool: &str, package: &str) {
     };
     require(
         test,
-        &format!("`{tool}` (apt package {package}, which scripts/setup installs)"),
+        &format!("`{tool}` (apt package {package}, which scripts/test installs)"),
         found,
         None,
     );
