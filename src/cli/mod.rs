@@ -6,15 +6,18 @@
 pub mod answer;
 pub mod archive_older;
 pub mod attach;
+pub mod completions;
 pub mod events;
 pub mod exit;
 pub mod hook;
 mod logging;
 pub mod ls;
+pub mod man;
 pub mod mount;
 pub mod mounted;
 pub mod new;
 pub mod prompt;
+pub mod service;
 pub mod wait;
 
 use crate::runtime::wrapper::{self, WrapperArgs};
@@ -137,6 +140,19 @@ pub enum Command {
         #[arg(long)]
         follow: bool,
     },
+    /// Installs, shows or removes the systemd user service that mounts at
+    /// login (~/.config/systemd/user/sessionfs.service).
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
+    /// Prints the completion script for SHELL (bash, zsh or fish).
+    Completions {
+        #[arg(value_enum)]
+        shell: completions::Shell,
+    },
+    /// Prints the man page (roff), e.g. to ~/.local/share/man/man1/sessionfs.1.
+    Man,
     /// The program dtach runs: drops the lock descriptor, then becomes the agent.
     #[command(hide = true)]
     ExecWrapper {
@@ -153,6 +169,30 @@ pub enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+}
+
+/// What `sessionfs service` does.
+#[derive(Subcommand, Debug)]
+pub enum ServiceAction {
+    /// Writes a systemd user unit that mounts MOUNTPOINT (default
+    /// ~/sessions) with the binary running this command, and its
+    /// environment file (PATH and each --env variable, mode 0600); then,
+    /// where a user manager runs, enables and starts it (else prints the
+    /// commands to run). Refuses a binary in a cargo target directory.
+    Install {
+        mountpoint: Option<PathBuf>,
+        /// A variable of this environment the service's agents need (e.g.
+        /// ANTHROPIC_API_KEY); may be given more than once. PATH is always
+        /// kept.
+        #[arg(long = "env", value_name = "NAME")]
+        env: Vec<String>,
+    },
+    /// Prints whether the unit is installed, its path, the binary and mount
+    /// point it runs, and whether it is active (where a user manager runs).
+    Status,
+    /// Stops and disables the unit (where a user manager runs) and removes
+    /// it and its environment file; the mount point and the sessions stay.
+    Uninstall,
 }
 
 /// Runs the verb the command line names; its exit code.
@@ -186,6 +226,15 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Attach { key } => attach::run(&key),
         Command::ArchiveOlder { cutoff, dry_run } => archive_older::run(&cutoff, dry_run, json),
         Command::Events { follow } => events::run(follow),
+        Command::Service { action } => match action {
+            ServiceAction::Install { mountpoint, env } => {
+                service::run_install(mountpoint.as_deref(), &env)
+            }
+            ServiceAction::Status => service::run_status(json),
+            ServiceAction::Uninstall => service::run_uninstall(),
+        },
+        Command::Completions { shell } => completions::run(shell),
+        Command::Man => man::run(),
         Command::ExecWrapper {
             lock_fd,
             record,
