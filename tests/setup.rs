@@ -239,8 +239,9 @@ fn rustup_where_present_installs_a_toolchain_that_fits() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "rustc 1.95.0\n");
 }
 
-/// Running needs fuse3 and dtach; what only the tests drive (vim, jq,
-/// sshfs, an SSH server...) is installed by `scripts/test`, not here.
+/// Running needs fuse3 and dtach (and jq, for the README's recipes); what
+/// only the tests drive (vim, sshfs, an SSH server...) is installed by
+/// `scripts/test`, not here.
 #[test]
 fn setup_installs_what_running_needs_and_no_test_tool() {
     let cargo = which("cargo");
@@ -251,7 +252,7 @@ fn setup_installs_what_running_needs_and_no_test_tool() {
         None,
     );
     let m = Machine::new("1.63.0+dfsg1-2");
-    for tool in ["fusermount3", "dtach", "vim", "jq", "sshfs", "strace"] {
+    for tool in ["fusermount3", "dtach", "jq", "vim", "sshfs", "strace"] {
         let _ = fs::remove_file(m.bin().join(tool));
     }
     let (home, rustup_home) = m.home_toolchain(&cargo.unwrap());
@@ -273,5 +274,5 @@ fn setup_installs_what_running_needs_and_no_test_tool() {
         .skip(1)
         .filter(|w| !w.starts_with('-'))
         .collect();
-    assert_eq!(packages, ["fuse3", "dtach"], "{installs:?}");
+    assert_eq!(packages, ["fuse3", "dtach", "jq"], "{installs:?}");
 }
