@@ -67,8 +67,9 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
     fuse_config.n_threads = Some(4);
     let as_root = nix::unistd::geteuid().is_root();
     // Every request goes through the panic guard.
-    let fs = SessionFs::new(core.clone(), options.share_read)
+    let mut fs = SessionFs::new(core.clone(), options.share_read)
         .map_err(|e| Error::io("cannot start the follow timer thread", &e))?;
+    fs.on_ready(ready_line_printer(&core, &mountpoint));
     let files = fs.files().clone();
     let fs = Guarded(fs);
     // Recorded before the mount appears, so a command that sees the mount
@@ -151,7 +152,6 @@ pub fn serve(config: Config, mountpoint: &Path, options: &MountOptions) -> Resul
             std::process::exit(0);
         })
         .map_err(|e| Error::io("cannot start the signal thread", &e))?;
-    say_when_ready(&core, &mountpoint);
     session
         .run()
         .map_err(|e| Error::io("serving the mount failed", &e))?;
@@ -214,35 +214,25 @@ fn raise_open_files_limit() {
     }
 }
 
-/// Prints one line to stdout once the mount answers (a look at its root `status`
-/// goes through the kernel to the request threads): where it is, how many
-/// sessions it lists, and two commands to try.
-fn say_when_ready(core: &std::sync::Arc<Core>, mountpoint: &Path) {
+/// Prints one line to stdout once the kernel has connected: where the
+/// mount is, how many sessions it lists, and two commands to try. Counted
+/// on a thread of its own, off the request threads; nothing here asks the
+/// mount itself (a daemon waiting on its own mount as it exits would never
+/// end).
+fn ready_line_printer(
+    core: &std::sync::Arc<Core>,
+    mountpoint: &Path,
+) -> Box<dyn FnOnce() + Send + Sync> {
     let (core, mountpoint) = (core.clone(), mountpoint.to_path_buf());
-    let spawned = std::thread::Builder::new()
-        .name("ready".into())
-        .spawn(move || {
-            let until = std::time::Instant::now() + READY_WITHIN;
-            while std::fs::metadata(mountpoint.join("status")).is_err() {
-                if std::time::Instant::now() > until {
-                    log::warn!(
-                        "the mount at {} did not answer in time",
-                        mountpoint.display()
-                    );
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            println!("{}", ready_line(&mountpoint, core.session_count()));
-        });
-    if let Err(e) = spawned {
-        log::debug!("cannot start the ready thread: {e}");
-    }
+    Box::new(move || {
+        let spawned = std::thread::Builder::new()
+            .name("ready".into())
+            .spawn(move || println!("{}", ready_line(&mountpoint, core.session_count())));
+        if let Err(e) = spawned {
+            log::debug!("cannot start the ready thread: {e}");
+        }
+    })
 }
-
-/// How long the mount has to answer its first look before the ready line
-/// gives up (the request threads start right after it is asked).
-const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn ready_line(mountpoint: &Path, sessions: usize) -> String {
     let m = mountpoint.display();

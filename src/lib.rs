@@ -24,6 +24,6 @@ pub mod procinfo;
 pub mod runtime;
 pub mod sync;
 pub mod terminal;
-pub mod test_panics;
+pub mod test_hooks;
 pub mod transcript;
 pub mod work;

@@ -827,3 +827,59 @@ fn the_mount_says_when_it_is_ready_and_when_it_is_gone() {
         again.out_text()
     );
 }
+
+/// A daemon stopped the moment its mount appears still ends: nothing in
+/// it waits on its own mount (a thread of the daemon asking the mount
+/// something as the daemon exits would wait for ever, and the daemon with
+/// it).
+#[test]
+fn a_daemon_stopped_as_soon_as_it_mounts_ends_every_time() {
+    let host = Host::new();
+    for round in 0..20 {
+        let mut m = host.mount("mnt");
+        let pid = m.pid();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        assert_eq!(m.wait_exit(10), Some(0), "round {round}: {}", m.log_text());
+        assert!(!is_mounted(&m.mnt), "round {round}");
+    }
+}
+
+/// The same with the mount slow to answer (each lookup of `status` takes
+/// 3 s): a stop that comes while the kernel waits on the daemon still ends
+/// the daemon, because none of its own threads is among the waiters.
+#[test]
+fn a_daemon_stopped_while_its_mount_is_slow_ends() {
+    let host = Host::new();
+    let mnt = host.path("slow");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let log = host.path("slow.log");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"));
+    host.state_env(cmd.arg("mount").arg(&mnt))
+        .env("SESSIONFS_TEST_PAUSE", "lookup:status:3000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    wait_for(20, "the mount to appear", || is_mounted(&mnt));
+    // A pause, not a wait on a condition: what is looked for is that no
+    // thread of the daemon is inside the kernel's wait, which nothing
+    // outside can see happen; 300 ms lets one that would be get there.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let ended = wait_until(15, || matches!(child.try_wait(), Ok(Some(_))));
+    if !ended {
+        // Unstick it: abort the connection, so the test leaves nothing behind.
+        let _ = child.kill();
+    }
+    assert!(
+        ended,
+        "the daemon did not end after SIGTERM; its log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}

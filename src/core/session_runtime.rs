@@ -210,7 +210,7 @@ impl SessionRuntime {
 
     /// One chunk of the master's output, into the ring.
     pub(super) fn take_output(&self, bytes: &[u8]) {
-        crate::test_panics::maybe_panic("output", bytes);
+        crate::test_hooks::maybe_panic("output", bytes);
         self.scrollback.append(bytes);
         let now = now_ms();
         if now >= self.repaint_until_ms.load(Ordering::Relaxed) {

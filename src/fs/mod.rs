@@ -40,6 +40,8 @@ pub struct SessionFs {
     attrs: KernelAttrs,
     /// Reads of `scrollback` held at the end for readers that follow.
     follows: Arc<follow::Follows>,
+    /// Told once the kernel's `INIT` is answered: the mount serves.
+    on_ready: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 /// The one way an error goes back to the kernel: logged (at debug: the
@@ -124,7 +126,16 @@ impl SessionFs {
                 expirable: false,
             },
             files,
+            on_ready: None,
         })
+    }
+
+    /// `ready` is called once the kernel has connected, as the mount
+    /// begins to serve. It must not wait: the kernel's first request waits
+    /// for it (and nothing here may ask the mount anything: the daemon
+    /// answers its own requests).
+    pub fn on_ready(&mut self, ready: Box<dyn FnOnce() + Send + Sync>) {
+        self.on_ready = Some(ready);
     }
 
     /// The mounted tree, for what the daemon sets up once the mount exists.
@@ -171,6 +182,9 @@ impl Filesystem for SessionFs {
         self.attrs.expirable = config
             .capabilities()
             .contains(fuser::InitFlags::FUSE_HAS_EXPIRE_ONLY);
+        if let Some(ready) = self.on_ready.take() {
+            ready();
+        }
         Ok(())
     }
 

@@ -694,7 +694,8 @@ impl Files {
         let name = name
             .to_str()
             .ok_or_else(|| Error::not_found("names here are UTF-8"))?;
-        crate::test_panics::maybe_panic("lookup", name.as_bytes());
+        crate::test_hooks::maybe_panic("lookup", name.as_bytes());
+        crate::test_hooks::maybe_pause("lookup", name.as_bytes());
         match self.node(parent)? {
             parent @ (Node::SlotsDir | Node::World(_) | Node::TranscriptsDir) => {
                 self.records_lookup(&parent, name)
