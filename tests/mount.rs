@@ -883,3 +883,97 @@ fn a_daemon_stopped_while_its_mount_is_slow_ends() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+/// `scripts/run` as a new user meets it: a first line that the first build
+/// takes a while, the build's own progress, then the ready line from a
+/// real mount, and one plain line at Ctrl-C. The build is a stand-in
+/// `cargo` (a release build takes minutes) that prints progress and puts
+/// this test build's binary where the release one goes.
+#[test]
+fn scripts_run_says_what_it_builds_and_when_the_mount_is_ready() {
+    let host = Host::new();
+    let bin = host.path("bin");
+    let target = host.path("target");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real_cargo = std::process::Command::new("bash")
+        .args(["-c", "command -v cargo"])
+        .output()
+        .unwrap();
+    let real_cargo = String::from_utf8_lossy(&real_cargo.stdout)
+        .trim()
+        .to_string();
+    assert!(!real_cargo.is_empty(), "cargo on PATH");
+    // rustc stays the real one (scripts/setup checks its version).
+    let rustc = std::process::Command::new("bash")
+        .args(["-c", "command -v rustc"])
+        .output()
+        .unwrap();
+    let rustc = String::from_utf8_lossy(&rustc.stdout).trim().to_string();
+    std::os::unix::fs::symlink(&rustc, bin.join("rustc")).unwrap();
+    std::fs::write(
+        bin.join("cargo"),
+        format!(
+            "#!/bin/bash\nset -e\n[ \"$1\" = build ] || exec {real_cargo} \"$@\"\n\
+             echo '   Compiling sessionfs v0 (stand-in)' >&2\n\
+             mkdir -p \"$CARGO_TARGET_DIR/release\"\n\
+             cp {} \"$CARGO_TARGET_DIR/release/sessionfs\"\n\
+             echo '    Finished `release` profile' >&2\n",
+            env!("CARGO_BIN_EXE_sessionfs")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("cargo"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = host.path("sessions");
+    let out = host.path("run.out");
+    let err = host.path("run.err");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut cmd = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/run"),
+    );
+    host.state_env(cmd.arg(&mnt))
+        .env("PATH", path)
+        .env("CARGO_TARGET_DIR", &target)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let text = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    wait_for(60, "the ready line", || text(&out).contains("ready at"));
+    let said = text(&err);
+    let first = said
+        .lines()
+        .find(|l| l.starts_with("run: "))
+        .unwrap_or_default();
+    assert_eq!(
+        first,
+        "run: building sessionfs (release); the first build takes a few minutes"
+    );
+    assert!(
+        said.contains("Compiling sessionfs"),
+        "the build's progress shows: {said}"
+    );
+    assert!(
+        text(&out).starts_with(&format!(
+            "sessionfs: ready at {} with 0 sessions;",
+            mnt.display()
+        )),
+        "{}",
+        text(&out)
+    );
+    assert!(is_mounted(&mnt));
+    // Ctrl-C: SIGINT to the foreground job.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    assert!(wait_until(20, || matches!(child.try_wait(), Ok(Some(_)))));
+    assert_eq!(
+        text(&out).lines().last().unwrap_or_default(),
+        format!(
+            "sessionfs: unmounted {}; the sessions keep running, and the next mount reattaches them",
+            mnt.display()
+        )
+    );
+    assert!(!is_mounted(&mnt));
+}
