@@ -13,6 +13,10 @@ fn main() -> ExitCode {
         args.get(1).map(String::as_str),
         args.get(2..).unwrap_or_default(),
     ) {
+        if path == sessionfs::fs::moved_sessions::SERVE && more.is_empty() {
+            sessionfs::fs::moved_sessions::serve_probes();
+            return ExitCode::SUCCESS;
+        }
         if more.is_empty() {
             let errno = sessionfs::fs::moved_sessions::probe(std::path::Path::new(path));
             return ExitCode::from(u8::try_from(errno).unwrap_or(255));

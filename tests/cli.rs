@@ -289,3 +289,37 @@ print("exit", os.waitstatus_to_exitcode(status))
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(text(&out.stderr).contains("archived"), "{out:?}");
 }
+
+/// The lookups the daemon makes in its own mount go through a child kept
+/// running: each NUL-ended path on its stdin is answered with its errno on
+/// a line, until its stdin ends.
+#[test]
+fn the_prober_answers_each_path_with_its_errno() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .args(["lstat-probe", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut paths = child.stdin.take().unwrap();
+    let mut answers = BufReader::new(child.stdout.take().unwrap());
+    for (path, errno) in [
+        ("/", "0"),
+        ("/no such dir/x", "2"),
+        ("/etc/passwd/x", "20"),
+        ("/tmp", "0"),
+    ] {
+        paths.write_all(path.as_bytes()).unwrap();
+        paths.write_all(b"\0").unwrap();
+        paths.flush().unwrap();
+        let mut line = String::new();
+        answers.read_line(&mut line).unwrap();
+        assert_eq!(line, format!("{errno}\n"), "{path}");
+    }
+    drop(paths);
+    assert!(
+        child.wait().unwrap().success(),
+        "it ends when its stdin does"
+    );
+}

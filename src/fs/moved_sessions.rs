@@ -105,6 +105,7 @@ fn serve(mut notices: impl EntryNotices, mountpoint: &std::path::Path, jobs: Rec
     let archived = mountpoint.join(ViewDir::Archived.name());
     // Taken now: a binary replaced on disk later still runs under this name.
     let exe = std::env::current_exe().unwrap_or_else(|_| "sessionfs".into());
+    let mut prober = Prober::new(exe.clone());
     for job in jobs {
         match &job.told {
             Told::Moved(moves) => {
@@ -123,7 +124,7 @@ fn serve(mut notices: impl EntryNotices, mountpoint: &std::path::Path, jobs: Rec
                     dir.join(name)
                 };
                 match moves.as_slice() {
-                    [one] => look_up(&exe, &new_path(one), &job.done),
+                    [one] => look_up(&mut prober, &new_path(one), &job.done),
                     many => {
                         // Many at once (`archive-older`): the caller goes
                         // on once the entries are expired; one child looks
@@ -223,13 +224,130 @@ fn wait_child(
     }
 }
 
-/// `lstat(path)` in a child process, as [`probe`] gives it; killed (EIO)
-/// past [`PROBE_WITHIN`].
-fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
-    match wait_child(spawn_probe(exe, &[path])?, PROBE_WITHIN)?.code() {
-        Some(0) => Ok(()),
-        Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
-        None => Err(std::io::Error::from_raw_os_error(libc::EIO)),
+/// Looks paths up in the mount from a child process kept running (a
+/// spawn per lookup would cost more than the lookup): `sessionfs
+/// lstat-probe --serve` reads NUL-ended paths on its stdin and answers each
+/// with its errno on a line. Still a child, not a thread: if the daemon
+/// goes away while a lookup waits on it, the child's wait ends with the
+/// connection, and the daemon's own threads never wait on its mount.
+struct Prober {
+    exe: PathBuf,
+    child: Option<Serving>,
+}
+
+struct Serving {
+    child: std::process::Child,
+    paths: std::process::ChildStdin,
+    answers: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Prober {
+    fn new(exe: PathBuf) -> Self {
+        Prober { exe, child: None }
+    }
+
+    /// `lstat(path)` as [`probe`] gives it, answered within [`PROBE_WITHIN`]
+    /// or EIO (the child is then ended, and the next look starts another).
+    fn look(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        let result = self.ask(path);
+        if result.as_ref().is_err_and(|e| e.raw_os_error().is_none()) {
+            self.stop();
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        result
+    }
+
+    fn ask(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::{BufRead, Write};
+        use std::os::fd::AsFd;
+        use std::os::unix::ffi::OsStrExt;
+        if self.child.is_none() {
+            let mut child = std::process::Command::new(&self.exe)
+                .args([PROBE, SERVE])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()?;
+            let (Some(paths), Some(answers)) = (child.stdin.take(), child.stdout.take()) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(std::io::Error::other("the prober has no pipes"));
+            };
+            let answers = std::io::BufReader::new(answers);
+            self.child = Some(Serving {
+                child,
+                paths,
+                answers,
+            });
+        }
+        let Some(serving) = self.child.as_mut() else {
+            return Err(std::io::Error::other("no prober"));
+        };
+        let mut line = path.as_os_str().as_bytes().to_vec();
+        line.push(0);
+        serving.paths.write_all(&line)?;
+        serving.paths.flush()?;
+        let mut ready = [nix::poll::PollFd::new(
+            serving.answers.get_ref().as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let within =
+            nix::poll::PollTimeout::try_from(PROBE_WITHIN).unwrap_or(nix::poll::PollTimeout::MAX);
+        if nix::poll::poll(&mut ready, within).map_err(std::io::Error::from)? == 0 {
+            return Err(std::io::Error::other("the prober did not answer in time"));
+        }
+        let mut answer = String::new();
+        if serving.answers.read_line(&mut answer)? == 0 {
+            return Err(std::io::Error::other("the prober ended"));
+        }
+        match answer.trim().parse::<i32>() {
+            Ok(0) => Ok(()),
+            Ok(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+            Err(_) => Err(std::io::Error::other("the prober's answer is not an errno")),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut serving) = self.child.take() {
+            let _ = serving.child.kill();
+            let _ = serving.child.wait();
+        }
+    }
+}
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The prober's argument after [`PROBE`]: serve paths from stdin.
+pub const SERVE: &str = "--serve";
+
+/// `sessionfs lstat-probe --serve`: each NUL-ended path on stdin answered
+/// with its errno (0: found) on a line of its own, until stdin ends.
+pub fn serve_probes() {
+    use std::io::{BufRead, Write};
+    use std::os::unix::ffi::OsStrExt;
+    let mut paths = std::io::stdin().lock();
+    let mut answers = std::io::stdout().lock();
+    let mut path = Vec::new();
+    loop {
+        path.clear();
+        match paths.read_until(0, &mut path) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if path.last() == Some(&0) {
+            path.pop();
+        }
+        let errno = probe(std::path::Path::new(std::ffi::OsStr::from_bytes(&path)));
+        if writeln!(answers, "{errno}")
+            .and_then(|()| answers.flush())
+            .is_err()
+        {
+            return;
+        }
     }
 }
 
@@ -239,11 +357,11 @@ fn probe_in_child(exe: &std::path::Path, path: &std::path::Path) -> std::io::Res
 /// ESTALE and leaves the old entry where it was, so the lookup is tried
 /// again until the way is free. The caller hears it was told once the
 /// first try is made.
-fn look_up(exe: &std::path::Path, path: &std::path::Path, told: &Sender<()>) {
+fn look_up(prober: &mut Prober, path: &std::path::Path, told: &Sender<()>) {
     let until = std::time::Instant::now() + STALE_FOR;
     let mut pause = Duration::from_millis(2);
     loop {
-        match probe_in_child(exe, path) {
+        match prober.look(path) {
             Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
                 let _ = told.try_send(());
                 if std::time::Instant::now() >= until {

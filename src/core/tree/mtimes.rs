@@ -12,7 +12,6 @@ use crate::core::Core;
 use crate::error::Result;
 use crate::key::SessionKey;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -33,13 +32,16 @@ pub(in crate::core) fn program_time() -> Option<SystemTime> {
         .ok()
 }
 
-/// A digest of generated content.
+/// A digest of generated content (each part's length, then its bytes):
+/// XXH3, as `sessions.json` is tens of MiB at 100,000 sessions and is
+/// digested each time it changes.
 pub(in crate::core) fn digest(parts: &[&[u8]]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
     for p in parts {
-        p.hash(&mut h);
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p);
     }
-    h.finish()
+    h.digest()
 }
 
 /// When each generated node's content last changed, as this daemon saw it.
