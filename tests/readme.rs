@@ -325,28 +325,6 @@ impl Drop for Running {
     }
 }
 
-/// The processes whose command line `matches`.
-fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
-    let mut pids = vec![];
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = raw
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if matches(&args) && !is_zombie(pid) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 /// Whether process `pid` has `path` open.
 fn has_open(pid: u32, path: &Path) -> bool {
     std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -268,6 +268,16 @@ impl Host {
 /// Every dtach master serving a socket under the runtime directory `run`.
 pub fn masters_under(run: &Path) -> Vec<u32> {
     let run = run.to_string_lossy();
+    processes(|args| {
+        args.first().is_some_and(|a| a.ends_with("dtach"))
+            && args
+                .iter()
+                .any(|a| a.starts_with(run.as_ref()) && a.ends_with(".sock"))
+    })
+}
+
+/// The live processes (not zombies) whose command line `matches`.
+pub fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
     let mut pids = vec![];
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -278,14 +288,10 @@ pub fn masters_under(run: &Path) -> Vec<u32> {
         };
         let args: Vec<String> = raw
             .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.first().is_some_and(|a| a.ends_with("dtach"))
-            && args
-                .iter()
-                .any(|a| a.starts_with(run.as_ref()) && a.ends_with(".sock"))
-            && !is_zombie(pid)
-        {
+        if matches(&args) && !is_zombie(pid) {
             pids.push(pid);
         }
     }
