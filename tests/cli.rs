@@ -317,9 +317,30 @@ fn the_prober_answers_each_path_with_its_errno() {
         answers.read_line(&mut line).unwrap();
         assert_eq!(line, format!("{errno}\n"), "{path}");
     }
-    drop(paths);
+    // Idle, it ends on its own (the daemon starts another when it needs one).
     assert!(
-        child.wait().unwrap().success(),
-        "it ends when its stdin does"
+        wait_until(10, || matches!(child.try_wait(), Ok(Some(_)))),
+        "an idle prober ends"
+    );
+    assert!(child.wait().unwrap().success());
+    drop(paths);
+}
+
+/// A prober ends when its stdin does.
+#[test]
+fn the_prober_ends_with_its_stdin() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .args(["lstat-probe", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdin.take());
+    let t0 = std::time::Instant::now();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
     );
 }

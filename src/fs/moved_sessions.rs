@@ -247,17 +247,28 @@ impl Prober {
     }
 
     /// `lstat(path)` as [`probe`] gives it, answered within [`PROBE_WITHIN`]
-    /// or EIO (the child is then ended, and the next look starts another).
+    /// or EIO. A child that ended (it does when idle) or failed is ended and
+    /// another started, once.
     fn look(&mut self, path: &std::path::Path) -> std::io::Result<()> {
-        let result = self.ask(path);
-        if result.as_ref().is_err_and(|e| e.raw_os_error().is_none()) {
+        let answer = self.ask(path).or_else(|e| {
+            log::debug!("the prober: {e}; starting another");
             self.stop();
-            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+            self.ask(path)
+        });
+        match answer {
+            Ok(0) => Ok(()),
+            Ok(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+            Err(e) => {
+                log::debug!("the prober: {e}");
+                self.stop();
+                Err(std::io::Error::from_raw_os_error(libc::EIO))
+            }
         }
-        result
     }
 
-    fn ask(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+    /// The errno the child answers for `path`; an error is the child's
+    /// own failure, not the path's.
+    fn ask(&mut self, path: &std::path::Path) -> std::io::Result<i32> {
         use std::io::{BufRead, Write};
         use std::os::fd::AsFd;
         use std::os::unix::ffi::OsStrExt;
@@ -300,11 +311,10 @@ impl Prober {
         if serving.answers.read_line(&mut answer)? == 0 {
             return Err(std::io::Error::other("the prober ended"));
         }
-        match answer.trim().parse::<i32>() {
-            Ok(0) => Ok(()),
-            Ok(errno) => Err(std::io::Error::from_raw_os_error(errno)),
-            Err(_) => Err(std::io::Error::other("the prober's answer is not an errno")),
-        }
+        answer
+            .trim()
+            .parse::<i32>()
+            .map_err(|_| std::io::Error::other("the prober's answer is not an errno"))
     }
 
     fn stop(&mut self) {
@@ -324,15 +334,37 @@ impl Drop for Prober {
 /// The prober's argument after [`PROBE`]: serve paths from stdin.
 pub const SERVE: &str = "--serve";
 
+/// How long the prober waits for a path before it ends: a daemon that
+/// moves no session keeps no child.
+const PROBER_IDLE: Duration = Duration::from_secs(2);
+
 /// `sessionfs lstat-probe --serve`: each NUL-ended path on stdin answered
-/// with its errno (0: found) on a line of its own, until stdin ends.
+/// with its errno (0: found) on a line of its own, until stdin ends or no
+/// path comes for [`PROBER_IDLE`].
 pub fn serve_probes() {
     use std::io::{BufRead, Write};
+    use std::os::fd::AsFd;
     use std::os::unix::ffi::OsStrExt;
-    let mut paths = std::io::stdin().lock();
+    // Read straight from the descriptor: what poll says of it is then all
+    // there is (no other buffer in between).
+    let Ok(stdin) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return;
+    };
+    let mut paths = std::io::BufReader::new(std::fs::File::from(stdin));
     let mut answers = std::io::stdout().lock();
     let mut path = Vec::new();
     loop {
+        if paths.buffer().is_empty() {
+            let mut ready = [nix::poll::PollFd::new(
+                paths.get_ref().as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let idle = nix::poll::PollTimeout::try_from(PROBER_IDLE)
+                .unwrap_or(nix::poll::PollTimeout::MAX);
+            if !matches!(nix::poll::poll(&mut ready, idle), Ok(n) if n > 0) {
+                return;
+            }
+        }
         path.clear();
         match paths.read_until(0, &mut path) {
             Ok(0) | Err(_) => return,
