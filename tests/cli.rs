@@ -290,18 +290,23 @@ print("exit", os.waitstatus_to_exitcode(status))
     assert!(text(&out.stderr).contains("archived"), "{out:?}");
 }
 
+/// `sessionfs lstat-probe --serve`, its stdin and stdout pipes.
+fn prober() -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
+        .args(["lstat-probe", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The lookups the daemon makes in its own mount go through a child kept
 /// running: each NUL-ended path on its stdin is answered with its errno on
 /// a line, until its stdin ends.
 #[test]
 fn the_prober_answers_each_path_with_its_errno() {
     use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-        .args(["lstat-probe", "--serve"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = prober();
     let mut paths = child.stdin.take().unwrap();
     let mut answers = BufReader::new(child.stdout.take().unwrap());
     for (path, errno) in [
@@ -329,12 +334,7 @@ fn the_prober_answers_each_path_with_its_errno() {
 /// A prober ends when its stdin does.
 #[test]
 fn the_prober_ends_with_its_stdin() {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs"))
-        .args(["lstat-probe", "--serve"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = prober();
     drop(child.stdin.take());
     let t0 = std::time::Instant::now();
     assert!(child.wait().unwrap().success());
