@@ -52,12 +52,36 @@ fn fail(op: &str, e: &Error) -> Errno {
     Errno::from_i32(e.errno)
 }
 
+/// A kernel reply, sent once: now on the request thread, or later by
+/// whoever the core hands it to (boxed only then).
+trait KernelReply<T>: Send + 'static {
+    fn send(self, result: Result<T, Error>);
+}
+
+/// A kernel reply the core keeps until its answer comes.
+struct Kept<R>(R);
+
+impl<T, R: KernelReply<T>> Reply<T> for Kept<R> {
+    fn answer(self: Box<Self>, result: Result<T, Error>) {
+        self.0.send(result);
+    }
+}
+
+/// Sends a request's answer to its reply: now, or by handing the reply to
+/// whoever answers later.
+fn answer<T, R: KernelReply<T>>(step: Step<T>, reply: R) {
+    match step {
+        Step::Done(result) => reply.send(result),
+        Step::Later(later) => later.reply_to(Box::new(Kept(reply))),
+    }
+}
+
 /// An entry reply (`mkdir`) with what makes its attributes.
 struct EntryReply(ReplyEntry, KernelAttrs, &'static str);
 
-impl Reply<Attr> for EntryReply {
-    fn answer(self: Box<Self>, result: Result<Attr, Error>) {
-        let EntryReply(reply, attrs, op) = *self;
+impl KernelReply<Attr> for EntryReply {
+    fn send(self, result: Result<Attr, Error>) {
+        let EntryReply(reply, attrs, op) = self;
         attrs.reply_entry(op, result, reply);
     }
 }
@@ -65,8 +89,8 @@ impl Reply<Attr> for EntryReply {
 /// A write's reply.
 struct WriteReply(ReplyWrite);
 
-impl Reply<usize> for WriteReply {
-    fn answer(self: Box<Self>, result: Result<usize, Error>) {
+impl KernelReply<usize> for WriteReply {
+    fn send(self, result: Result<usize, Error>) {
         match result {
             Ok(n) => self.0.written(n as u32),
             Err(e) => self.0.error(fail("write", &e)),
@@ -77,8 +101,8 @@ impl Reply<usize> for WriteReply {
 /// An empty reply (`flush`, `fsync`, `unlink`, `rename`) and its call.
 struct EmptyReply(ReplyEmpty, &'static str);
 
-impl Reply<()> for EmptyReply {
-    fn answer(self: Box<Self>, result: Result<(), Error>) {
+impl KernelReply<()> for EmptyReply {
+    fn send(self, result: Result<(), Error>) {
         SessionFs::reply_empty(self.1, result, self.0);
     }
 }
@@ -86,21 +110,12 @@ impl Reply<()> for EmptyReply {
 /// A blocked `wait` read of at most `.1` bytes.
 struct WaitData(ReplyData, usize);
 
-impl Reply<Vec<u8>> for WaitData {
-    fn answer(self: Box<Self>, result: Result<Vec<u8>, Error>) {
+impl KernelReply<Vec<u8>> for WaitData {
+    fn send(self, result: Result<Vec<u8>, Error>) {
         match result {
             Ok(bytes) => self.0.data(&bytes[..bytes.len().min(self.1)]),
             Err(e) => self.0.error(fail("wait", &e)),
         }
-    }
-}
-
-/// Sends a request's answer to its reply: now, or by handing the reply to
-/// whoever answers later.
-fn answer<T, R: Reply<T>>(step: Step<T>, reply: R, now: impl FnOnce(R, Result<T, Error>)) {
-    match step {
-        Step::Done(result) => now(reply, result),
-        Step::Later(later) => later.reply_to(Box::new(reply)),
     }
 }
 
@@ -248,7 +263,7 @@ impl Filesystem for SessionFs {
     ) {
         let step = self.files.mkdir_request(parent.0, name, req.pid());
         let reply = EntryReply(reply, self.attrs, "mkdir");
-        answer(step, reply, |r, result| Box::new(r).answer(result));
+        answer(step, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -257,9 +272,7 @@ impl Filesystem for SessionFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let step = self.files.unlink_request(parent.0, name, req.pid());
-        answer(step, EmptyReply(reply, "unlink"), |r, result| {
-            Self::reply_empty(r.1, result, r.0)
-        });
+        answer(step, EmptyReply(reply, "unlink"));
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -308,7 +321,9 @@ impl Filesystem for SessionFs {
                         reply.data(&[]);
                     }
                 }
-                ReadStep::Later(later) => later.reply_to(Box::new(WaitData(reply, size as usize))),
+                ReadStep::Later(later) => {
+                    later.reply_to(Box::new(Kept(WaitData(reply, size as usize))))
+                }
             }
             if buf.capacity() > READ_BUFFER_KEEP {
                 *buf = Vec::new();
@@ -362,9 +377,7 @@ impl Filesystem for SessionFs {
         reply: ReplyWrite,
     ) {
         let step = self.files.write_request(fh.0, offset, data);
-        answer(step, WriteReply(reply), |r, result| {
-            Box::new(r).answer(result)
-        });
+        answer(step, WriteReply(reply));
     }
 
     fn flush(
@@ -377,9 +390,7 @@ impl Filesystem for SessionFs {
     ) {
         // Errors here reach close(): what is still buffered must stand alone.
         let step = self.files.finish_request(fh.0, req.pid(), "flush");
-        answer(step, EmptyReply(reply, "flush"), |r, result| {
-            Self::reply_empty(r.1, result, r.0)
-        });
+        answer(step, EmptyReply(reply, "flush"));
     }
 
     fn create(
@@ -414,9 +425,7 @@ impl Filesystem for SessionFs {
     ) {
         // An editor's in-place save commits here at the latest.
         let step = self.files.finish_request(fh.0, req.pid(), "fsync");
-        answer(step, EmptyReply(reply, "fsync"), |r, result| {
-            Self::reply_empty(r.1, result, r.0)
-        });
+        answer(step, EmptyReply(reply, "fsync"));
     }
 
     fn symlink(
@@ -444,9 +453,7 @@ impl Filesystem for SessionFs {
         let step = self
             .files
             .rename_request(parent.0, name, newparent.0, newname);
-        answer(step, EmptyReply(reply, "rename"), |r, result| {
-            Self::reply_empty(r.1, result, r.0)
-        });
+        answer(step, EmptyReply(reply, "rename"));
     }
 
     fn release(

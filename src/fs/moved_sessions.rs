@@ -247,10 +247,14 @@ impl Prober {
     }
 
     /// `lstat(path)` as [`probe`] gives it, answered within [`PROBE_WITHIN`]
-    /// or EIO. A child that ended (it does when idle) or failed is ended and
-    /// another started, once.
+    /// or EIO.
     fn look(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        // A child that ended while idle is started again at once; one that
+        // did not answer in time is not asked twice.
         let answer = self.ask(path).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                return Err(e);
+            }
             log::debug!("the prober: {e}; starting another");
             self.stop();
             self.ask(path)
@@ -305,7 +309,10 @@ impl Prober {
         let within =
             nix::poll::PollTimeout::try_from(PROBE_WITHIN).unwrap_or(nix::poll::PollTimeout::MAX);
         if nix::poll::poll(&mut ready, within).map_err(std::io::Error::from)? == 0 {
-            return Err(std::io::Error::other("the prober did not answer in time"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the prober did not answer in time",
+            ));
         }
         let mut answer = String::new();
         if serving.answers.read_line(&mut answer)? == 0 {
