@@ -89,7 +89,20 @@ impl Place {
         for (k, v) in vars {
             cmd.env(k, v);
         }
-        cmd.output().unwrap()
+        // The copy made in `new` may still be open for writing in a child
+        // another test thread forked at that moment (its descriptor closes
+        // at that child's exec): ETXTBSY until then.
+        let mut output = None;
+        wait_for(5, "the copied binary to be free to run", || {
+            match cmd.output() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => false,
+                other => {
+                    output = Some(other.unwrap());
+                    true
+                }
+            }
+        });
+        output.unwrap()
     }
 
     /// The installed binary's `sessionfs ARGS`.
