@@ -274,11 +274,17 @@ fn an_interrupted_writer_withdraws_its_prompt_and_later_prompts_are_typed() {
         "exec /usr/bin/printf 'echo killed-$((40+2))\\n' > {prompt}"
     ));
     let pid = writer.id();
+    // Blocked in the kernel's wait for the flush's answer: D once the
+    // kernel stopped sending interrupts to this mount (the daemon answers
+    // them ENOSYS), S before that, in the same wait.
     wait_for(5, "the writer to block in close()", || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            s.rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('D'))
-        })
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+        let state = state
+            .as_deref()
+            .and_then(|s| s.rsplit_once(')'))
+            .and_then(|(_, r)| r.trim_start().chars().next());
+        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+        state == Some('D') || (state == Some('S') && wchan.contains("request_wait_answer"))
     });
     let t0 = Instant::now();
     let pid = nix::unistd::Pid::from_raw(pid as i32);
