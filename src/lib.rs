@@ -20,6 +20,7 @@ pub mod input_checks;
 pub mod key;
 pub mod mounting;
 pub mod mounts;
+pub mod pieced_text;
 pub mod procinfo;
 pub mod runtime;
 pub mod sync;

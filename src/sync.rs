@@ -8,7 +8,7 @@
 //! the same state: a session, or the whole mount, would stop answering.
 //! So the state is taken as the panicking thread left it.
 
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, WaitTimeoutResult};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError, WaitTimeoutResult};
 use std::time::Duration;
 
 /// Locks `m`, poisoned or not.
@@ -29,6 +29,27 @@ pub fn wait_timeout<'a, T>(
 ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
     cv.wait_timeout(guard, timeout)
         .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Frees `value` on a thread of its own, so that a request does not wait
+/// while a big structure (every session's row, at 100,000 sessions) is
+/// taken apart. At most two wait there; past that the caller frees it, so
+/// what waits stays bounded.
+pub fn drop_elsewhere<T: Send + 'static>(value: T) {
+    type Freed = Box<dyn Send>;
+    static QUEUE: OnceLock<Option<std::sync::mpsc::SyncSender<Freed>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Freed>(2);
+        std::thread::Builder::new()
+            .name("drop".into())
+            .spawn(move || rx.iter().for_each(drop))
+            .ok()
+            .map(|_| tx)
+    });
+    if let Some(tx) = queue {
+        // Full or gone: the value comes back in the error, freed here.
+        let _ = tx.try_send(Box::new(value));
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::screen_rules::Tui;
 use serde::Serialize;
 
 /// What kind of question it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Leave to run a tool (a command, an edit).
@@ -43,6 +43,20 @@ pub struct Dialog {
     /// a list: the key of each option, in order (the first is its yes).
     #[serde(skip)]
     pub option_keys: Vec<Key>,
+}
+
+/// What is shown of a question: the fields `waiting_for` serialises.
+impl std::hash::Hash for Dialog {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (
+            self.kind,
+            &self.text,
+            &self.tool,
+            &self.detail,
+            &self.options,
+        )
+            .hash(h);
+    }
 }
 
 /// An answer a script gives (`ctl`'s `approve`, `deny`, `answer`).

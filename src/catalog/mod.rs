@@ -61,6 +61,27 @@ pub struct Indexed {
     pub summary: Option<Arc<Summary>>,
     /// When this entry was last changed (the index's sequence number).
     seq: u64,
+    /// What the listing made of this entry as it is: an entry that changes
+    /// is a new one (or has this emptied), so the text is never stale.
+    pub listing_text: MadeOnce,
+}
+
+/// A text made once from an unchanging value and kept with it, with the
+/// text's digest. A copy of the value starts empty, as it may be changed.
+#[derive(Debug, Default)]
+pub struct MadeOnce(std::sync::OnceLock<(Arc<[u8]>, u64)>);
+
+impl Clone for MadeOnce {
+    fn clone(&self) -> MadeOnce {
+        MadeOnce::default()
+    }
+}
+
+impl MadeOnce {
+    /// The text and its digest, made now by `make` if they are not there.
+    pub fn get_or_make(&self, make: impl FnOnce() -> (Arc<[u8]>, u64)) -> &(Arc<[u8]>, u64) {
+        self.0.get_or_init(make)
+    }
 }
 
 impl Indexed {
@@ -421,6 +442,7 @@ impl Catalog {
                             .filter(|o| o.file.path == s.path)
                             .and_then(|o| o.summary.clone()),
                         seq,
+                        listing_text: MadeOnce::default(),
                     })
                 }
             };
@@ -572,6 +594,7 @@ impl Catalog {
                     stamp,
                     summary,
                     seq,
+                    listing_text: MadeOnce::default(),
                 };
                 note_stale(&mut index.stale, &key, Some(&entry));
                 files.insert(key, Arc::new(entry));
@@ -707,7 +730,9 @@ impl Catalog {
                     again += 1;
                 }
                 changed |= now.summary.as_deref() != Some(&summary);
-                Arc::make_mut(now).summary = Some(Arc::new(summary));
+                let entry = Arc::make_mut(now);
+                entry.summary = Some(Arc::new(summary));
+                entry.listing_text = MadeOnce::default();
                 note_stale(&mut index.stale, &key, Some(&**now));
             }
         }
@@ -716,6 +741,11 @@ impl Catalog {
         if changed {
             index.touch();
         }
+    }
+
+    /// Whether every conversation's summary is of its file as it is now.
+    pub fn all_summarised(&self) -> bool {
+        lock(&self.index).stale.is_empty()
     }
 
     /// One conversation's entry, its summary current.

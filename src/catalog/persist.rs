@@ -76,6 +76,7 @@ pub fn load(path: &Path, roots: &[Root]) -> Vec<(SessionKey, Indexed)> {
                     stamp: f.at,
                     summary: f.summary.map(Arc::new),
                     seq: 0,
+                    listing_text: Default::default(),
                 },
             ))
         })

@@ -12,9 +12,10 @@ use crate::core::organize::sidecar::SessionMeta;
 use crate::core::{Core, SessionRuntime, HOSTED};
 use crate::error::Result;
 use crate::key::SessionKey;
+use crate::pieced_text::PiecedText;
 use crate::runtime::record::stamped_activity_ms;
 use crate::runtime::Outcome;
-use crate::sync::lock;
+use crate::sync::{drop_elsewhere, lock};
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -39,6 +40,9 @@ pub(crate) struct SessionRow {
     /// What the program is doing (`state`): `stopped` without a runtime.
     pub agent_state: &'static str,
     pub pid: Option<u32>,
+    /// A conversation only its store speaks of (no record, runtime, socket
+    /// or run record): its document is made from its catalog entry alone.
+    pub plain: bool,
 }
 
 impl SessionRow {
@@ -52,7 +56,9 @@ impl SessionRow {
 }
 
 /// A session's `meta.json`, its fields in the order the file shows them.
-#[derive(Debug, Serialize)]
+/// Its hash covers everything the text shows, so a document whose hash is
+/// unchanged need not be written again.
+#[derive(Debug, Hash, Serialize)]
 pub(crate) struct MetaDoc<'a> {
     // In key order, as a parsed document (`sessionfs ls`) prints them.
     agent_state: &'a str,
@@ -61,12 +67,12 @@ pub(crate) struct MetaDoc<'a> {
     conversation: &'a str,
     /// The ones it wrote before, oldest first.
     conversations: &'a [String],
-    created: String,
+    created: UtcText,
     engine: &'a str,
     favourite: bool,
     id: &'a str,
     key: &'a str,
-    last_activity: String,
+    last_activity: UtcText,
     pid: Option<u32>,
     project: Option<&'a str>,
     state: &'a str,
@@ -76,24 +82,30 @@ pub(crate) struct MetaDoc<'a> {
     workspace: Cow<'a, str>,
 }
 
-/// A [`query::Page`] whose documents are made as they are written.
-#[derive(Serialize)]
-struct DocPage<'a> {
-    total: usize,
-    offset: usize,
-    limit: Option<usize>,
-    sessions: Docs<'a>,
-    facets: query::Facets,
-}
+/// A time in milliseconds since the epoch, written as UTC text: kept as
+/// the number so a document is cheap to make and to hash.
+#[derive(Debug, Clone, Copy, Hash)]
+struct UtcText(u64);
 
-/// Rows serialised as their `meta.json` documents, one at a time.
-struct Docs<'a>(&'a Core, Vec<&'a SessionRow>);
-
-impl Serialize for Docs<'_> {
+impl Serialize for UtcText {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_seq(self.1.iter().map(|row| self.0.meta_doc(row)))
+        s.serialize_str(&crate::core::utc_text(self.0))
     }
 }
+
+/// `sessions.json` with no sessions: the frame each version's documents
+/// are set in (the sessions come last, so a reader can stop after a page).
+type Frame = query::Page<()>;
+
+/// Where a `meta.json` text sits in `sessions.json`: inside the object's
+/// `sessions` array, two levels down.
+const DOC_INDENT: &[u8] = b"    ";
+
+/// Each session's `meta.json` text as set in `sessions.json`, kept from
+/// one version to the next by the hash of its key, with the hash of the
+/// document it was made from.
+#[derive(Debug, Default)]
+pub(in crate::core) struct DocTexts(HashMap<u64, (u64, Arc<[u8]>)>);
 
 /// What a listing depends on besides time; equal stamps, equal listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +126,9 @@ type Slot<T> = Mutex<Option<(Stamp, Instant, T)>>;
 #[derive(Debug, Default)]
 pub(in crate::core) struct ListingCache {
     rows: Slot<Arc<Vec<SessionRow>>>,
-    sessions_json: Slot<Arc<Vec<u8>>>,
+    sessions_json: Slot<Arc<PiecedText>>,
+    /// The documents the last `sessions.json` was made of.
+    doc_texts: Mutex<DocTexts>,
     /// The run records' stamps as last read.
     pub(in crate::core) records: crate::core::organize::run_stamps::RecordStamps,
     /// When each hosted transcript began.
@@ -274,6 +288,7 @@ impl Core {
             state,
             agent_state,
             pid,
+            plain: false,
         }
     }
 
@@ -352,12 +367,12 @@ impl Core {
             }
         }
         let rows = Arc::new(self.gather_rows());
-        if !summaries
-            || rows
-                .iter()
-                .all(|r| r.store.as_ref().is_none_or(|s| s.is_summarised()))
-        {
-            *lock(&self.organize.listings.rows) = Some((stamp, Instant::now(), rows.clone()));
+        // Kept only when complete: a change summarised since the gathering
+        // has moved the stamp past it anyway.
+        if !summaries || self.catalog.all_summarised() {
+            let old =
+                lock(&self.organize.listings.rows).replace((stamp, Instant::now(), rows.clone()));
+            drop_elsewhere(old);
         }
         rows
     }
@@ -492,7 +507,10 @@ impl Core {
                 hosted_created_ms: None,
                 record_ms: special.then(|| record_ms(key)).flatten(),
             };
-            rows.push(self.make_row(key.clone(), parts));
+            let plain = parts.runtime.is_none() && !parts.socket && parts.record_ms.is_none();
+            let mut row = self.make_row(key.clone(), parts);
+            row.plain = plain;
+            rows.push(row);
         }
         // ...hosted runs without a record...
         for (id, times) in &hosted {
@@ -622,12 +640,12 @@ impl Core {
             archived: row.meta.archived,
             conversation: row.meta.conversation.as_deref().unwrap_or(row.key.id()),
             conversations: &row.meta.conversations,
-            created: crate::core::utc_text(row.meta.created_ms),
+            created: UtcText(row.meta.created_ms),
             engine: row.key.engine(),
             favourite: row.meta.favourite,
             id: row.key.id(),
             key: row.key.as_str(),
-            last_activity: crate::core::utc_text(row.last_activity_ms),
+            last_activity: UtcText(row.last_activity_ms),
             pid: row.pid,
             project: row.meta.project.as_deref(),
             state: row.state,
@@ -662,36 +680,86 @@ impl Core {
 
     /// `sessions.json`: every active session's `meta.json`, in listing
     /// order, with the facets. Made once while nothing changes, so a
-    /// `stat` and the `open` after it cost one listing.
-    pub fn sessions_json(&self) -> Arc<Vec<u8>> {
+    /// `stat` and the `open` after it cost one listing; a new version
+    /// writes again only the documents that changed.
+    pub fn sessions_json(&self) -> Arc<PiecedText> {
         self.bind_launched();
         self.catalog.summarised();
         let stamp = self.listing_stamp();
         if let Some(text) = cached(&self.organize.listings.sessions_json, stamp) {
             return text;
         }
-        // The old text goes before the new one is made: at 100,000
-        // sessions each is tens of megabytes.
-        lock(&self.organize.listings.sessions_json).take();
         let text = Arc::new(self.render_sessions_json(&self.rows_as_of(stamp, true)));
-        *lock(&self.organize.listings.sessions_json) = Some((stamp, Instant::now(), text.clone()));
+        let old = lock(&self.organize.listings.sessions_json).replace((
+            stamp,
+            Instant::now(),
+            text.clone(),
+        ));
+        drop_elsewhere(old);
         text
     }
 
-    fn render_sessions_json(&self, rows: &[SessionRow]) -> Vec<u8> {
-        let page = query::list_by(rows.iter().collect(), &Query::default(), |row| row);
-        let page = DocPage {
-            total: page.total,
-            offset: page.offset,
-            limit: page.limit,
-            sessions: Docs(self, page.sessions),
-            facets: page.facets,
+    /// `rows` (every session, in listing order) as `sessions.json`: the
+    /// active ones, as `list_by` with no query would page them.
+    fn render_sessions_json(&self, rows: &[SessionRow]) -> PiecedText {
+        let active: Vec<&SessionRow> = rows.iter().filter(|r| !r.meta.archived).collect();
+        let frame = Frame {
+            total: active.len(),
+            offset: 0,
+            limit: None,
+            facets: query::facets_of(&active),
+            sessions: Vec::new(),
         };
-        // About 420 bytes a session: one allocation, not a dozen doublings.
-        let mut text = Vec::with_capacity(512 + page.sessions.1.len() * 448);
-        serde_json::to_writer_pretty(&mut text, &page).expect("listing serialises");
-        text.push(b'\n');
-        text
+        let mut frame_text = serde_json::to_vec_pretty(&frame).expect("listing serialises");
+        frame_text.push(b'\n');
+        // The frame ends `"sessions": []\n}\n`: the documents go between
+        // the brackets.
+        let open = frame_text.len() - b"]\n}\n".len();
+        let mut digest = xxhash_rust::xxh3::Xxh3::new();
+        digest.update(&frame_text);
+        // Taken out while the documents are made, so no lock is held long.
+        let old = std::mem::take(&mut *lock(&self.organize.listings.doc_texts));
+        let mut kept = DocTexts::default();
+        let mut scratch = Vec::with_capacity(512);
+        let mut pieces: Vec<Arc<[u8]>> = Vec::with_capacity(active.len() * 2 + 3);
+        pieces.push(Arc::from(&frame_text[..open]));
+        let first: Arc<[u8]> = Arc::from(&b"\n    "[..]);
+        let next: Arc<[u8]> = Arc::from(&b",\n    "[..]);
+        for (i, row) in active.iter().enumerate() {
+            let (text, version) = match row.store.as_deref().filter(|_| row.plain) {
+                // Most rows: a conversation only its store speaks of, whose
+                // text is kept with its catalog entry.
+                Some(store) => {
+                    let (text, version) = store.listing_text.get_or_make(|| {
+                        let text = set_in_array(&self.meta_doc(row));
+                        let version = xxhash_rust::xxh3::xxh3_64(&text);
+                        (Arc::from(text), version)
+                    });
+                    (text.clone(), *version)
+                }
+                None => {
+                    let doc = self.meta_doc(row);
+                    let version = doc_version(&doc, &mut scratch);
+                    let name = xxhash_rust::xxh3::xxh3_64(row.key.as_str().as_bytes());
+                    let text = match old.0.get(&name) {
+                        Some((v, text)) if *v == version => text.clone(),
+                        _ => Arc::from(set_in_array(&doc)),
+                    };
+                    kept.0.insert(name, (version, text.clone()));
+                    (text, version)
+                }
+            };
+            digest.update(&version.to_le_bytes());
+            pieces.push(if i == 0 { first.clone() } else { next.clone() });
+            pieces.push(text);
+        }
+        if !active.is_empty() {
+            pieces.push(Arc::from(&b"\n  "[..]));
+        }
+        pieces.push(Arc::from(&frame_text[open..]));
+        drop_elsewhere(old);
+        *lock(&self.organize.listings.doc_texts) = kept;
+        PiecedText::new(pieces, digest.digest())
     }
 
     /// Every session this daemon knows (the sidecar's, the live ones, the
@@ -761,6 +829,41 @@ pub fn daemon_mounts(config: &crate::config::Config) -> Vec<std::path::PathBuf> 
     crate::mounts::serving(&config.state_dir)
 }
 
+/// The hash of everything a document shows: its fields' bytes gathered in
+/// `scratch` (kept between calls), then hashed at once, as a streaming
+/// hash fed field by field costs several times more.
+fn doc_version(doc: &MetaDoc<'_>, scratch: &mut Vec<u8>) -> u64 {
+    struct Gather<'a>(&'a mut Vec<u8>);
+    impl Hasher for Gather<'_> {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+        fn finish(&self) -> u64 {
+            xxhash_rust::xxh3::xxh3_64(self.0)
+        }
+    }
+    scratch.clear();
+    let mut gather = Gather(scratch);
+    doc.hash(&mut gather);
+    gather.finish()
+}
+
+/// A `meta.json` text as `sessions.json` shows it: indented two levels.
+fn set_in_array(doc: &MetaDoc<'_>) -> Vec<u8> {
+    let text = serde_json::to_vec_pretty(doc).expect("meta.json serialises");
+    // A JSON text's newlines are all between tokens (strings escape theirs).
+    let lines = memchr::memchr_iter(b'\n', &text).count();
+    let mut out = Vec::with_capacity(text.len() + lines * DOC_INDENT.len());
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+            out.extend_from_slice(DOC_INDENT);
+        }
+        out.extend_from_slice(line);
+    }
+    out
+}
+
 /// `sessionfs ls` while a daemon serves the same state directory: the
 /// active sessions as that daemon lists them (its live sessions' activity
 /// is known only to it), so both agree. `None` when no such daemon is
@@ -770,8 +873,23 @@ pub fn listing_from_daemon(config: &crate::config::Config, query: &Query) -> Opt
     if query.archived {
         return None;
     }
+    let filtered = query.q.as_deref().is_some_and(|q| !q.is_empty())
+        || query.project.as_deref().is_some_and(|p| !p.is_empty())
+        || query.engine.as_deref().is_some_and(|e| !e.is_empty());
     for mnt in daemon_mounts(config) {
-        let Ok(text) = std::fs::read(mnt.join("sessions.json")) else {
+        let path = mnt.join("sessions.json");
+        if let (false, Some(limit)) = (filtered, query.limit) {
+            // The head of the listing is the page: read no further.
+            let Ok(file) = std::fs::File::open(&path) else {
+                continue;
+            };
+            match head_of(std::io::BufReader::new(file), query.offset, limit) {
+                Ok(listing) => return Some(listing),
+                Err(e) => log::warn!("{}: sessions.json did not parse: {e}", mnt.display()),
+            }
+            continue;
+        }
+        let Ok(text) = std::fs::read(&path) else {
             continue;
         };
         match page_of(&text, query) {
@@ -780,6 +898,100 @@ pub fn listing_from_daemon(config: &crate::config::Config, query: &Query) -> Opt
         }
     }
     None
+}
+
+/// The sessions `offset..offset + limit` of a daemon's `sessions.json`,
+/// unfiltered, read from `reader` only as far as the last of them (the
+/// totals and facets come before the sessions).
+fn head_of(reader: impl std::io::Read, offset: usize, limit: usize) -> serde_json::Result<Listing> {
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+    /// Said to stop reading once the page is taken.
+    const PAGE_TAKEN: &str = "the page is taken";
+
+    struct Head<'a> {
+        listing: &'a mut Listing,
+        offset: usize,
+        limit: usize,
+    }
+    impl<'de> Visitor<'de> for Head<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a listing")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            while let Some(name) = map.next_key::<String>()? {
+                match name.as_str() {
+                    "total" => self.listing.total = map.next_value()?,
+                    "facets" => self.listing.facets = map.next_value()?,
+                    "sessions" => map.next_value_seed(Sessions {
+                        sessions: &mut self.listing.sessions,
+                        offset: self.offset,
+                        limit: self.limit,
+                    })?,
+                    _ => {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    struct Sessions<'a> {
+        sessions: &'a mut Vec<Value>,
+        offset: usize,
+        limit: usize,
+    }
+    impl<'de> DeserializeSeed<'de> for Sessions<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Sessions<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("the sessions")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+            if self.limit == 0 {
+                return Err(de::Error::custom(PAGE_TAKEN));
+            }
+            let mut skipped = 0;
+            while skipped < self.offset {
+                if seq.next_element::<de::IgnoredAny>()?.is_none() {
+                    return Ok(());
+                }
+                skipped += 1;
+            }
+            while let Some(doc) = seq.next_element::<Value>()? {
+                self.sessions.push(doc);
+                if self.sessions.len() == self.limit {
+                    return Err(de::Error::custom(PAGE_TAKEN));
+                }
+            }
+            Ok(())
+        }
+    }
+
+    let mut listing = Listing {
+        offset,
+        limit: Some(limit),
+        ..Listing::default()
+    };
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let head = Head {
+        listing: &mut listing,
+        offset,
+        limit,
+    };
+    match de::Deserializer::deserialize_map(&mut de, head) {
+        Ok(()) => de.end()?,
+        // Stopped on purpose: what the page needs came first.
+        Err(e) if e.to_string().starts_with(PAGE_TAKEN) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(listing)
 }
 
 /// One page of a daemon's `sessions.json` (the active scope, in listing
@@ -907,6 +1119,45 @@ mod tests {
                 "{query:?}"
             );
         }
+        // Unfiltered pages are read from the head only, to the same result.
+        for (offset, limit) in [(0, 2), (1, 2), (3, 5), (9, 1), (0, 0), (2, 0)] {
+            let query = Query {
+                limit: Some(limit),
+                offset,
+                ..Query::default()
+            };
+            assert_eq!(
+                head_of(&text[..], offset, limit).unwrap(),
+                query::list(entries.clone(), &query),
+                "{query:?}"
+            );
+        }
+        // A head that reaches the page reads no further: what follows may
+        // be anything.
+        let sessions = text
+            .windows(13)
+            .position(|w| w == b"\"sessions\": [")
+            .unwrap();
+        let cut = sessions
+            + text[sessions..]
+                .windows(7)
+                .position(|w| w == b"\n    },")
+                .unwrap()
+            + 7;
+        let mut torn = text[..cut].to_vec();
+        torn.extend_from_slice(b" not JSON");
+        let page = head_of(&torn[..], 0, 1).unwrap();
+        assert_eq!(
+            page,
+            query::list(
+                entries.clone(),
+                &Query {
+                    limit: Some(1),
+                    ..Query::default()
+                }
+            )
+        );
+        assert!(head_of(&b"{\"total\": 1, \"sessions\": [1"[..], 0, 2).is_err());
     }
 
     /// Most conversations take the short way through a gathering; those a
@@ -954,5 +1205,68 @@ mod tests {
         let recorded = rows.iter().find(|r| r.key == key("recorded")).unwrap();
         assert!(recorded.meta.favourite);
         assert_eq!(rows.len(), 4, "each conversation once");
+    }
+
+    /// `sessions.json` is the listing's JSON text exactly, made again from
+    /// the documents kept: the conversations' ones with their catalog
+    /// entries, the others by what they show.
+    #[test]
+    fn sessions_json_is_the_listing_text_made_again_from_kept_documents() {
+        let store = tempfile::tempdir().unwrap();
+        let project = store.path().join("projects/-w");
+        std::fs::create_dir_all(&project).unwrap();
+        let claude = store.path().display().to_string();
+        let (core, _dir) = Core::for_tests(&[("CLAUDE_CONFIG_DIR", &claude)]);
+        let listing_text = |core: &Core| {
+            let mut text = serde_json::to_vec_pretty(&core.listing(&Query::default())).unwrap();
+            text.push(b'\n');
+            String::from_utf8(text).unwrap()
+        };
+        let made = |core: &Core| {
+            let text = core.sessions_json();
+            (String::from_utf8(text.to_vec()).unwrap(), text.digest())
+        };
+        // None at all.
+        let (empty, empty_digest) = made(&core);
+        assert_eq!(empty, listing_text(&core));
+        assert!(empty.contains("\"sessions\": []"), "{empty}");
+
+        for id in ["one", "two", "three"] {
+            let row = format!(
+                r#"{{"type":"user","cwd":"/w/{id}","message":{{"role":"user","content":"ask {id}"}}}}"#
+            );
+            std::fs::write(project.join(format!("{id}.jsonl")), format!("{row}\n")).unwrap();
+        }
+        core.catalog.rescan();
+        let (three, three_digest) = made(&core);
+        assert_eq!(three, listing_text(&core));
+        assert_ne!(three_digest, empty_digest);
+        let kept = core.catalog.files();
+        let kept_one = kept
+            .get(&SessionKey::new("claude", "one").unwrap())
+            .unwrap()
+            .listing_text
+            .get_or_make(|| unreachable!("made by the listing"))
+            .0
+            .clone();
+        assert!(String::from_utf8_lossy(&kept_one).contains("\"title\": \"ask one\""));
+
+        // A record for one of them: its document is made by what it shows.
+        core.organize
+            .sidecar
+            .update(|all| {
+                let meta = all.entry_or("claude:two", SessionMeta::default);
+                meta.title = Some("Renamed \"two\"\nwith a line".into());
+                meta.favourite = true;
+                Ok(())
+            })
+            .unwrap();
+        let (renamed, renamed_digest) = made(&core);
+        assert_eq!(renamed, listing_text(&core));
+        assert!(renamed.contains("Renamed"), "{renamed}");
+        assert_ne!(renamed_digest, three_digest);
+        // Nothing changed: the same text, the same digest.
+        lock(&core.organize.listings.sessions_json).take();
+        assert_eq!(made(&core), (renamed, renamed_digest));
     }
 }

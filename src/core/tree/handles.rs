@@ -7,6 +7,7 @@ use crate::core::tree::save::MetaWrite;
 use crate::core::tree::slot_files::RecordWrite;
 use crate::error::Result;
 use crate::key::SessionKey;
+use crate::pieced_text::PiecedText;
 use crate::sync::lock;
 use crate::terminal::ring::{Scrollback, View};
 use std::collections::HashMap;
@@ -27,6 +28,9 @@ pub(in crate::core) enum Handle {
     /// Generated text, fixed at open so a reader sees one consistent
     /// version; shared by every handle opened on the same version.
     Snapshot(Arc<Vec<u8>>),
+    /// A version of `sessions.json`, shared with its cache and every
+    /// handle opened on it.
+    Listing(Arc<PiecedText>),
     /// A transcript page: the text rendered at open, rendered again when a
     /// read reaches past it, so `tail -f` and `less +F` see appended turns.
     Page {
@@ -127,6 +131,7 @@ impl Handle {
     fn text(&self) -> Option<Pinned> {
         match self {
             Handle::Snapshot(text) | Handle::Page { text, .. } => Some(pinned(text)),
+            Handle::Listing(text) => Some((Arc::as_ptr(text) as usize, text.bytes())),
             _ => None,
         }
     }

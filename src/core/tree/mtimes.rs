@@ -11,6 +11,7 @@ use crate::core::organize::members::Membership;
 use crate::core::Core;
 use crate::error::Result;
 use crate::key::SessionKey;
+use crate::pieced_text::PiecedText;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -50,7 +51,7 @@ pub(in crate::core) struct Stamps {
     seen: Mutex<HashMap<u64, (u64, SystemTime)>>,
     /// The `sessions.json` text last dated (weak: the listing cache owns
     /// it), so an unchanged listing is not hashed again.
-    listing: Mutex<Option<(Weak<Vec<u8>>, SystemTime)>>,
+    listing: Mutex<Option<(Weak<PiecedText>, SystemTime)>>,
 }
 
 impl Stamps {
@@ -87,10 +88,10 @@ impl Stamps {
     pub(in crate::core) fn listing(
         &self,
         ino: u64,
-        text: &Arc<Vec<u8>>,
+        text: &Arc<PiecedText>,
         first: impl FnOnce() -> SystemTime,
     ) -> SystemTime {
-        self.by_version(&self.listing, ino, text, |t| digest(&[t]), first)
+        self.by_version(&self.listing, ino, text, PiecedText::digest, first)
     }
 
     /// The time of the root's and the views' members.
@@ -222,12 +223,12 @@ mod tests {
     #[test]
     fn an_unchanged_listing_text_is_not_dated_again() {
         let stamps = Stamps::default();
-        let text = Arc::new(b"[]".to_vec());
-        let at = stamps.listing(1, &text, || from_ms(3));
+        let text = |t: &[u8], digest| Arc::new(PiecedText::new(vec![Arc::from(t)], digest));
+        let at = stamps.listing(1, &text(b"[]", 1), || from_ms(3));
         assert_eq!(at, from_ms(3));
-        let same = Arc::new(b"[]".to_vec());
+        let same = text(b"[]", 1);
         assert_eq!(stamps.listing(1, &same, || from_ms(4)), at);
-        let other = Arc::new(b"[1]".to_vec());
+        let other = text(b"[1]", 2);
         assert!(stamps.listing(1, &other, || from_ms(4)) > at);
     }
 }

@@ -569,7 +569,7 @@ impl Files {
                 let at = self
                     .stamps
                     .listing(ino, &text, || self.core.listing_changed());
-                (text.len() as u64, at)
+                (text.len(), at)
             }
             // A view's link always names the same session.
             Node::ViewLink(..) => (self.link_target(node)?.len() as u64, started),
@@ -897,7 +897,10 @@ impl Files {
                 page: *page,
                 text: self.core.transcript_page(key, *page as usize)?,
             },
-            _ => Handle::Snapshot(self.generate(&node)?),
+            // The listing's text is shared with its cache and every handle
+            // on it: at 100,000 sessions it is tens of megabytes.
+            (Node::SessionsJson, _) => Handle::Listing(self.core.sessions_json()),
+            _ => Handle::Snapshot(Arc::new(self.generate(&node)?)),
         };
         // The reason for a refusal is in a `status`: it can always be read.
         let status = matches!(
@@ -910,16 +913,7 @@ impl Files {
     }
 
     /// The text of a generated file, as an `open` fixes it for its handle.
-    fn generate(&self, node: &Node) -> Result<Arc<Vec<u8>>> {
-        // The listing's text is shared with its cache and every handle on
-        // it: at 100,000 sessions it is tens of megabytes.
-        if let Node::SessionsJson = node {
-            return Ok(self.core.sessions_json());
-        }
-        self.generate_owned(node).map(Arc::new)
-    }
-
-    fn generate_owned(&self, node: &Node) -> Result<Vec<u8>> {
+    fn generate(&self, node: &Node) -> Result<Vec<u8>> {
         match node {
             Node::Page(key, n) => Ok(self.core.transcript_page(key, *n as usize)?.to_vec()),
             Node::EarlierPage(key, id, n) => self.core.earlier_page(key, id, *n as usize),
@@ -935,11 +929,14 @@ impl Files {
         }
     }
 
-    /// The text a generated file's handle holds.
+    /// The `sessions.json` version a handle holds.
     #[cfg(test)]
-    pub(in crate::core) fn snapshot_of(&self, fh: u64) -> Option<Arc<Vec<u8>>> {
+    pub(in crate::core) fn listing_of(
+        &self,
+        fh: u64,
+    ) -> Option<Arc<crate::pieced_text::PiecedText>> {
         match self.handles.files().get(&fh) {
-            Some(Handle::Snapshot(text)) => Some(text.clone()),
+            Some(Handle::Listing(text)) => Some(text.clone()),
             _ => None,
         }
     }
@@ -1035,6 +1032,10 @@ impl Files {
                 let start = (offset as usize).min(bytes.len());
                 let end = start.saturating_add(size as usize).min(bytes.len());
                 out.extend_from_slice(&bytes[start..end]);
+                Ok(())
+            }
+            Some(Handle::Listing(text)) => {
+                text.read_into(offset, size as usize, out);
                 Ok(())
             }
             Some(Handle::Scratch(key, name)) => {
