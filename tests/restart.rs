@@ -13,14 +13,32 @@ fn scrollback(m: &Mount, key: &str) -> Vec<u8> {
     sh(&format!("cat {}", m.q(&format!("{key}/scrollback")))).stdout
 }
 
-/// Twenty shells that printed and two that go on printing: after a crash of
-/// the daemon and after a clean stop, the next daemon shows every byte the
-/// old one had (what was printed while none ran is dtach's to drop), every
-/// screen at once, and every `wait` settles.
+/// Twenty shells that printed, two that go on printing and two agents that
+/// answered a turn each: after a crash of the daemon and after a clean
+/// stop, the next daemon shows every byte the old one had (what was
+/// printed while none ran is dtach's to drop), every screen at once, and
+/// every `wait` settles.
 #[test]
 fn a_restart_keeps_every_scrollback_and_rebuilds_every_screen() {
-    let host = Host::new();
+    let host = host_with_claude_stand_in();
     let mut m = host.mount("mnt");
+    let agents = [
+        "claude:11111111-2222-4333-8444-00000000a001",
+        "claude:11111111-2222-4333-8444-00000000a002",
+    ];
+    for key in agents {
+        sh_ok(&format!("mkdir {}", m.q(key)));
+        sh_ok(&format!("echo open > {}", m.q(&format!("{key}/ctl"))));
+        wait_for(20, "the stand-in's prompt box", || {
+            m.read(&format!("{key}/state")) == "idle\n"
+        });
+        sh_ok(&format!(
+            "echo 'a turn for {key}' > {}",
+            m.q(&format!("{key}/prompt"))
+        ));
+        let state = sh_ok(&format!("timeout 20 cat {}", m.q(&format!("{key}/wait"))));
+        assert_eq!(state, "idle\n", "{key}");
+    }
     let quiet: Vec<String> = (0..20).map(|i| format!("shell:q{i:02}")).collect();
     let busy = ["shell:printer-a", "shell:printer-b"];
     for key in &quiet {
@@ -48,6 +66,7 @@ fn a_restart_keeps_every_scrollback_and_rebuilds_every_screen() {
             .iter()
             .map(String::as_str)
             .chain(busy)
+            .chain(agents)
             .map(|key| (key.to_string(), scrollback(&m, key)))
             .collect();
         m.end(crash);
@@ -82,6 +101,13 @@ fn a_restart_keeps_every_scrollback_and_rebuilds_every_screen() {
                 screen.contains(&format!("{key}-line-40")),
                 "{key}: {screen}"
             );
+        }
+        for key in agents {
+            let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait"))));
+            assert_eq!(state.trim(), "idle", "{key}");
+            let screen = m.read(&format!("{key}/screen"));
+            assert!(screen.contains('\u{276f}'), "{key}'s prompt box: {screen}");
+            assert_eq!(m.json(&format!("{key}/status"))["outcome"], "ATTACH");
         }
         for key in busy {
             let status = m.json(&format!("{key}/status"));
