@@ -14,6 +14,7 @@ pub mod daemon;
 pub mod engine;
 pub mod error;
 pub mod filelock;
+pub mod git;
 pub mod fs;
 pub mod hashing;
 pub mod input_checks;
