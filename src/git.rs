@@ -199,7 +199,10 @@ pub fn top_level(dir: &Path) -> Result<PathBuf> {
 /// The directory every worktree of the repository shares (`.git` of the
 /// main one), absolute.
 pub fn common_dir(repo: &Path) -> Result<PathBuf> {
-    let out = run(repo, &["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+    let out = run(
+        repo,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?;
     if !out.ok() {
         return Err(failed("git rev-parse --git-common-dir", &out));
     }
@@ -231,7 +234,16 @@ pub fn commit_of(repo: &Path, rev: &str) -> Result<Option<String>> {
         return Ok(None);
     }
     let peeled = format!("{rev}^{{commit}}");
-    let out = run(repo, &["rev-parse", "--verify", "--quiet", "--end-of-options", &peeled])?;
+    let out = run(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &peeled,
+        ],
+    )?;
     Ok(out.ok().then(|| out.text()).filter(|t| !t.is_empty()))
 }
 
@@ -276,9 +288,63 @@ pub fn worktree_add(repo: &Path, path: &Path, branch: &str, new_from: Option<&st
     let deadline = Instant::now() + WORKTREE_DEADLINE;
     let out = run_with(repo, &args, &[], SMALL_CAP, deadline)?;
     if !out.ok() {
-        return Err(failed("git worktree add", &out));
+        // Another process got there between the checks and this.
+        let reason = out.reason();
+        let errno = if reason.contains("already checked out") || reason.contains("already used by")
+        {
+            libc::EBUSY
+        } else if reason.contains("already exists") {
+            libc::EEXIST
+        } else {
+            libc::EIO
+        };
+        return Err(Error::new(errno, format!("git worktree add: {reason}")));
     }
     Ok(())
+}
+
+/// Removes a worktree `new` just made, changes and all (nothing of the
+/// user's is in it yet).
+pub fn worktree_discard(repo: &Path, path: &Path) -> Result<()> {
+    let path_text = path.to_string_lossy();
+    let out = run(
+        repo,
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            "--end-of-options",
+            &path_text,
+        ],
+    )?;
+    if !out.ok() {
+        return Err(failed("git worktree remove --force", &out));
+    }
+    Ok(())
+}
+
+/// Deletes branch `name` that `new` just made.
+pub fn delete_branch(repo: &Path, name: &str) -> Result<()> {
+    let out = run(repo, &["branch", "-D", "--end-of-options", name])?;
+    if !out.ok() {
+        return Err(failed("git branch -D", &out));
+    }
+    Ok(())
+}
+
+/// `git worktree prune`: forgets worktrees whose directory is gone.
+pub fn worktree_forget_missing(repo: &Path) -> Result<()> {
+    let out = run(repo, &["worktree", "prune"])?;
+    if !out.ok() {
+        return Err(failed("git worktree prune", &out));
+    }
+    Ok(())
+}
+
+/// The best common ancestor of `a` and `b`, if they have one.
+pub fn merge_base(dir: &Path, a: &str, b: &str) -> Result<Option<String>> {
+    let out = run(dir, &["merge-base", "--end-of-options", a, b])?;
+    Ok(out.ok().then(|| out.text()).filter(|t| !t.is_empty()))
 }
 
 /// A checkout may take longer than a query.

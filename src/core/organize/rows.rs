@@ -64,9 +64,14 @@ pub(crate) struct MetaDoc<'a> {
     created: String,
     engine: &'a str,
     favourite: bool,
+    /// The conversation a fork started from.
+    forked_from: Option<&'a str>,
     id: &'a str,
     key: &'a str,
     last_activity: String,
+    /// The permission mode and model asked for at `new`.
+    mode: Option<&'a str>,
+    model: Option<&'a str>,
     pid: Option<u32>,
     project: Option<&'a str>,
     state: &'a str,
@@ -74,6 +79,33 @@ pub(crate) struct MetaDoc<'a> {
     /// The question the agent shows while `waiting`, else null.
     waiting_for: Option<crate::agent::dialogs::Dialog>,
     workspace: Cow<'a, str>,
+    /// The git worktree `new` made, else null.
+    worktree: Option<WorktreeDoc<'a>>,
+}
+
+/// A session's worktree in its `meta.json`, in key order.
+#[derive(Debug, Serialize)]
+pub(crate) struct WorktreeDoc<'a> {
+    base: &'a str,
+    base_commit: &'a str,
+    branch: &'a str,
+    path: &'a str,
+    /// Removed by `prune` (its branch is kept).
+    pruned: bool,
+    repository: &'a str,
+}
+
+impl<'a> WorktreeDoc<'a> {
+    fn of(w: &'a crate::core::organize::sidecar::Worktree) -> Self {
+        WorktreeDoc {
+            base: &w.base,
+            base_commit: &w.base_commit,
+            branch: &w.branch,
+            path: &w.path,
+            pruned: w.pruned,
+            repository: &w.repo,
+        }
+    }
 }
 
 /// A [`query::Page`] whose documents are made as they are written.
@@ -625,9 +657,12 @@ impl Core {
             created: crate::core::utc_text(row.meta.created_ms),
             engine: row.key.engine(),
             favourite: row.meta.favourite,
+            forked_from: row.meta.fork_of.as_deref(),
             id: row.key.id(),
             key: row.key.as_str(),
             last_activity: crate::core::utc_text(row.last_activity_ms),
+            mode: row.meta.mode.as_deref(),
+            model: row.meta.model.as_deref(),
             pid: row.pid,
             project: row.meta.project.as_deref(),
             state: row.state,
@@ -636,6 +671,7 @@ impl Core {
                 .then(|| self.waiting_for(&row.key))
                 .flatten(),
             workspace,
+            worktree: row.meta.worktree.as_ref().map(WorktreeDoc::of),
         }
     }
 
