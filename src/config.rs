@@ -292,6 +292,33 @@ mod tests {
     }
 
     #[test]
+    fn worktrees_go_where_the_config_file_says() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("config.json");
+        let with = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Config::from_map(&env(&[]), Some(&file)).map(|c| c.worktrees)
+        };
+        assert_eq!(
+            Config::from_map(&env(&[]), None).unwrap().worktrees,
+            PathBuf::from(".worktrees")
+        );
+        assert_eq!(with("{}").unwrap(), PathBuf::from(".worktrees"));
+        assert_eq!(with(r#"{"worktrees": "wt"}"#).unwrap(), PathBuf::from("wt"));
+        assert_eq!(
+            with(r#"{"worktrees": "/srv/trees"}"#).unwrap(),
+            PathBuf::from("/srv/trees")
+        );
+        for bad in [
+            r#"{"worktrees": ""}"#,
+            r#"{"worktrees": "../x"}"#,
+            r#"{"worktrees": 1}"#,
+        ] {
+            assert_eq!(with(bad).unwrap_err().errno, libc::EINVAL, "{bad}");
+        }
+    }
+
+    #[test]
     fn defaults_follow_the_spec() {
         let c = Config::from_map(&env(&[]), None).unwrap();
         assert_eq!(c.scrollback_bytes, 8 * 1024 * 1024);

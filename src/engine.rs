@@ -422,6 +422,81 @@ mod tests {
     }
 
     #[test]
+    fn model_mode_and_fork_go_through_the_templates() {
+        let t = table(&[], None).unwrap();
+        let claude = t.get("claude").unwrap();
+        let asked = LaunchOptions {
+            model: Some("claude-opus-4-1"),
+            mode: Some("plan"),
+            fork_from: Some("old"),
+        };
+        assert_eq!(
+            claude.argv_with("new", false, &asked),
+            [
+                "claude",
+                "--session-id",
+                "new",
+                "--resume",
+                "old",
+                "--fork-session",
+                "--model",
+                "claude-opus-4-1",
+                "--permission-mode",
+                "plan"
+            ]
+        );
+        // Once its conversation exists, a fork resumes its own.
+        assert_eq!(
+            claude.argv_with("new", true, &asked)[..3],
+            ["claude", "--resume", "new"]
+        );
+        let codex = t.get("codex").unwrap();
+        let asked = LaunchOptions {
+            model: Some("gpt-5"),
+            mode: Some("read-only"),
+            fork_from: Some("t0"),
+        };
+        assert_eq!(
+            codex.argv_with("x", false, &asked),
+            [
+                "codex",
+                "fork",
+                "t0",
+                "--model",
+                "gpt-5",
+                "--sandbox",
+                "read-only",
+                "--ask-for-approval",
+                "on-request"
+            ]
+        );
+        assert!(t.get("shell").unwrap().fork_args.is_empty());
+    }
+
+    #[test]
+    fn a_malformed_model_or_an_unknown_mode_is_refused() {
+        let t = table(&[], None).unwrap();
+        let claude = t.get("claude").unwrap();
+        claude
+            .check_options(Some("us.anthropic/claude-3:1_a-b"), Some("acceptEdits"))
+            .unwrap();
+        for bad in ["", "a b", "a;b", "-x", "é", &"m".repeat(201)] {
+            let e = claude.check_options(Some(bad), None).unwrap_err();
+            assert_eq!(e.errno, libc::EINVAL, "{bad}");
+        }
+        for mode in ["default", "read-only", "PLAN"] {
+            let e = claude.check_options(None, Some(mode)).unwrap_err();
+            assert_eq!(e.errno, libc::EINVAL, "{mode}");
+        }
+        let codex = t.get("codex").unwrap();
+        codex.check_options(None, Some("workspace-write")).unwrap();
+        assert!(codex.check_options(None, Some("plan")).is_err());
+        let shell = t.get("shell").unwrap();
+        assert!(shell.check_options(Some("x"), None).is_err());
+        assert!(shell.check_options(None, Some("x")).is_err());
+    }
+
+    #[test]
     fn programs_can_be_overridden() {
         let t = table(
             &[

@@ -98,6 +98,12 @@ fn five_worktree_sessions_on_one_repository_each_diff_only_their_own_edit() {
         assert_eq!(meta["worktree"]["base"], "main");
         assert_eq!(meta["worktree"]["pruned"], false);
         assert!(path.join("a.txt").is_file());
+        let status = m.json(&format!("{key}/status"));
+        assert_eq!(
+            status["worktree"]["path"], meta["worktree"]["path"],
+            "{status}"
+        );
+        assert_eq!(status["worktree"]["base"], "main", "{status}");
     }
     assert_eq!(git(&repo, "status --porcelain"), "");
     let exclude = std::fs::read_to_string(repo.join(".git/info/exclude")).unwrap();
@@ -466,5 +472,39 @@ fn a_claude_edits_its_worktree_and_a_fork_answers_with_the_history() {
         std::fs::read(&original).unwrap(),
         before,
         "the original was written"
+    );
+}
+
+#[test]
+fn a_codex_fork_starts_from_the_conversation_so_far() {
+    let test = "a_codex_fork_starts_from_the_conversation_so_far";
+    let Some(a) = Agents::start(test) else {
+        return;
+    };
+    let key = a.session("codex", "orig");
+    a.api.push_text("Codex answer one.");
+    a.prompt(&key, "remember the word pelican");
+    assert_eq!(a.wait(&key, 60), "idle\n");
+    let (code, out, said) = a.cli(&["fork", &key]);
+    assert_eq!(code, 0, "{said}");
+    let fork = out.trim().to_string();
+    assert!(fork.starts_with("codex:"), "{out}");
+    a.api.push_text("Forked codex answer.");
+    a.prompt(&fork, "which word was it?");
+    assert_eq!(a.wait(&fork, 90), "idle\n", "{}", a.read(&fork, "screen"));
+    let last = a.api.turns().last().unwrap().body.clone();
+    assert!(last.contains("remember the word pelican"), "{last}");
+    assert!(last.contains("which word was it?"), "{last}");
+    wait_for(20, "the fork's own conversation", || {
+        a.read(&fork, "transcript/last")
+            .contains("Forked codex answer.")
+    });
+    let original = a.read(&key, "transcript/last");
+    assert!(original.contains("Codex answer one."), "{original}");
+    assert!(!original.contains("Forked codex answer."), "{original}");
+    let fork_meta = a.m.json(&format!("{fork}/meta.json"));
+    assert_ne!(
+        fork_meta["conversation"],
+        a.m.json(&format!("{key}/meta.json"))["conversation"]
     );
 }
