@@ -473,6 +473,21 @@ fn a_claude_edits_its_worktree_and_a_fork_answers_with_the_history() {
         before,
         "the original was written"
     );
+    // The fork runs in the original's worktree: it is not pruned under it.
+    sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    wait_for(20, "the original to stop", || {
+        a.read(&key, "state") == "stopped\n"
+    });
+    let (ok, said) = write_line(&a.m.q(&format!("{key}/ctl")), "prune");
+    assert!(!ok && said.contains("Device or resource busy"), "{said}");
+    let error = a.m.json(&format!("{key}/status"))["error"].clone();
+    assert!(
+        error
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("{fork} is live"))),
+        "{error}"
+    );
+    assert!(worktree.is_dir());
 }
 
 #[test]

@@ -252,6 +252,24 @@ impl Core {
                 w.path
             )));
         }
+        // A fork runs in the original's worktree: its directory stays
+        // while any session running there is live.
+        let runs_there = self
+            .organize
+            .sidecar
+            .all()
+            .into_iter()
+            .filter(|(other, meta)| {
+                other != key.as_str() && meta.workspace.as_ref() == Some(&w.path)
+            })
+            .filter_map(|(other, _)| SessionKey::parse(&other).ok())
+            .find(|other| dtach::answers(&self.paths.socket(other)));
+        if let Some(other) = runs_there {
+            return Err(Error::busy(format!(
+                "{other} is live in {key}'s worktree {}: stop it first",
+                w.path
+            )));
+        }
         let path = PathBuf::from(&w.path);
         let repo = PathBuf::from(&w.repo);
         if path.is_dir() {
