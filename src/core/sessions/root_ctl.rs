@@ -93,7 +93,12 @@ impl Core {
         let mut words = command.split_whitespace();
         match words.next() {
             Some("new") => {
-                let engine = words.next().ok_or_else(|| Error::invalid(NEW_USAGE))?;
+                let engine = words.next().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "new takes {}",
+                        NEW_USAGE.trim_start_matches("new ")
+                    ))
+                })?;
                 let mut asked = NewAsk::default();
                 let mut title_text = None;
                 for word in words.by_ref() {
