@@ -64,13 +64,18 @@ pub(crate) struct MetaDoc<'a> {
     created: String,
     engine: &'a str,
     favourite: bool,
-    /// The conversation a fork started from.
+    /// The conversation a fork started from. This and the other fields
+    /// `new` may set are left out unless set: `sessions.json` holds
+    /// 100,000 documents.
+    #[serde(skip_serializing_if = "Option::is_none")]
     forked_from: Option<&'a str>,
     id: &'a str,
     key: &'a str,
     last_activity: String,
     /// The permission mode and model asked for at `new`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     model: Option<&'a str>,
     pid: Option<u32>,
     project: Option<&'a str>,
@@ -79,7 +84,8 @@ pub(crate) struct MetaDoc<'a> {
     /// The question the agent shows while `waiting`, else null.
     waiting_for: Option<crate::agent::dialogs::Dialog>,
     workspace: Cow<'a, str>,
-    /// The git worktree `new` made, else null.
+    /// The git worktree `new` made.
+    #[serde(skip_serializing_if = "Option::is_none")]
     worktree: Option<WorktreeDoc<'a>>,
 }
 
