@@ -68,8 +68,8 @@ fn require_git(test: &str) {
 fn five_worktree_sessions_on_one_repository_each_diff_only_their_own_edit() {
     let test = "five_worktree_sessions_on_one_repository_each_diff_only_their_own_edit";
     require_git(test);
-    for tool in ["less", "tail", "grep"] {
-        require_tool(test, tool, "coreutils/less/grep");
+    for (tool, package) in [("less", "less"), ("tail", "coreutils"), ("grep", "grep")] {
+        require_tool(test, tool, package);
     }
     let host = Host::new();
     let m = host.mount("mnt");
@@ -488,6 +488,22 @@ fn a_claude_edits_its_worktree_and_a_fork_answers_with_the_history() {
         "{error}"
     );
     assert!(worktree.is_dir());
+    // Resumed, it asks for the same model and mode again.
+    a.api.push_text("Resumed.");
+    a.prompt(&key, "are you back?");
+    assert_eq!(a.wait(&key, 90), "idle\n", "{}", a.read(&key, "screen"));
+    let resumed = a.api.turns().last().unwrap().json();
+    assert_eq!(resumed["model"], "claude-stand-in-1");
+    let log = a.m.log_text();
+    let relaunch = log
+        .lines()
+        .rfind(|l| l.contains(&format!("{key}: LAUNCH")))
+        .unwrap_or_default();
+    assert!(
+        relaunch.contains("\"--resume\"")
+            && relaunch.contains("\"--permission-mode\", \"acceptEdits\""),
+        "{relaunch}"
+    );
 }
 
 #[test]
