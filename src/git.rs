@@ -379,9 +379,10 @@ pub fn uncommitted(dir: &Path) -> Result<Vec<String>> {
         dir,
         &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
     )?;
-    if !out.ok() {
+    if !out.ok() && !out.cut {
         return Err(failed("git status", &out));
     }
+    // Past the cap, the names read so far (the last one may be cut).
     Ok(out
         .stdout
         .split(|b| *b == 0)
@@ -390,13 +391,26 @@ pub fn uncommitted(dir: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
+/// The most of an `info/exclude` file read to add a line to it.
+const EXCLUDE_CAP: usize = 1 << 20;
+
 /// Adds `line` to the repository's `info/exclude` unless a line already
 /// says it: never a tracked file.
 pub fn exclude(common_dir: &Path, line: &str) -> Result<()> {
     let info = common_dir.join("info");
     let path = info.join("exclude");
-    let old = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+    let old = match std::fs::File::open(&path) {
+        Ok(file) => {
+            let (bytes, cut) = read_capped(file, EXCLUDE_CAP);
+            if cut {
+                return Err(Error::too_big(
+                    &format!("{} (add {line} to it yourself)", path.display()),
+                    EXCLUDE_CAP as u64 + 1,
+                    EXCLUDE_CAP as u64,
+                ));
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(Error::io(&format!("cannot read {}", path.display()), &e)),
     };
@@ -448,11 +462,22 @@ pub fn diff(dir: &Path, base: &str, cap: usize, deadline: Instant) -> Result<Vec
     if text.len() > cap {
         return Ok(cut(text));
     }
-    let others = run(dir, &["ls-files", "--others", "--exclude-standard", "-z"])?;
-    if !others.ok() {
+    let others = run_with(
+        dir,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        &[],
+        SMALL_CAP,
+        deadline,
+    )?;
+    if !others.ok() && !others.cut {
         return Err(failed("git ls-files", &others));
     }
-    for name in others.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+    let mut names: Vec<&[u8]> = others.stdout.split(|b| *b == 0).collect();
+    if others.cut {
+        // The last name may be cut short; the diff is cut anyway.
+        names.pop();
+    }
+    for name in names.into_iter().filter(|n| !n.is_empty()) {
         let name = String::from_utf8_lossy(name).into_owned();
         let mut args = vec!["diff", "--no-index"];
         args.extend(FLAGS);
@@ -466,6 +491,10 @@ pub fn diff(dir: &Path, base: &str, cap: usize, deadline: Instant) -> Result<Vec
         if text.len() > cap {
             return Ok(cut(text));
         }
+    }
+    if others.cut {
+        // Not every untracked file was named: say it is not whole.
+        text.extend_from_slice(cut_note(cap).as_bytes());
     }
     Ok(text)
 }
