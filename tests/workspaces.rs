@@ -539,3 +539,58 @@ fn a_codex_fork_starts_from_the_conversation_so_far() {
         a.m.json(&format!("{key}/meta.json"))["conversation"]
     );
 }
+
+#[test]
+fn a_base_an_existing_branch_and_a_diff_past_its_cap() {
+    let test = "a_base_an_existing_branch_and_a_diff_past_its_cap";
+    require_git(test);
+    require_tool(test, "tail", "coreutils");
+    let host = Host::new();
+    let m = host.mount("mnt");
+    let repo = repo_at(&host.path("repo"));
+    git(&repo, "tag v1");
+    std::fs::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&repo, "commit -q -am second");
+    git(&repo, "branch existing");
+    let r = repo.display();
+    // A new branch from a tag: it starts there, and its diff is its own.
+    let (ok, said) = write_line(
+        &m.q("ctl"),
+        &format!("new shell id=tagged workspace={r} worktree=from-v1 base=v1"),
+    );
+    assert!(ok, "{said}");
+    let meta = m.json("shell:tagged/meta.json");
+    assert_eq!(meta["worktree"]["base"], "v1", "{meta}");
+    let tagged = repo.join(".worktrees/from-v1");
+    assert_eq!(
+        std::fs::read_to_string(tagged.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(m.read("shell:tagged/diff"), "");
+    // An existing branch is checked out as it is, measured against HEAD.
+    let (ok, said) = write_line(
+        &m.q("ctl"),
+        &format!("new shell id=existing workspace={r} worktree=existing"),
+    );
+    assert!(ok, "{said}");
+    let meta = m.json("shell:existing/meta.json");
+    assert_eq!(meta["worktree"]["base"], "main", "{meta}");
+    assert_eq!(
+        git(&repo, "rev-parse existing"),
+        git(&repo, "rev-parse main")
+    );
+    // Past 4 MiB the diff is cut, and its last line says so.
+    m.type_line(
+        "shell:existing",
+        "head -c 6000000 /dev/zero | tr '\\0' 'x' | fold -w 100 > big.txt; echo wro''te",
+    );
+    m.wait_output("shell:existing", "wrote");
+    let diff = std::fs::read(m.path("shell:existing/diff")).unwrap();
+    let note = "[sessionfs: diff cut at 4 MiB]\n";
+    assert!(diff.len() <= (4 << 20) + note.len() + 1, "{}", diff.len());
+    assert!(diff.ends_with(note.as_bytes()));
+    assert_eq!(
+        sh_ok(&format!("tail -n 1 {}", m.q("shell:existing/diff"))),
+        note
+    );
+}
