@@ -292,6 +292,19 @@ fn every_refusal_is_an_errno_a_shell_sees_and_nothing_is_half_made() {
         "cli/made"
     );
     session_refused(&m, &key, "fork", "Operation not supported", "cannot fork");
+    // A Claude session with nothing in its store yet has nothing to fork.
+    let (ok, said) = write_line(
+        &m.q("ctl"),
+        "new claude id=c1a0de00-0000-4000-8000-00000000f0f0",
+    );
+    assert!(ok, "{said}");
+    session_refused(
+        &m,
+        "claude:c1a0de00-0000-4000-8000-00000000f0f0",
+        "fork",
+        "Invalid argument",
+        "nothing to fork",
+    );
     let out = host.cli(&["fork", &key]);
     assert!(!out.status.success(), "{out:?}");
     assert!(
