@@ -607,3 +607,93 @@ fn a_base_an_existing_branch_and_a_diff_past_its_cap() {
         note
     );
 }
+
+/// A prompt to a real agent that answers with one shell command, then
+/// text; any permission it asks for is approved. Returns how many were.
+fn agent_runs(a: &Agents, key: &str, command: &str, prompt: &str) -> usize {
+    a.api.push_bash(command);
+    a.api.push_text("Done.");
+    a.prompt(key, prompt);
+    let mut approvals = 0;
+    loop {
+        let state = a.wait(key, 90);
+        if state == "idle\n" {
+            return approvals;
+        }
+        assert_eq!(state, "waiting\n", "{key}: {}", a.read(key, "screen"));
+        approvals += 1;
+        assert!(
+            approvals < 4,
+            "{key} asks again and again: {}",
+            a.read(key, "screen")
+        );
+        let (code, _, said) = a.cli(&["approve", key]);
+        assert_eq!(code, 0, "{said}\n{}", a.read(key, "screen"));
+    }
+}
+
+#[test]
+fn five_real_agents_in_five_worktrees_each_diff_only_their_own_edit() {
+    let test = "five_real_agents_in_five_worktrees_each_diff_only_their_own_edit";
+    require_git(test);
+    let Some(a) = Agents::start(test) else {
+        return;
+    };
+    let repo = repo_at(&a.env.project);
+    // Three Claudes and two Codexes, one branch each.
+    let keys: Vec<String> = (0..5)
+        .map(|i| {
+            let (engine, id) = if i < 3 {
+                ("claude", format!("c1a0de00-0000-4000-8000-0000000005a{i}"))
+            } else {
+                ("codex", format!("five{i}"))
+            };
+            let (ok, said) = write_line(
+                &a.m.q("ctl"),
+                &format!(
+                    "new {engine} id={id} workspace={} worktree=agents/a{i}",
+                    repo.display()
+                ),
+            );
+            assert!(ok, "{said}\n{}", a.m.log_text());
+            format!("{engine}:{id}")
+        })
+        .collect();
+    // One at a time: the stand-in answers in the order it is asked.
+    for (i, key) in keys.iter().enumerate() {
+        agent_runs(
+            &a,
+            key,
+            &format!("echo agent-{i} >> a.txt && echo made-{i} > made-{i}.txt"),
+            &format!("edit the files, agent {i}"),
+        );
+        let worktree = repo.join(format!(".worktrees/agents/a{i}"));
+        assert_eq!(
+            std::fs::read_to_string(worktree.join("a.txt")).unwrap(),
+            format!("one\nagent-{i}\n"),
+            "{key}: {}",
+            a.read(key, "screen")
+        );
+        sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let diff = a.read(key, "diff");
+        assert!(diff.contains(&format!("+agent-{i}\n")), "{key}: {diff}");
+        assert!(diff.contains(&format!("+made-{i}\n")), "{key}: {diff}");
+        for j in (0..5).filter(|j| *j != i) {
+            assert!(!diff.contains(&format!("agent-{j}")), "{key}: {diff}");
+        }
+        // Each still its own conversation: the Codexes found theirs in
+        // their worktrees.
+        let last = a.read(key, "transcript/last");
+        assert!(
+            last.contains(&format!("edit the files, agent {i}")),
+            "{key}: {last}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(git(&repo, "status --porcelain"), "");
+}
