@@ -42,6 +42,42 @@ pub struct Config {
     pub lock_dir: PathBuf,
     pub home: PathBuf,
     pub engines: EngineTable,
+    /// Where `new ... worktree=BRANCH` checks a branch out: relative, a
+    /// directory inside the repository; absolute, a directory holding one
+    /// directory per repository (named as the repository's).
+    pub worktrees: PathBuf,
+}
+
+/// Sessions' worktrees, unless the config file's `worktrees` says otherwise.
+pub const DEFAULT_WORKTREES: &str = ".worktrees";
+
+/// The config file's `worktrees`, checked.
+fn worktrees_of(config_file: Option<&Path>) -> Result<PathBuf> {
+    let Some(path) = config_file else {
+        return Ok(PathBuf::from(DEFAULT_WORKTREES));
+    };
+    // Read and checked whole by the engine table already.
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), &e))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::invalid(format!("config {} is not valid: {e}", path.display())).with_source(e)
+    })?;
+    match doc.get("worktrees") {
+        None | Some(serde_json::Value::Null) => Ok(PathBuf::from(DEFAULT_WORKTREES)),
+        Some(serde_json::Value::String(dir))
+            if !dir.is_empty()
+                && !dir.contains(['\n', '\r'])
+                && !Path::new(dir)
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir) =>
+        {
+            Ok(PathBuf::from(dir))
+        }
+        Some(other) => Err(Error::invalid(format!(
+            "config {}: \"worktrees\" is a directory (relative: inside each repository; absolute: one directory per repository in it), without `..`, not {other}",
+            path.display()
+        ))),
+    }
 }
 
 /// Reads a variable as a positive number of seconds (fractions allowed).
@@ -124,6 +160,7 @@ impl Config {
         let lock_dir =
             absolute(env, "AGENT_SESSIONS_LOCK_DIR")?.unwrap_or_else(|| runtime_dir.join("locks"));
         let engines = EngineTable::load(env, &home, config_file)?;
+        let worktrees = worktrees_of(config_file)?;
         let config = Config {
             scrollback_bytes: number(
                 env,
@@ -167,6 +204,7 @@ impl Config {
             lock_dir,
             home,
             engines,
+            worktrees,
         };
         Ok(config)
     }
@@ -251,6 +289,33 @@ mod tests {
             e.message
         );
         assert_eq!(open.metadata().unwrap().permissions().mode() & 0o777, 0o755);
+    }
+
+    #[test]
+    fn worktrees_go_where_the_config_file_says() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("config.json");
+        let with = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Config::from_map(&env(&[]), Some(&file)).map(|c| c.worktrees)
+        };
+        assert_eq!(
+            Config::from_map(&env(&[]), None).unwrap().worktrees,
+            PathBuf::from(".worktrees")
+        );
+        assert_eq!(with("{}").unwrap(), PathBuf::from(".worktrees"));
+        assert_eq!(with(r#"{"worktrees": "wt"}"#).unwrap(), PathBuf::from("wt"));
+        assert_eq!(
+            with(r#"{"worktrees": "/srv/trees"}"#).unwrap(),
+            PathBuf::from("/srv/trees")
+        );
+        for bad in [
+            r#"{"worktrees": ""}"#,
+            r#"{"worktrees": "../x"}"#,
+            r#"{"worktrees": 1}"#,
+        ] {
+            assert_eq!(with(bad).unwrap_err().errno, libc::EINVAL, "{bad}");
+        }
     }
 
     #[test]

@@ -27,6 +27,24 @@ pub struct Engine {
     pub new_args: Vec<String>,
     pub resume_args: Vec<String>,
     pub store: Store,
+    /// Added after the start or resume arguments when a model was asked
+    /// for at `new`: `{model}` is its name. Empty: no model can be chosen.
+    pub model_args: Vec<String>,
+    /// The permission modes `new ... mode=NAME` takes, each with the
+    /// arguments that ask for it.
+    pub modes: BTreeMap<String, Vec<String>>,
+    /// Starts conversation `{id}` as a copy of conversation `{from}`
+    /// (`ctl` `fork`); empty: the engine cannot fork.
+    pub fork_args: Vec<String>,
+}
+
+/// What a session asked for at `new`, passed at every launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LaunchOptions<'a> {
+    pub model: Option<&'a str>,
+    pub mode: Option<&'a str>,
+    /// The conversation a new session forks (its first launch only).
+    pub fork_from: Option<&'a str>,
 }
 
 impl Engine {
@@ -52,14 +70,72 @@ impl Engine {
 
     /// The argv that starts (or, with `resume`, resumes) conversation `id`.
     pub fn argv(&self, id: &str, resume: bool) -> Vec<String> {
-        let args = if resume {
-            &self.resume_args
-        } else {
-            &self.new_args
+        self.argv_with(id, resume, &LaunchOptions::default())
+    }
+
+    /// As [`Engine::argv`], with what the session asked for at `new`: a
+    /// fork's first launch forks (`fork_from`), and the model and mode
+    /// arguments follow. Options are checked at `new` ([`Engine::check_options`]).
+    pub fn argv_with(&self, id: &str, resume: bool, options: &LaunchOptions) -> Vec<String> {
+        let (args, from) = match options.fork_from {
+            Some(from) if !resume && !self.fork_args.is_empty() => (&self.fork_args, from),
+            _ if resume => (&self.resume_args, ""),
+            _ => (&self.new_args, ""),
         };
-        std::iter::once(self.program.clone())
-            .chain(args.iter().map(|a| a.replace("{id}", id)))
-            .collect()
+        let mut argv: Vec<String> = std::iter::once(self.program.clone())
+            .chain(
+                args.iter()
+                    .map(|a| a.replace("{id}", id).replace("{from}", from)),
+            )
+            .collect();
+        if let Some(model) = options.model {
+            argv.extend(self.model_args.iter().map(|a| a.replace("{model}", model)));
+        }
+        if let Some(args) = options.mode.and_then(|m| self.modes.get(m)) {
+            argv.extend(args.iter().cloned());
+        }
+        argv
+    }
+
+    /// EINVAL, before anything starts, for a model name with other
+    /// characters than `[A-Za-z0-9._:/-]` (or an engine that takes none),
+    /// or a mode the agent does not have.
+    pub fn check_options(&self, model: Option<&str>, mode: Option<&str>) -> Result<()> {
+        if let Some(model) = model {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || "._:/-".contains(c);
+            if model.is_empty()
+                || model.len() > 200
+                || model.starts_with('-')
+                || !model.chars().all(allowed)
+            {
+                return Err(Error::invalid(format!(
+                    "model={}: a model name is letters, digits and . _ : / - (not first), at most 200",
+                    crate::input_checks::preview(model)
+                )));
+            }
+            if self.model_args.is_empty() {
+                return Err(Error::invalid(format!(
+                    "engine {} takes no model= (its config gives no \"model\" arguments)",
+                    self.name
+                )));
+            }
+        }
+        if let Some(mode) = mode {
+            if !self.modes.contains_key(mode) {
+                let known: Vec<&str> = self.modes.keys().map(String::as_str).collect();
+                return Err(Error::invalid(format!(
+                    "mode={}: {} has {}",
+                    crate::input_checks::preview(mode),
+                    self.name,
+                    if known.is_empty() {
+                        "no modes".to_string()
+                    } else {
+                        format!("the modes {}", known.join(", "))
+                    }
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -70,6 +146,9 @@ struct EngineEntry {
     program: Option<String>,
     new: Option<Vec<String>>,
     resume: Option<Vec<String>>,
+    model: Option<Vec<String>>,
+    modes: Option<BTreeMap<String, Vec<String>>>,
+    fork: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +156,10 @@ struct EngineEntry {
 struct ConfigFile {
     #[serde(default)]
     engines: BTreeMap<String, EngineEntry>,
+    /// Where sessions' worktrees go (read by `Config`).
+    #[serde(default)]
+    #[allow(dead_code)]
+    worktrees: Option<String>,
 }
 
 /// All engines by name.
@@ -98,6 +181,22 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
         .cloned()
         .unwrap_or_else(|| "/bin/sh".into());
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Claude Code 2.1's `--permission-mode` choices.
+    let claude_modes = CLAUDE_MODES
+        .iter()
+        .map(|m| (m.to_string(), strings(&["--permission-mode", m])))
+        .collect();
+    // Codex 0.169's sandbox policies, each with the approval policy that
+    // goes with it (`-a` takes `on-request` or `never`).
+    let codex_modes = CODEX_MODES
+        .iter()
+        .map(|(mode, approval)| {
+            (
+                mode.to_string(),
+                strings(&["--sandbox", mode, "--ask-for-approval", approval]),
+            )
+        })
+        .collect();
     vec![
         Engine {
             name: "shell".into(),
@@ -105,6 +204,9 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             new_args: vec![],
             resume_args: vec![],
             store: Store::None,
+            model_args: vec![],
+            modes: BTreeMap::new(),
+            fork_args: vec![],
         },
         Engine {
             name: "claude".into(),
@@ -112,6 +214,16 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             new_args: strings(&["--session-id", "{id}"]),
             resume_args: strings(&["--resume", "{id}"]),
             store: Store::Claude(dir("CLAUDE_CONFIG_DIR", ".claude")),
+            model_args: strings(&["--model", "{model}"]),
+            modes: claude_modes,
+            // A new conversation under the id given, the old one only read.
+            fork_args: strings(&[
+                "--session-id",
+                "{id}",
+                "--resume",
+                "{from}",
+                "--fork-session",
+            ]),
         },
         Engine {
             name: "codex".into(),
@@ -119,6 +231,10 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             new_args: vec![],
             resume_args: strings(&["resume", "{id}"]),
             store: Store::Codex(dir("CODEX_HOME", ".codex")),
+            model_args: strings(&["--model", "{model}"]),
+            modes: codex_modes,
+            // Its new rollout is found as a new session's is.
+            fork_args: strings(&["fork", "{from}"]),
         },
         Engine {
             name: "hosted".into(),
@@ -126,9 +242,30 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             new_args: vec![],
             resume_args: vec![],
             store: Store::Hosted,
+            model_args: vec![],
+            modes: BTreeMap::new(),
+            fork_args: vec![],
         },
     ]
 }
+
+/// Claude Code's permission modes (`claude --help`, 2.1.328).
+pub const CLAUDE_MODES: [&str; 6] = [
+    "acceptEdits",
+    "auto",
+    "bypassPermissions",
+    "dontAsk",
+    "manual",
+    "plan",
+];
+
+/// Codex's sandbox policies (`codex --help`, 0.169) and the approval
+/// policy each is paired with.
+pub const CODEX_MODES: [(&str, &str); 3] = [
+    ("read-only", "on-request"),
+    ("workspace-write", "on-request"),
+    ("danger-full-access", "never"),
+];
 
 /// `SESSIONFS_ENGINE_<NAME>` names the program of engine `name` (tests use stand-ins).
 pub fn program_override_var(name: &str) -> String {
@@ -170,6 +307,9 @@ impl EngineTable {
                     new_args: vec![],
                     resume_args: vec![],
                     store: Store::None,
+                    model_args: vec![],
+                    modes: BTreeMap::new(),
+                    fork_args: vec![],
                 });
                 if engine.store == Store::Hosted {
                     return Err(Error::invalid(format!(
@@ -185,6 +325,15 @@ impl EngineTable {
                 }
                 if let Some(resume) = entry.resume {
                     engine.resume_args = resume;
+                }
+                if let Some(model) = entry.model {
+                    engine.model_args = model;
+                }
+                if let Some(modes) = entry.modes {
+                    engine.modes = modes;
+                }
+                if let Some(fork) = entry.fork {
+                    engine.fork_args = fork;
                 }
                 if engine.program.is_empty() {
                     return Err(Error::invalid(format!(
@@ -270,6 +419,81 @@ mod tests {
         }
         assert!(t.get("codex").unwrap().check_new_id("new1").is_ok());
         assert!(t.get("shell").unwrap().check_new_id("new1").is_ok());
+    }
+
+    #[test]
+    fn model_mode_and_fork_go_through_the_templates() {
+        let t = table(&[], None).unwrap();
+        let claude = t.get("claude").unwrap();
+        let asked = LaunchOptions {
+            model: Some("claude-opus-4-1"),
+            mode: Some("plan"),
+            fork_from: Some("old"),
+        };
+        assert_eq!(
+            claude.argv_with("new", false, &asked),
+            [
+                "claude",
+                "--session-id",
+                "new",
+                "--resume",
+                "old",
+                "--fork-session",
+                "--model",
+                "claude-opus-4-1",
+                "--permission-mode",
+                "plan"
+            ]
+        );
+        // Once its conversation exists, a fork resumes its own.
+        assert_eq!(
+            claude.argv_with("new", true, &asked)[..3],
+            ["claude", "--resume", "new"]
+        );
+        let codex = t.get("codex").unwrap();
+        let asked = LaunchOptions {
+            model: Some("gpt-5"),
+            mode: Some("read-only"),
+            fork_from: Some("t0"),
+        };
+        assert_eq!(
+            codex.argv_with("x", false, &asked),
+            [
+                "codex",
+                "fork",
+                "t0",
+                "--model",
+                "gpt-5",
+                "--sandbox",
+                "read-only",
+                "--ask-for-approval",
+                "on-request"
+            ]
+        );
+        assert!(t.get("shell").unwrap().fork_args.is_empty());
+    }
+
+    #[test]
+    fn a_malformed_model_or_an_unknown_mode_is_refused() {
+        let t = table(&[], None).unwrap();
+        let claude = t.get("claude").unwrap();
+        claude
+            .check_options(Some("us.anthropic/claude-3:1_a-b"), Some("acceptEdits"))
+            .unwrap();
+        for bad in ["", "a b", "a;b", "-x", "é", &"m".repeat(201)] {
+            let e = claude.check_options(Some(bad), None).unwrap_err();
+            assert_eq!(e.errno, libc::EINVAL, "{bad}");
+        }
+        for mode in ["default", "read-only", "PLAN"] {
+            let e = claude.check_options(None, Some(mode)).unwrap_err();
+            assert_eq!(e.errno, libc::EINVAL, "{mode}");
+        }
+        let codex = t.get("codex").unwrap();
+        codex.check_options(None, Some("workspace-write")).unwrap();
+        assert!(codex.check_options(None, Some("plan")).is_err());
+        let shell = t.get("shell").unwrap();
+        assert!(shell.check_options(Some("x"), None).is_err());
+        assert!(shell.check_options(None, Some("x")).is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod filelock;
 pub mod fs;
+pub mod git;
 pub mod hashing;
 pub mod input_checks;
 pub mod key;

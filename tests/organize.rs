@@ -20,9 +20,10 @@ fn listing_of(m: &Mount, dir: &str) -> Vec<String> {
     names
 }
 
-const SESSION_FILES: [&str; 14] = [
+const SESSION_FILES: [&str; 15] = [
     "archive",
     "ctl",
+    "diff",
     "events",
     "favourite",
     "input",

@@ -9,6 +9,7 @@ pub mod attach;
 pub mod completions;
 pub mod events;
 pub mod exit;
+pub mod fork;
 pub mod hook;
 mod logging;
 pub mod ls;
@@ -105,7 +106,26 @@ pub enum Command {
         /// The session's title (one line).
         #[arg(long, value_name = "TEXT")]
         title: Option<String>,
+        /// Runs the agent in a new git worktree of the workspace's
+        /// repository with BRANCH checked out (made from --base, default
+        /// the repository's HEAD, unless it exists).
+        #[arg(long, value_name = "BRANCH")]
+        worktree: Option<String>,
+        /// What a new --worktree branch starts from (a commit, branch or tag).
+        #[arg(long, value_name = "REF", requires = "worktree")]
+        base: Option<String>,
+        /// The model the agent uses (passed at every launch).
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        /// The agent's permission mode (Claude: acceptEdits, auto,
+        /// bypassPermissions, dontAsk, manual, plan; Codex: read-only,
+        /// workspace-write, danger-full-access).
+        #[arg(long, value_name = "MODE")]
+        mode: Option<String>,
     },
+    /// Starts a new session with KEY's conversation so far (the original
+    /// is only read) and prints its key; it runs where KEY runs.
+    Fork { key: String },
     /// Types a prompt (TEXT, or standard input with `-` or no TEXT) and
     /// returns once the agent took it. Exit 0; 1 refused (the reason on
     /// stderr). With `--wait`, then waits as `wait` does, with its codes.
@@ -216,7 +236,26 @@ pub fn run(cli: Cli) -> ExitCode {
             engine,
             workspace,
             title,
-        } => new::run(&engine, workspace.as_deref(), title.as_deref(), json),
+            worktree,
+            base,
+            model,
+            mode,
+        } => {
+            let options = new::NewOptions {
+                worktree,
+                base,
+                model,
+                mode,
+            };
+            new::run(
+                &engine,
+                workspace.as_deref(),
+                title.as_deref(),
+                &options,
+                json,
+            )
+        }
+        Command::Fork { key } => fork::run(&key, json),
         Command::Prompt {
             key,
             text,

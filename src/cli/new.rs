@@ -14,6 +14,7 @@ pub fn new_session(
     engine: &str,
     workspace: Option<&Path>,
     title: Option<&str>,
+    options: &NewOptions,
 ) -> Result<String, Failed> {
     if engine.is_empty() || engine.contains(|c: char| c.is_whitespace() || c == ':') {
         return Err(usage(format!("{engine:?} is not an engine name")));
@@ -30,6 +31,19 @@ pub fn new_session(
         };
         command.push_str(&format!(" workspace={text}"));
     }
+    for (flag, word, value) in [
+        ("--worktree", "worktree", &options.worktree),
+        ("--base", "base", &options.base),
+        ("--model", "model", &options.model),
+        ("--mode", "mode", &options.mode),
+    ] {
+        if let Some(value) = value {
+            if value.is_empty() || value.contains(char::is_whitespace) {
+                return Err(usage(format!("{flag} {value:?}: one word")));
+            }
+            command.push_str(&format!(" {word}={value}"));
+        }
+    }
     if let Some(title) = title {
         if title.contains(['\n', '\r']) {
             return Err(usage("--title: one line".into()));
@@ -41,8 +55,26 @@ pub fn new_session(
     Ok(format!("{engine}:{id}"))
 }
 
+/// What `sessionfs new` passes on besides the workspace and title.
+#[derive(Debug, Default)]
+pub struct NewOptions {
+    /// A branch to check out in a new git worktree of the workspace.
+    pub worktree: Option<String>,
+    /// What a new branch starts from.
+    pub base: Option<String>,
+    pub model: Option<String>,
+    /// The agent's permission mode.
+    pub mode: Option<String>,
+}
+
 /// Makes the session and prints its key (with `json`, its key and path).
-pub fn run(engine: &str, workspace: Option<&Path>, title: Option<&str>, json: bool) -> ExitCode {
+pub fn run(
+    engine: &str,
+    workspace: Option<&Path>,
+    title: Option<&str>,
+    options: &NewOptions,
+    json: bool,
+) -> ExitCode {
     client_verb(|mnt| {
         let workspace = match workspace {
             Some(dir) => {
@@ -51,7 +83,7 @@ pub fn run(engine: &str, workspace: Option<&Path>, title: Option<&str>, json: bo
             // Here, unless here is inside the mount (the daemon refuses that).
             None => std::env::current_dir().ok().filter(|d| !d.starts_with(mnt)),
         };
-        let key = new_session(mnt, engine, workspace.as_deref(), title)?;
+        let key = new_session(mnt, engine, workspace.as_deref(), title, options)?;
         if json {
             let path = mnt.join(&key);
             println!("{}", serde_json::json!({"key": key, "path": path}));

@@ -11,7 +11,7 @@ mod guard;
 pub mod moved_sessions;
 mod notify;
 
-use crate::core::{Access, Attr, Core, Files, ReadBy, ReadStep, Reply, SetAttr, Step};
+use crate::core::{Access, Attr, Core, Files, Opened, ReadBy, ReadStep, Reply, SetAttr, Step};
 use crate::error::Error;
 use attrs::{file_type, ttls, KernelAttrs, TTL};
 use fuser::{
@@ -104,6 +104,28 @@ struct EmptyReply(ReplyEmpty, &'static str);
 impl KernelReply<()> for EmptyReply {
     fn send(self, result: Result<(), Error>) {
         SessionFs::reply_empty(self.1, result, self.0);
+    }
+}
+
+/// An `open`, answered now or from the pool (a `diff`).
+struct OpenReply(ReplyOpen);
+
+impl KernelReply<Opened> for OpenReply {
+    fn send(self, result: Result<Opened, Error>) {
+        match result {
+            // Direct I/O: reads are not clamped to a cached size, so the
+            // scrollback and generated files always show what is there now.
+            // No flush round trip on close where flush does nothing
+            // (`echo cmd > input` pays it once per command).
+            Ok(opened) if opened.flushes => self
+                .0
+                .opened(FileHandle(opened.fh), FopenFlags::FOPEN_DIRECT_IO),
+            Ok(opened) => self.0.opened(
+                FileHandle(opened.fh),
+                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH,
+            ),
+            Err(e) => self.0.error(fail("open", &e)),
+        }
     }
 }
 
@@ -276,20 +298,8 @@ impl Filesystem for SessionFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.files.open_request(ino.0, open_mode(flags), req.pid()) {
-            // Direct I/O: reads are not clamped to a cached size, so the
-            // scrollback and generated files always show what is there now.
-            // No flush round trip on close where flush does nothing
-            // (`echo cmd > input` pays it once per command).
-            Ok(opened) if opened.flushes => {
-                reply.opened(FileHandle(opened.fh), FopenFlags::FOPEN_DIRECT_IO)
-            }
-            Ok(opened) => reply.opened(
-                FileHandle(opened.fh),
-                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH,
-            ),
-            Err(e) => reply.error(fail("open", &e)),
-        }
+        let step = self.files.open_request(ino.0, open_mode(flags), req.pid());
+        answer(step, OpenReply(reply));
     }
 
     fn read(

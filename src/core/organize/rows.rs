@@ -70,9 +70,19 @@ pub(crate) struct MetaDoc<'a> {
     created: UtcText,
     engine: &'a str,
     favourite: bool,
+    /// The conversation a fork started from. This and the other fields
+    /// `new` may set are left out unless set: `sessions.json` holds
+    /// 100,000 documents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forked_from: Option<&'a str>,
     id: &'a str,
     key: &'a str,
     last_activity: UtcText,
+    /// The permission mode and model asked for at `new`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
     pid: Option<u32>,
     project: Option<&'a str>,
     state: &'a str,
@@ -80,6 +90,34 @@ pub(crate) struct MetaDoc<'a> {
     /// The question the agent shows while `waiting`, else null.
     waiting_for: Option<crate::agent::dialogs::Dialog>,
     workspace: Cow<'a, str>,
+    /// The git worktree `new` made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worktree: Option<WorktreeDoc<'a>>,
+}
+
+/// A session's worktree in its `meta.json`, in key order.
+#[derive(Debug, Hash, Serialize)]
+pub(crate) struct WorktreeDoc<'a> {
+    base: &'a str,
+    base_commit: &'a str,
+    branch: &'a str,
+    path: &'a str,
+    /// Removed by `prune` (its branch is kept).
+    pruned: bool,
+    repository: &'a str,
+}
+
+impl<'a> WorktreeDoc<'a> {
+    fn of(w: &'a crate::core::organize::sidecar::Worktree) -> Self {
+        WorktreeDoc {
+            base: &w.base,
+            base_commit: &w.base_commit,
+            branch: &w.branch,
+            path: &w.path,
+            pruned: w.pruned,
+            repository: &w.repo,
+        }
+    }
 }
 
 /// A time in milliseconds since the epoch, written as UTC text: kept as
@@ -643,9 +681,12 @@ impl Core {
             created: UtcText(row.meta.created_ms),
             engine: row.key.engine(),
             favourite: row.meta.favourite,
+            forked_from: row.meta.fork_of.as_deref(),
             id: row.key.id(),
             key: row.key.as_str(),
             last_activity: UtcText(row.last_activity_ms),
+            mode: row.meta.mode.as_deref(),
+            model: row.meta.model.as_deref(),
             pid: row.pid,
             project: row.meta.project.as_deref(),
             state: row.state,
@@ -654,6 +695,7 @@ impl Core {
                 .then(|| self.waiting_for(&row.key))
                 .flatten(),
             workspace,
+            worktree: row.meta.worktree.as_ref().map(WorktreeDoc::of),
         }
     }
 

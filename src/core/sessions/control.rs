@@ -151,6 +151,17 @@ impl Core {
                         None => Ok(()),
                     }
                 }
+                ("prune", None) => self.prune(key),
+                ("fork", given) => {
+                    let id = match given.map(|w| w.split_once('=')) {
+                        None => None,
+                        Some(Some(("id", id))) if !id.is_empty() => Some(id),
+                        Some(_) => return Err(Error::invalid("fork takes at most id=ID")),
+                    };
+                    let made = self.fork(key, id)?;
+                    *lock(&self.last_new) = Some(made.to_string());
+                    Ok(())
+                }
                 ("approve", None) => self.answer(key, Answer::Approve),
                 ("deny", None) => self.answer(key, Answer::Deny),
                 ("interrupt", None) => self.interrupt(key),
@@ -171,7 +182,7 @@ impl Core {
                     }
                 }
                 _ => Err(Error::invalid(format!(
-                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw, approve, deny, answer N|TEXT, interrupt",
+                    "unknown ctl command {}; expected open, stop, resize COLSxROWS, redraw, approve, deny, answer N|TEXT, interrupt, prune, fork [id=ID]",
                     preview(command)
                 ))),
             }

@@ -272,11 +272,12 @@ impl Core {
         claimed.insert(key.id().to_string());
         let found = match (self.catalog.kind_of(key.engine())?, current) {
             (StoreKind::Codex, None) => {
-                let workspace = self
-                    .meta(key)
-                    .workspace
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| self.config.home.clone());
+                let workspace = self.worktree_dir(key).unwrap_or_else(|| {
+                    self.meta(key)
+                        .workspace
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| self.config.home.clone())
+                });
                 store_file::codex_rollout_for(&files, key.engine(), &workspace, since, &claimed)
             }
             (StoreKind::Claude, Some(old)) if resumed => {

@@ -11,6 +11,7 @@ pub(in crate::core) mod status;
 pub(in crate::core) mod store_file;
 pub(in crate::core) mod switches;
 pub(in crate::core) mod transcripts;
+pub(in crate::core) mod worktrees;
 
 use crate::core::sessions::transcripts::TranscriptCache;
 use crate::core::SessionRuntime;

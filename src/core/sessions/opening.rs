@@ -87,9 +87,12 @@ impl Core {
         }
     }
 
-    /// Where the agent runs: the sidecar's workspace, else the store's `cwd`,
-    /// else `$HOME`.
+    /// Where the agent runs: its worktree while it has one, else the
+    /// sidecar's workspace, else the store's `cwd`, else `$HOME`.
     pub(in crate::core) fn workspace(&self, key: &SessionKey) -> PathBuf {
+        if let Some(dir) = self.worktree_dir(key) {
+            return dir;
+        }
         let row = self.row(key);
         self.meta_of(&row)["workspace"]
             .as_str()
@@ -201,9 +204,16 @@ impl Core {
             log::warn!("{key}: {}", e.message);
         }
         let resume = self.conversation_exists(key, engine);
-        let mut argv = engine.argv(&self.conversation_id(key), resume);
+        let meta = self.meta(key);
+        let options = crate::engine::LaunchOptions {
+            model: meta.model.as_deref(),
+            mode: meta.mode.as_deref(),
+            fork_from: meta.fork_of.as_deref(),
+        };
+        let mut argv = engine.argv_with(&self.conversation_id(key), resume, &options);
         self.agent_argv(key, engine, &mut argv);
         let cwd = self.workspace(key);
+        let launch_dir = cwd.clone();
         // Gone since it was set (edits refuse a missing one): the program
         // starts in the home directory, and the user is told so.
         let moved = (!cwd.is_dir()).then(|| {
@@ -274,6 +284,7 @@ impl Core {
             if let Some((at, resumed)) = launched {
                 self.note_launch(key, at, resumed);
             }
+            self.note_base_commit(key, &launch_dir);
         }
         self.agent_opened(
             key,

@@ -79,7 +79,11 @@ impl Core {
             error = RunRecord::read(&self.paths.record(key)).and_then(|r| r.exec_error);
         }
         let record = if live { record } else { None };
-        let earlier = self.meta(key).conversations;
+        let meta = self.meta(key);
+        let worktree = meta.worktree.as_ref().map(
+            |w| json!({"path": w.path, "branch": w.branch, "base": w.base, "pruned": w.pruned}),
+        );
+        let earlier = meta.conversations;
         Ok(to_json_text(&json!({
             "key": key.to_string(),
             "conversation": self.conversation_id(key),
@@ -94,6 +98,7 @@ impl Core {
             "size": format!("{cols}x{rows}"),
             "scrollback_bytes": rt.map_or(0, |rt| rt.scrollback.len()),
             "waiting_for": self.waiting_for(key),
+            "worktree": worktree,
             "error": error,
         })))
     }

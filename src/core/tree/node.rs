@@ -68,13 +68,16 @@ pub enum SessionFile {
     Prompt,
     /// `transcript/last`: the last complete turn.
     TranscriptLast,
+    /// What the session changed in its git workspace (`git diff`), made
+    /// at `open` in the pool.
+    Diff,
 }
 
 impl SessionFile {
     /// In listing order: `screen` last, as a listing with attributes
     /// gives it only at the head of a reply (its size is the VT mirror's
     /// text), so the files before it come in the first.
-    pub const FILES: [SessionFile; 14] = [
+    pub const FILES: [SessionFile; 15] = [
         SessionFile::Scrollback,
         SessionFile::Input,
         SessionFile::Status,
@@ -88,6 +91,7 @@ impl SessionFile {
         SessionFile::Wait,
         SessionFile::Events,
         SessionFile::Prompt,
+        SessionFile::Diff,
         SessionFile::Screen,
     ];
 
@@ -108,6 +112,7 @@ impl SessionFile {
             SessionFile::Events => "events",
             SessionFile::Prompt => "prompt",
             SessionFile::TranscriptLast => "last",
+            SessionFile::Diff => "diff",
         }
     }
 
@@ -136,6 +141,7 @@ impl SessionFile {
             // Past 15: the two spare bits above the hash hold the rest.
             SessionFile::Prompt => 16,
             SessionFile::TranscriptLast => 17,
+            SessionFile::Diff => 18,
         }
     }
 
@@ -349,7 +355,9 @@ impl Node {
             Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
             Node::Events(_) => GENERATED,
             Node::Page(..) | Node::EarlierPage(..) => GENERATED,
-            Node::Session(_, SessionFile::Screen | SessionFile::Status) => GENERATED,
+            Node::Session(_, SessionFile::Screen | SessionFile::Status | SessionFile::Diff) => {
+                GENERATED
+            }
             Node::Session(
                 _,
                 SessionFile::State

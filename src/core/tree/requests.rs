@@ -667,6 +667,13 @@ impl Files {
                         meta.and_then(|m| m.modified().ok()).unwrap_or(self.started),
                     )
                 }
+                // Made at `open` (git runs in the pool, never here): an
+                // open handle's text gives it (`fstat`, as `tail` and
+                // `less` ask); a path alone, nothing is known.
+                SessionFile::Diff => match fh.and_then(|fh| self.diff_text(fh)) {
+                    Some(text) => self.dated_text(ino, &text, || self.core.output_changed(key)),
+                    None => (0, self.core.output_changed(key)),
+                },
                 // What the last turn shows changes only with the store.
                 SessionFile::TranscriptLast => (
                     self.core.transcript_last(key)?.len() as u64,
@@ -825,6 +832,12 @@ impl Files {
 
     /// `open`: a handle number.
     pub fn open(&self, ino: u64, mode: Access, pid: u32) -> Result<u64> {
+        self.open_made(ino, mode, pid, None)
+    }
+
+    /// [`Files::open`], with the text of a generated file made already
+    /// (in the pool: a `diff`).
+    fn open_made(&self, ino: u64, mode: Access, pid: u32, made: Option<Vec<u8>>) -> Result<u64> {
         let node = self.node(ino)?;
         Self::check_opens(&node, mode)
             .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))?;
@@ -900,7 +913,10 @@ impl Files {
             // The listing's text is shared with its cache and every handle
             // on it: at 100,000 sessions it is tens of megabytes.
             (Node::SessionsJson, _) => Handle::Listing(self.core.sessions_json()),
-            _ => Handle::Snapshot(Arc::new(self.generate(&node)?)),
+            _ => match made {
+                Some(text) => Handle::Snapshot(Arc::new(text)),
+                None => Handle::Snapshot(Arc::new(self.generate(&node)?)),
+            },
         };
         // The reason for a refusal is in a `status`: it can always be read.
         let status = matches!(
@@ -910,6 +926,14 @@ impl Files {
         self.handles
             .add_reading(handle, status)
             .map_err(|e| self.refuse(Some(&node), &format!("open {}", node.label()), e))
+    }
+
+    /// The text a `diff` handle holds.
+    fn diff_text(&self, fh: u64) -> Option<Arc<Vec<u8>>> {
+        match self.handles.files().get(&fh) {
+            Some(Handle::Snapshot(text)) => Some(text.clone()),
+            _ => None,
+        }
     }
 
     /// The text of a generated file, as an `open` fixes it for its handle.
@@ -924,6 +948,8 @@ impl Files {
             Node::Session(key, SessionFile::State) => self.core.state_line(key),
             Node::Session(key, SessionFile::TranscriptLast) => self.core.transcript_last(key),
             Node::Session(key, SessionFile::Meta) => self.core.meta_json(key),
+            // Callers without a mount only: `open_request` makes it in the pool.
+            Node::Session(key, SessionFile::Diff) => self.core.session_diff(key),
             Node::Session(key, SessionFile::Field(f)) => self.core.field_text(key, *f),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
         }
@@ -1905,12 +1931,34 @@ fn copied_by_tools(name: &std::ffi::OsStr) -> bool {
 /// whether it is done now or answered later, and from where.
 impl Files {
     /// `open`: the handle, and whether its `flush` does anything.
-    pub fn open_request(&self, ino: u64, mode: Access, pid: u32) -> Result<Opened> {
-        let fh = self.open(ino, mode, pid)?;
-        Ok(Opened {
+    pub fn open_request(self: &Arc<Self>, ino: u64, mode: Access, pid: u32) -> Step<Opened> {
+        // A `diff` runs git: made in the pool, with its deadline.
+        if let (Ok(Node::Session(key, SessionFile::Diff)), false) = (self.node(ino), mode.writes) {
+            let files = self.clone();
+            let what = format!("the diff of {key}");
+            let concern = Concern::Session(key.clone());
+            return Step::Later(Later::pool(
+                self.core.clone(),
+                what,
+                concern.clone(),
+                false,
+                move || {
+                    let text = files
+                        .core
+                        .session_diff(&key)
+                        .map_err(|e| files.core.record(&concern, e))?;
+                    let fh = files.open_made(ino, mode, pid, Some(text))?;
+                    Ok(Opened {
+                        fh,
+                        flushes: files.finish_does_work(fh),
+                    })
+                },
+            ));
+        }
+        Step::Done(self.open(ino, mode, pid).map(|fh| Opened {
             fh,
             flushes: self.finish_does_work(fh),
-        })
+        }))
     }
 
     /// `read` into `out`. A `wait` read at offset 0 blocks until the

@@ -70,6 +70,42 @@ pub struct SessionMeta {
     /// `meta.json` and one-line files.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub changed_ms: u64,
+    /// The git worktree made for the session (`new ... worktree=BRANCH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<Worktree>,
+    /// The commit HEAD was on in the workspace when the session first
+    /// launched, for a session without a worktree: what its `diff` is
+    /// against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+    /// The model asked for at `new`, passed at every launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The agent's permission mode asked for at `new`, passed at every launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The conversation this session was forked from: its first launch
+    /// forks it, later ones resume its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_of: Option<String>,
+}
+
+/// A session's git worktree, as `new` made it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    /// The repository it was made from (its top level).
+    pub repo: String,
+    /// Where it is checked out.
+    pub path: String,
+    pub branch: String,
+    /// What the branch started from, as given (or the repository's HEAD
+    /// then: its branch, else its commit).
+    pub base: String,
+    /// The commit `base` named then.
+    pub base_commit: String,
+    /// Removed by `prune`; the branch is kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pruned: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
