@@ -92,7 +92,8 @@ fn a_slow_turn_is_busy_and_six_waits_do_not_slow_the_mount() {
         slowest = slowest.max(t0.elapsed());
     }
     eprintln!("slowest `cat MNT/status` with six waits on a busy claude: {slowest:?}");
-    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+    // Not held behind the waits (which last as long as the turn).
+    assert!(slowest < Duration::from_secs(2), "{slowest:?}");
     assert_eq!(a.read(&key, "state"), "busy\n", "still in the slow turn");
     for w in waits {
         let out = w.wait_with_output().unwrap();

@@ -531,25 +531,31 @@ impl Core {
 
         // Each session once: conversations no record or live session is
         // (a conversation bound to a session shows as that session only)...
-        for (key, entry) in files.iter() {
-            let special = !plain(key);
-            if special && (taken(key) || (!claimed.is_empty() && claimed.contains(key))) {
-                continue;
+        let conversation_rows = |part: &[(&SessionKey, &Arc<Indexed>)]| {
+            let mut rows = Vec::with_capacity(part.len());
+            for &(key, entry) in part {
+                let special = !plain(key);
+                if special && (taken(key) || (!claimed.is_empty() && claimed.contains(key))) {
+                    continue;
+                }
+                let parts = Parts {
+                    meta: None,
+                    store: Some(entry.clone()),
+                    runtime: special.then(|| runtime(key)).flatten(),
+                    socket: special && socket(key),
+                    other_mtime_ms: None,
+                    hosted_created_ms: None,
+                    record_ms: special.then(|| record_ms(key)).flatten(),
+                };
+                let plain = parts.runtime.is_none() && !parts.socket && parts.record_ms.is_none();
+                let mut row = self.make_row(key.clone(), parts);
+                row.plain = plain;
+                rows.push(row);
             }
-            let parts = Parts {
-                meta: None,
-                store: Some(entry.clone()),
-                runtime: special.then(|| runtime(key)).flatten(),
-                socket: special && socket(key),
-                other_mtime_ms: None,
-                hosted_created_ms: None,
-                record_ms: special.then(|| record_ms(key)).flatten(),
-            };
-            let plain = parts.runtime.is_none() && !parts.socket && parts.record_ms.is_none();
-            let mut row = self.make_row(key.clone(), parts);
-            row.plain = plain;
-            rows.push(row);
-        }
+            rows
+        };
+        let conversations: Vec<(&SessionKey, &Arc<Indexed>)> = files.iter().collect();
+        rows.append(&mut in_halves(&conversations, conversation_rows));
         // ...hosted runs without a record...
         for (id, times) in &hosted {
             let Ok(key) = SessionKey::new(HOSTED, id) else {
@@ -762,35 +768,20 @@ impl Core {
         // Taken out while the documents are made, so no lock is held long.
         let old = std::mem::take(&mut *lock(&self.organize.listings.doc_texts));
         let mut kept = DocTexts::default();
-        let mut scratch = Vec::with_capacity(512);
         let mut pieces: Vec<Arc<[u8]>> = Vec::with_capacity(active.len() * 2 + 3);
         pieces.push(Arc::from(&frame_text[..open]));
         let first: Arc<[u8]> = Arc::from(&b"\n    "[..]);
         let next: Arc<[u8]> = Arc::from(&b",\n    "[..]);
-        for (i, row) in active.iter().enumerate() {
-            let (text, version) = match row.store.as_deref().filter(|_| row.plain) {
-                // Most rows: a conversation only its store speaks of, whose
-                // text is kept with its catalog entry.
-                Some(store) => {
-                    let (text, version) = store.listing_text.get_or_make(|| {
-                        let text = set_in_array(&self.meta_doc(row));
-                        let version = xxhash_rust::xxh3::xxh3_64(&text);
-                        (Arc::from(text), version)
-                    });
-                    (text.clone(), *version)
-                }
-                None => {
-                    let doc = self.meta_doc(row);
-                    let version = doc_version(&doc, &mut scratch);
-                    let name = xxhash_rust::xxh3::xxh3_64(row.key.as_str().as_bytes());
-                    let text = match old.0.get(&name) {
-                        Some((v, text)) if *v == version => text.clone(),
-                        _ => Arc::from(set_in_array(&doc)),
-                    };
-                    kept.0.insert(name, (version, text.clone()));
-                    (text, version)
-                }
-            };
+        let docs = in_halves(&active, |part| {
+            let mut scratch = Vec::with_capacity(512);
+            part.iter()
+                .map(|row| self.doc_text(row, &old, &mut scratch))
+                .collect()
+        });
+        for (i, (text, version, name)) in docs.into_iter().enumerate() {
+            if let Some(name) = name {
+                kept.0.insert(name, (version, text.clone()));
+            }
             digest.update(&version.to_le_bytes());
             pieces.push(if i == 0 { first.clone() } else { next.clone() });
             pieces.push(text);
@@ -802,6 +793,39 @@ impl Core {
         drop_elsewhere(old);
         *lock(&self.organize.listings.doc_texts) = kept;
         PiecedText::new(pieces, digest.digest())
+    }
+
+    /// A row's text in `sessions.json` and the hash that dates it, and for
+    /// a row whose text is not kept with its catalog entry, the hash of its
+    /// key to keep it by (`old`: the texts kept from the last version).
+    fn doc_text(
+        &self,
+        row: &SessionRow,
+        old: &DocTexts,
+        scratch: &mut Vec<u8>,
+    ) -> (Arc<[u8]>, u64, Option<u64>) {
+        match row.store.as_deref().filter(|_| row.plain) {
+            // Most rows: a conversation only its store speaks of, whose
+            // text is kept with its catalog entry.
+            Some(store) => {
+                let (text, version) = store.listing_text.get_or_make(|| {
+                    let text = set_in_array(&self.meta_doc(row));
+                    let version = xxhash_rust::xxh3::xxh3_64(&text);
+                    (Arc::from(text), version)
+                });
+                (text.clone(), *version, None)
+            }
+            None => {
+                let doc = self.meta_doc(row);
+                let version = doc_version(&doc, scratch);
+                let name = xxhash_rust::xxh3::xxh3_64(row.key.as_str().as_bytes());
+                let text = match old.0.get(&name) {
+                    Some((v, text)) if *v == version => text.clone(),
+                    _ => Arc::from(set_in_array(&doc)),
+                };
+                (text, version, Some(name))
+            }
+        }
     }
 
     /// Every session this daemon knows (the sidecar's, the live ones, the
@@ -869,6 +893,28 @@ pub(in crate::core) fn start_janitor(core: &Arc<Core>) {
 /// The mount points of the daemons that serve `config`'s state directory.
 pub fn daemon_mounts(config: &crate::config::Config) -> Vec<std::path::PathBuf> {
     crate::mounts::serving(&config.state_dir)
+}
+
+/// How many items make a pass worth a second thread.
+const HALVES_FROM: usize = 20_000;
+
+/// `work` over `items`, the second half on a thread of its own when there
+/// are many (a gathering at 100,000 sessions waits on memory, and the
+/// machine has another CPU), the results joined in order.
+fn in_halves<I: Sync, T: Send>(items: &[I], work: impl Fn(&[I]) -> Vec<T> + Sync) -> Vec<T> {
+    if items.len() < HALVES_FROM {
+        return work(items);
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    std::thread::scope(|scope| {
+        let later = scope.spawn(|| work(second));
+        let mut done = work(first);
+        match later.join() {
+            Ok(mut rest) => done.append(&mut rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        done
+    })
 }
 
 /// The hash of everything a document shows: its fields' bytes gathered in
