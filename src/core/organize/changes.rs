@@ -264,7 +264,7 @@ impl Core {
         let mut ready: Vec<(SessionKey, u64)> = Vec::with_capacity(keys.len());
         let mut copies: Vec<Option<KeptCopy>> = Vec::with_capacity(keys.len());
         for key in keys {
-            let created = self.row(key).meta.created_ms;
+            let created = self.row(key).created_ms;
             let copy = if key.engine() != HOSTED {
                 match self.prepare_copy(key) {
                     Ok(copy) => copy,
@@ -432,7 +432,7 @@ impl Core {
     /// Changes the sidecar record, creating it for a discovered session.
     fn set_meta(&self, key: &SessionKey, change: impl FnOnce(&mut SessionMeta)) -> Result<()> {
         // A discovered conversation was created when its store began.
-        let created = self.row(key).meta.created_ms;
+        let created = self.row(key).created_ms;
         self.organize.sidecar.update(|all| {
             let meta = all.entry_or(key.as_str(), || SessionMeta {
                 created_ms: created,

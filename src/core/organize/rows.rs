@@ -32,7 +32,11 @@ const CACHE_FOR: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub(crate) struct SessionRow {
     pub key: SessionKey,
-    pub meta: SessionMeta,
+    /// Its record; most conversations have none, and a row is moved and
+    /// freed many times in a listing of 100,000, so it is held apart.
+    pub meta: RowMeta,
+    /// When it began: its record's time, or its store's first row.
+    pub created_ms: u64,
     /// Its conversation in the engine's store, if the catalog has one.
     pub store: Option<Arc<Indexed>>,
     pub last_activity_ms: u64,
@@ -43,6 +47,20 @@ pub(crate) struct SessionRow {
     /// A conversation only its store speaks of (no record, runtime, socket
     /// or run record): its document is made from its catalog entry alone.
     pub plain: bool,
+}
+
+/// A row's record, or none (read as the default record).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowMeta(Option<Box<SessionMeta>>);
+
+/// What a session without a record shows.
+static NO_RECORD: SessionMeta = SessionMeta::none();
+
+impl std::ops::Deref for RowMeta {
+    type Target = SessionMeta;
+    fn deref(&self) -> &SessionMeta {
+        self.0.as_deref().unwrap_or(&NO_RECORD)
+    }
 }
 
 impl SessionRow {
@@ -272,29 +290,30 @@ pub(in crate::core) fn state_of(
 impl Core {
     fn make_row(&self, key: SessionKey, parts: Parts<'_>) -> SessionRow {
         let known = parts.meta.is_some();
-        let mut meta = parts.meta.unwrap_or_default();
-        let mut last = meta.created_ms;
+        let meta = RowMeta(parts.meta.map(Box::new));
+        let mut created_ms = meta.created_ms;
+        let mut last = created_ms;
         if let Some(store) = &parts.store {
             last = last.max(store.file.mtime_ms);
             // Created when its conversation began, whoever recorded it later.
             if let Some(created) = store.created_ms().or(Some(store.file.mtime_ms)) {
-                if !known || meta.created_ms == 0 || created < meta.created_ms {
-                    meta.created_ms = created;
+                if !known || created_ms == 0 || created < created_ms {
+                    created_ms = created;
                 }
             }
         }
         if let Some(created) = parts.hosted_created_ms {
             // As a store's conversation: when its transcript began, whoever
             // recorded it later.
-            if meta.created_ms == 0 || created < meta.created_ms {
-                meta.created_ms = created;
+            if created_ms == 0 || created < created_ms {
+                created_ms = created;
             }
         }
         if let Some(ms) = parts.other_mtime_ms {
             last = last.max(ms);
             // Only when nothing above said when it began.
-            if !known && meta.created_ms == 0 {
-                meta.created_ms = ms;
+            if !known && created_ms == 0 {
+                created_ms = ms;
             }
         }
         if parts.runtime.is_none() {
@@ -321,6 +340,7 @@ impl Core {
         SessionRow {
             key,
             meta,
+            created_ms,
             store: parts.store,
             last_activity_ms: last,
             state,
@@ -684,7 +704,7 @@ impl Core {
             archived: row.meta.archived,
             conversation: row.meta.conversation.as_deref().unwrap_or(row.key.id()),
             conversations: &row.meta.conversations,
-            created: UtcText(row.meta.created_ms),
+            created: UtcText(row.created_ms),
             engine: row.key.engine(),
             favourite: row.meta.favourite,
             forked_from: row.meta.fork_of.as_deref(),

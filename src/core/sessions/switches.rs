@@ -161,7 +161,7 @@ impl Core {
         let sidecar = self.organize.sidecar.clone();
         let lock_dir = self.config.lock_dir.clone();
         let agent_pid = lock(&rt.state).record.as_ref().map_or(0, |r| r.agent_pid);
-        let created = self.row(key).meta.created_ms;
+        let created = self.row(key).created_ms;
         let what = format!("recording {key}'s switch to {to}");
         let key = key.clone();
         let rt = rt.clone();

@@ -163,12 +163,7 @@ impl Core {
         let newest = self
             .rows(false)
             .iter()
-            .map(|r| {
-                r.meta
-                    .changed_ms
-                    .max(r.meta.created_ms)
-                    .max(r.last_activity_ms)
-            })
+            .map(|r| r.meta.changed_ms.max(r.created_ms).max(r.last_activity_ms))
             .max()
             .unwrap_or(0);
         let newest = from_ms(newest).max(self.meta_modified().min(SystemTime::now()));

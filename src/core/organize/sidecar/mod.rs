@@ -90,6 +90,28 @@ pub struct SessionMeta {
     pub fork_of: Option<String>,
 }
 
+impl SessionMeta {
+    /// No record: the default, as a constant (every field empty).
+    pub const fn none() -> SessionMeta {
+        SessionMeta {
+            created_ms: 0,
+            title: None,
+            project: None,
+            favourite: false,
+            archived: false,
+            workspace: None,
+            conversation: None,
+            conversations: Vec::new(),
+            changed_ms: 0,
+            worktree: None,
+            base_commit: None,
+            model: None,
+            mode: None,
+            fork_of: None,
+        }
+    }
+}
+
 /// A session's git worktree, as `new` made it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worktree {
@@ -439,6 +461,11 @@ impl Sidecar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_record_is_the_default_record() {
+        assert_eq!(SessionMeta::none(), SessionMeta::default());
+    }
 
     #[test]
     fn two_handles_see_each_others_writes() {
