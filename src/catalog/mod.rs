@@ -58,9 +58,13 @@ pub struct Indexed {
     pub file: StoreFile,
     pub stamp: Stamp,
     /// Possibly of an older state of the file: see [`Indexed::is_summarised`].
-    pub summary: Option<Arc<Summary>>,
+    /// Set through [`Indexed::set_summary`], which keeps what is made of it.
+    pub(crate) summary: Option<Arc<Summary>>,
     /// When this entry was last changed (the index's sequence number).
     seq: u64,
+    /// The summary's time of the store's first row, kept beside it: a
+    /// listing reads it for every conversation.
+    created_ms: Option<u64>,
     /// What the listing made of this entry as it is: an entry that changes
     /// is a new one (or has this emptied), so the text is never stale.
     pub listing_text: MadeOnce,
@@ -85,6 +89,24 @@ impl MadeOnce {
 }
 
 impl Indexed {
+    fn new(file: StoreFile, stamp: Stamp, summary: Option<Arc<Summary>>, seq: u64) -> Indexed {
+        Indexed {
+            file,
+            stamp,
+            created_ms: summary.as_ref().and_then(|s| s.skim.created_ms),
+            summary,
+            seq,
+            listing_text: MadeOnce::default(),
+        }
+    }
+
+    /// Takes `summary` as this entry's; what was made of the old one goes.
+    fn set_summary(&mut self, summary: Summary) {
+        self.created_ms = summary.skim.created_ms;
+        self.summary = Some(Arc::new(summary));
+        self.listing_text = MadeOnce::default();
+    }
+
     /// Whether the summary is of the file as it is now.
     pub fn is_summarised(&self) -> bool {
         self.summary.as_ref().is_some_and(|s| s.at == self.stamp)
@@ -102,7 +124,7 @@ impl Indexed {
 
     /// The time of the store's first row.
     pub fn created_ms(&self) -> Option<u64> {
-        self.summary.as_ref().and_then(|s| s.skim.created_ms)
+        self.created_ms
     }
 }
 
@@ -431,19 +453,17 @@ impl Catalog {
                         found_new = true;
                         log::debug!("{key}: found in {}", s.path.display());
                     }
-                    Arc::new(Indexed {
-                        file: StoreFile {
+                    Arc::new(Indexed::new(
+                        StoreFile {
                             kind: self.roots[s.root].kind,
                             mtime_ms: s.mtime_ms,
                             path: s.path.clone(),
                         },
                         stamp,
-                        summary: o
-                            .filter(|o| o.file.path == s.path)
+                        o.filter(|o| o.file.path == s.path)
                             .and_then(|o| o.summary.clone()),
                         seq,
-                        listing_text: MadeOnce::default(),
-                    })
+                    ))
                 }
             };
             next.insert(key, entry);
@@ -585,8 +605,8 @@ impl Catalog {
                         None
                     }
                 };
-                let entry = Indexed {
-                    file: StoreFile {
+                let entry = Indexed::new(
+                    StoreFile {
                         kind: self.roots[s.root].kind,
                         mtime_ms: s.mtime_ms,
                         path: s.path,
@@ -594,8 +614,7 @@ impl Catalog {
                     stamp,
                     summary,
                     seq,
-                    listing_text: MadeOnce::default(),
-                };
+                );
                 note_stale(&mut index.stale, &key, Some(&entry));
                 files.insert(key, Arc::new(entry));
                 changed = true;
@@ -730,9 +749,7 @@ impl Catalog {
                     again += 1;
                 }
                 changed |= now.summary.as_deref() != Some(&summary);
-                let entry = Arc::make_mut(now);
-                entry.summary = Some(Arc::new(summary));
-                entry.listing_text = MadeOnce::default();
+                Arc::make_mut(now).set_summary(summary);
                 note_stale(&mut index.stale, &key, Some(&**now));
             }
         }

@@ -67,17 +67,16 @@ pub fn load(path: &Path, roots: &[Root]) -> Vec<(SessionKey, Indexed)> {
                 .find(|r| r.engine == key.engine() && f.path.starts_with(&r.path))?;
             Some((
                 key,
-                Indexed {
-                    file: StoreFile {
+                Indexed::new(
+                    StoreFile {
                         kind: root.kind,
                         path: f.path,
                         mtime_ms: f.at.mtime_ms,
                     },
-                    stamp: f.at,
-                    summary: f.summary.map(Arc::new),
-                    seq: 0,
-                    listing_text: Default::default(),
-                },
+                    f.at,
+                    f.summary.map(Arc::new),
+                    0,
+                ),
             ))
         })
         .collect()
