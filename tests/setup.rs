@@ -56,6 +56,7 @@ impl Machine {
             "script",
             "vim",
             "jq",
+            "git",
             "rsync",
             "sshfs",
             "ssh-keygen",
@@ -252,7 +253,7 @@ fn setup_installs_what_running_needs_and_no_test_tool() {
         None,
     );
     let m = Machine::new("1.63.0+dfsg1-2");
-    for tool in ["fusermount3", "dtach", "jq", "vim", "sshfs", "strace"] {
+    for tool in ["fusermount3", "dtach", "jq", "git", "vim", "sshfs", "strace"] {
         let _ = fs::remove_file(m.bin().join(tool));
     }
     let (home, rustup_home) = m.home_toolchain(&cargo.unwrap());
@@ -274,5 +275,5 @@ fn setup_installs_what_running_needs_and_no_test_tool() {
         .skip(1)
         .filter(|w| !w.starts_with('-'))
         .collect();
-    assert_eq!(packages, ["fuse3", "dtach", "jq"], "{installs:?}");
+    assert_eq!(packages, ["fuse3", "dtach", "jq", "git"], "{installs:?}");
 }
