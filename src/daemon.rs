@@ -246,13 +246,16 @@ fn ready_line(mountpoint: &Path, sessions: usize) -> String {
 }
 
 /// One plain line when the mount goes, whichever way it went (a signal,
-/// or `fusermount3 -u`), printed once.
+/// or `fusermount3 -u`), printed once. The second caller waits until the
+/// first has printed it: the process may end as soon as either returns.
 fn say_unmounted(mountpoint: &Path) {
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    static SAID: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut said = crate::sync::lock(&SAID);
+    if !*said {
         println!(
             "sessionfs: unmounted {}; the sessions keep running, and the next mount reattaches them",
             mountpoint.display()
         );
+        *said = true;
     }
 }

@@ -253,7 +253,15 @@ fn setup_installs_what_running_needs_and_no_test_tool() {
         None,
     );
     let m = Machine::new("1.63.0+dfsg1-2");
-    for tool in ["fusermount3", "dtach", "jq", "git", "vim", "sshfs", "strace"] {
+    for tool in [
+        "fusermount3",
+        "dtach",
+        "jq",
+        "git",
+        "vim",
+        "sshfs",
+        "strace",
+    ] {
         let _ = fs::remove_file(m.bin().join(tool));
     }
     let (home, rustup_home) = m.home_toolchain(&cargo.unwrap());

@@ -147,6 +147,9 @@ struct Inner {
     pending: Vec<(Change, u64)>,
     /// The time given to the last queued change.
     queued_ms: u64,
+    /// How many changes were ever queued; [`Agent::written`] counts those
+    /// in the log.
+    queued: u64,
 }
 
 impl Inner {
@@ -159,6 +162,7 @@ impl Inner {
         }
         let at = now.max(self.queued_ms);
         self.queued_ms = at;
+        self.queued += changes.len() as u64;
         self.pending.extend(changes.drain(..).map(|c| (c, at)));
     }
 }
@@ -362,6 +366,8 @@ pub(in crate::core) struct Agent {
     /// Notified on every change of state or verdict.
     changed: Condvar,
     version: AtomicU64,
+    /// How many changes are in the events log and the root stream.
+    written: AtomicU64,
     /// The events log; taken only by the threads that move the state.
     log: Mutex<Option<EventLog>>,
     /// The root `events` every change also goes to.
@@ -393,9 +399,11 @@ impl Default for Agent {
                 evidence_ms: 0,
                 pending: vec![],
                 queued_ms: 0,
+                queued: 0,
             }),
             changed: Condvar::new(),
             version: AtomicU64::new(0),
+            written: AtomicU64::new(0),
             log: Mutex::new(None),
             stream: Mutex::new(None),
             queue: Mutex::new(Queue::default()),
@@ -407,6 +415,14 @@ impl Default for Agent {
 impl Agent {
     pub(in crate::core) fn state(&self) -> State {
         lock(&self.inner).tracker.state()
+    }
+
+    /// The state, once every change that led to it is in the events log
+    /// (a script that reads `events` after `wait` returns finds it there);
+    /// `None` while one is on its way.
+    pub(in crate::core) fn written_state(&self) -> Option<State> {
+        let inner = lock(&self.inner);
+        (inner.queued == self.written.load(Ordering::Acquire)).then(|| inner.tracker.state())
     }
 
     /// Changes so far: what a cached listing compares.
@@ -1051,6 +1067,16 @@ impl Core {
             .map_or(State::Stopped, |rt| rt.agent.state())
     }
 
+    /// The state a `wait` may return: settled, with its changes in the
+    /// events log; `None` while a change is on its way there.
+    pub(crate) fn settled_for_wait(&self, key: &SessionKey) -> Option<State> {
+        let rt = lock(&self.sessions.runtimes).get(key).cloned();
+        match rt {
+            None => Some(State::Stopped),
+            Some(rt) => rt.agent.written_state().filter(|s| s.is_settled()),
+        }
+    }
+
     /// The `state` file (and what `wait` returns): one line.
     pub fn state_line(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
@@ -1323,8 +1349,17 @@ impl Core {
             self.agent_changed(&rt);
             let sent = send(b"\r");
             enters += 1;
-            let retry = (Instant::now() + Duration::from_secs(1)).min(deadline);
-            let until = if enters == 1 { retry } else { deadline };
+            // An Enter a busy or still-loading TUI drops is sent again: after
+            // 1 s, then after 2, 4, 8, 16 s while its box still holds the
+            // text. Once the box no longer holds it, the turn is waited for
+            // until the deadline.
+            let last = enters >= 2 && !(shown && composer_shows(tui, &rt.screen_text(), text));
+            let again = Duration::from_secs(1 << (enters - 1).min(4));
+            let until = if last {
+                deadline
+            } else {
+                (Instant::now() + again).min(deadline)
+            };
             let taken = sent.is_ok() && self.turn_started(&rt, tui, shown.then_some(text), until);
             {
                 let mut inner = lock(&rt.agent.inner);
@@ -1342,7 +1377,7 @@ impl Core {
             if taken {
                 return Ok(());
             }
-            if Instant::now() >= deadline || enters == 2 {
+            if Instant::now() >= deadline || last {
                 return Err(Error::new(
                     libc::ETIMEDOUT,
                     format!(
@@ -1505,6 +1540,9 @@ fn changed(rt: &SessionRuntime, waits: &Waits) {
             );
         }
     }
+    rt.agent
+        .written
+        .fetch_add(changes.len() as u64, Ordering::AcqRel);
     rt.agent.version.fetch_add(1, Ordering::AcqRel);
     rt.agent.changed.notify_all();
     waits.wake();

@@ -196,7 +196,7 @@ impl Core {
                 return true;
             }
         }
-        self.agent_state(key).is_settled()
+        self.settled_for_wait(key).is_some()
     }
 
     /// A read of `wait` at offset 0 by thread `tid`: answered now when the
@@ -212,8 +212,8 @@ impl Core {
         if let Err(e) = self.require(key) {
             return reply.answer(Err(e));
         }
-        if self.agent_state(key).is_settled() {
-            return reply.answer(self.state_line(key));
+        if let Some(state) = self.settled_for_wait(key) {
+            return reply.answer(Ok(format!("{state}\n").into_bytes()));
         }
         if nonblock {
             return reply.answer(Err(Error::new(
@@ -259,8 +259,7 @@ fn watch(core: &Weak<Core>, shared: &Shared) {
         let Some(core) = core.upgrade() else { return };
         let mut kept = Vec::with_capacity(blocked.reads.len());
         for p in blocked.reads {
-            let state = core.agent_state(&p.key);
-            if state.is_settled() {
+            if let Some(state) = core.settled_for_wait(&p.key) {
                 p.reply.answer(Ok(format!("{state}\n").into_bytes()));
             } else if interrupted(p.tid) {
                 p.reply.answer(Err(Error::new(
