@@ -1,16 +1,86 @@
 //! The screen fallback: a verdict from the text of the VT mirror's screen,
 //! per engine, from what Claude Code 2.1.328 and Codex CLI 0.169.0 draw
-//! (see docs/AGENTS.md). Conservative: `Ready` only when the prompt box is
-//! drawn and nothing runs; anything unclear is `Unknown`, which moves
+//! (see docs/AGENTS.md), or from the patterns a config file's engine entry
+//! gives ([`ScreenRules`]). Conservative: `Ready` only when the prompt box
+//! is drawn and nothing runs; anything unclear is `Unknown`, which moves
 //! nothing.
 
 use super::state::Verdict;
+use regex::Regex;
+use std::sync::Arc;
 
 /// Which TUI drew the screen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Tui {
     Claude,
     Codex,
+    /// Any other terminal agent, judged by its config entry's patterns.
+    Rules(Arc<ScreenRules>),
+}
+
+impl PartialEq for Tui {
+    fn eq(&self, other: &Tui) -> bool {
+        match (self, other) {
+            (Tui::Claude, Tui::Claude) | (Tui::Codex, Tui::Codex) => true,
+            (Tui::Rules(a), Tui::Rules(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// How a prompt is written into a configured agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paste {
+    /// Bracketed when the program turned bracketed paste on, else plain.
+    Auto,
+    /// Always inside `ESC [200~ ... ESC [201~`.
+    Bracketed,
+    /// The text as it is, in one write.
+    Plain,
+}
+
+/// A configured agent's screen: patterns over the VT mirror's text for
+/// each verdict, how long one must hold, how a prompt is typed and the
+/// keys that answer its questions.
+#[derive(Debug)]
+pub struct ScreenRules {
+    pub busy: Vec<Regex>,
+    pub waiting: Vec<Regex>,
+    pub idle: Vec<Regex>,
+    /// How long a verdict must hold before it moves the state.
+    pub debounce_ms: u64,
+    pub paste: Paste,
+    /// The pause between the prompt's text and its Enter.
+    pub enter_delay_ms: u64,
+    /// The keys of `approve` and `deny`; `None`: the one-time yes among
+    /// the options drawn (else Enter), and Esc.
+    pub approve: Option<Vec<u8>>,
+    pub deny: Option<Vec<u8>>,
+}
+
+impl ScreenRules {
+    /// The first row `patterns` match in, if any: the row where the match starts.
+    pub fn matched_row(patterns: &[Regex], screen: &str) -> Option<usize> {
+        patterns.iter().find_map(|p| {
+            p.find(screen)
+                .map(|m| screen[..m.start()].matches('\n').count())
+        })
+    }
+
+    /// Waiting before busy before idle: a question drawn over a running
+    /// turn is what needs the person.
+    pub fn verdict(&self, screen: &str) -> Verdict {
+        let any = |patterns: &[Regex]| patterns.iter().any(|p| p.is_match(screen));
+        if any(&self.waiting) {
+            Verdict::Dialog
+        } else if any(&self.busy) {
+            Verdict::Working
+        } else if any(&self.idle) {
+            Verdict::Ready
+        } else {
+            Verdict::Unknown
+        }
+    }
 }
 
 /// Both TUIs show this while a turn runs (Claude in its status line,
@@ -18,11 +88,12 @@ pub enum Tui {
 const RUNNING: &str = "esc to interrupt";
 
 /// Judges one screen (rows joined by newlines, as `vt100` gives them).
-pub fn verdict(tui: Tui, screen: &str) -> Verdict {
+pub fn verdict(tui: &Tui, screen: &str) -> Verdict {
     let lines: Vec<&str> = screen.lines().collect();
     match tui {
         Tui::Claude => claude(&lines),
         Tui::Codex => codex(&lines),
+        Tui::Rules(rules) => rules.verdict(screen),
     }
 }
 
@@ -97,8 +168,9 @@ fn codex(lines: &[&str]) -> Verdict {
 }
 
 /// The text of the prompt box, rows joined by spaces with the `❯`/`›`
-/// marker dropped; `None` when no prompt box is drawn.
-pub fn composer_text(tui: Tui, screen: &str) -> Option<String> {
+/// marker dropped; `None` when no prompt box is drawn (or, for a
+/// configured agent, not known).
+pub fn composer_text(tui: &Tui, screen: &str) -> Option<String> {
     let lines: Vec<&str> = screen.lines().collect();
     let rows: Vec<&str> = match tui {
         Tui::Claude => claude_composer(&lines)?,
@@ -112,6 +184,7 @@ pub fn composer_text(tui: Tui, screen: &str) -> Option<String> {
                 .map_or(lines.len() - at, |n| n + 1);
             lines[at..at + len].to_vec()
         }
+        Tui::Rules(_) => return None,
     };
     let joined = rows.join(" ");
     let text = joined.trim_start().trim_start_matches(['❯', '›']);
@@ -121,7 +194,7 @@ pub fn composer_text(tui: Tui, screen: &str) -> Option<String> {
 /// Whether the prompt box shows `typed` (its start), or the placeholder a
 /// TUI shows for a long paste ("[Pasted text #1 +40 lines]", "[Pasted
 /// Content 2000 chars]").
-pub fn composer_shows(tui: Tui, screen: &str, typed: &str) -> bool {
+pub fn composer_shows(tui: &Tui, screen: &str, typed: &str) -> bool {
     let Some(shown) = composer_text(tui, screen) else {
         return false;
     };
@@ -142,7 +215,7 @@ pub fn composer_shows(tui: Tui, screen: &str, typed: &str) -> bool {
 /// Whether the prompt box is drawn and no longer shows `typed`: after an
 /// Enter, the text was taken. No prompt box (a redraw, a dialog) is not
 /// taken to mean anything.
-pub fn composer_cleared(tui: Tui, screen: &str, typed: &str) -> bool {
+pub fn composer_cleared(tui: &Tui, screen: &str, typed: &str) -> bool {
     composer_text(tui, screen).is_some() && !composer_shows(tui, screen, typed)
 }
 
@@ -159,15 +232,15 @@ mod tests {
     #[test]
     fn claude_ready_busy_and_dialog() {
         let ready = claude_screen("", "❯  ", "  ⏸ manual mode on · ? for shortcuts");
-        assert_eq!(verdict(Tui::Claude, &ready), Verdict::Ready);
+        assert_eq!(verdict(&Tui::Claude, &ready), Verdict::Ready);
         let typed = claude_screen("", "❯ say hello please ", "  ⏸ manual mode on");
-        assert_eq!(verdict(Tui::Claude, &typed), Verdict::Ready);
+        assert_eq!(verdict(&Tui::Claude, &typed), Verdict::Ready);
         let long = claude_screen(
             "",
             "❯ long words long\n  words long\n  words",
             "  ⏸ manual mode on",
         );
-        assert_eq!(verdict(Tui::Claude, &long), Verdict::Ready);
+        assert_eq!(verdict(&Tui::Claude, &long), Verdict::Ready);
         let lines: Vec<&str> = long.lines().collect();
         assert_eq!(claude_composer(&lines).unwrap().len(), 3);
         let busy = claude_screen(
@@ -175,18 +248,18 @@ mod tests {
             "❯  ",
             "  ⏸ manual mode on · esc to interrupt · ← for agents",
         );
-        assert_eq!(verdict(Tui::Claude, &busy), Verdict::Working);
+        assert_eq!(verdict(&Tui::Claude, &busy), Verdict::Working);
         let dialog = format!(
             "❯ run the tool\n● Running the command\n{RULE}\n Bash command\n echo hi\n Do you want to proceed?\n ❯ 1. Yes\n   2. No\n Esc to cancel · Tab to amend\n"
         );
-        assert_eq!(verdict(Tui::Claude, &dialog), Verdict::Dialog);
+        assert_eq!(verdict(&Tui::Claude, &dialog), Verdict::Dialog);
         let nudge = format!(
             "{RULE}\n  Make auto mode your default permission mode?\n\n  ❯ Yes, set auto mode as my default permission mode\n    No, keep manual mode\n"
         );
-        assert_eq!(verdict(Tui::Claude, &nudge), Verdict::Dialog);
-        assert_eq!(verdict(Tui::Claude, ""), Verdict::Unknown);
+        assert_eq!(verdict(&Tui::Claude, &nudge), Verdict::Dialog);
+        assert_eq!(verdict(&Tui::Claude, ""), Verdict::Unknown);
         assert_eq!(
-            verdict(Tui::Claude, " Claude Code v2.1.328\n"),
+            verdict(&Tui::Claude, " Claude Code v2.1.328\n"),
             Verdict::Unknown
         );
     }
@@ -195,41 +268,41 @@ mod tests {
     fn the_prompt_box_shows_what_was_typed() {
         let typed = claude_screen("", "❯ fix the failing test now", "  ⏸ manual mode on");
         assert!(composer_shows(
-            Tui::Claude,
+            &Tui::Claude,
             &typed,
             "fix the failing test now\n"
         ));
-        assert!(!composer_shows(Tui::Claude, &typed, "something else"));
+        assert!(!composer_shows(&Tui::Claude, &typed, "something else"));
         let empty = claude_screen("", "❯  ", "  ? for shortcuts");
-        assert!(!composer_shows(Tui::Claude, &empty, "fix"));
+        assert!(!composer_shows(&Tui::Claude, &empty, "fix"));
         let pasted = claude_screen("", "❯ [Pasted text #1 +40 lines]", "");
-        assert!(composer_shows(Tui::Claude, &pasted, "long"));
+        assert!(composer_shows(&Tui::Claude, &pasted, "long"));
         let codex = "  >_ OpenAI Codex (v0.169.0)\n     /w\n\n› say hello\n  to me\n\n  gpt-5 default · /w\n";
         assert_eq!(
-            composer_text(Tui::Codex, codex).as_deref(),
+            composer_text(&Tui::Codex, codex).as_deref(),
             Some("say hello to me")
         );
-        assert!(composer_shows(Tui::Codex, codex, "say  hello"));
+        assert!(composer_shows(&Tui::Codex, codex, "say  hello"));
     }
 
     #[test]
     fn a_prompt_box_drawn_without_the_text_means_it_was_taken() {
         let typed =
             "  >_ OpenAI Codex (v0.169.0)\n     /w\n\n› say hello\n\n  gpt-5 default · /w\n";
-        assert!(!composer_cleared(Tui::Codex, typed, "say hello"));
+        assert!(!composer_cleared(&Tui::Codex, typed, "say hello"));
         // Submitted: the text moved up into the history, the box is empty.
         let taken = "  >_ OpenAI Codex (v0.169.0)\n     /w\n\n› say hello\n\n• Hi.\n\n› Ask Codex to do anything\n\n  gpt-5 default · /w\n";
-        assert!(composer_cleared(Tui::Codex, taken, "say hello"));
+        assert!(composer_cleared(&Tui::Codex, taken, "say hello"));
         // No prompt box at all (a redraw, a dialog) says nothing.
         assert!(!composer_cleared(
-            Tui::Codex,
+            &Tui::Codex,
             "  >_ OpenAI Codex\n",
             "say hello"
         ));
         let claude_taken = claude_screen("> fix it\n", "❯  ", "  ? for shortcuts");
-        assert!(composer_cleared(Tui::Claude, &claude_taken, "fix it"));
+        assert!(composer_cleared(&Tui::Claude, &claude_taken, "fix it"));
         assert!(!composer_cleared(
-            Tui::Claude,
+            &Tui::Claude,
             "Do you want to proceed?\n❯ 1. Yes\n",
             "fix it"
         ));
@@ -238,14 +311,14 @@ mod tests {
     #[test]
     fn codex_ready_busy_and_loading() {
         let loading = "  >_ OpenAI Codex (v0.169.0)\n     loading\n\n› Ask Codex to do anything\n  ? for shortcuts\n";
-        assert_eq!(verdict(Tui::Codex, loading), Verdict::Unknown);
+        assert_eq!(verdict(&Tui::Codex, loading), Verdict::Unknown);
         let ready = "  >_ OpenAI Codex (v0.169.0)\n     /w/project\n\n› Ask Codex to do anything\n  gpt-5 default · /w/project\n  ← for agents · ? for shortcuts\n";
-        assert_eq!(verdict(Tui::Codex, ready), Verdict::Ready);
+        assert_eq!(verdict(&Tui::Codex, ready), Verdict::Ready);
         let busy = "  >_ OpenAI Codex (v0.169.0)\n     /w\n› say hello\n• Working (0s • esc to interrupt)\n› Ask Codex to do anything\n  gpt-5 default · /w\n";
-        assert_eq!(verdict(Tui::Codex, busy), Verdict::Working);
+        assert_eq!(verdict(&Tui::Codex, busy), Verdict::Working);
         let done = "  >_ OpenAI Codex (v0.169.0)\n     /w\n› say hello\n• First codex answer.\n  Worked for 2s • 01:29\n› Ask Codex to do anything\n  gpt-5 default · /w\n";
-        assert_eq!(verdict(Tui::Codex, done), Verdict::Ready);
+        assert_eq!(verdict(&Tui::Codex, done), Verdict::Ready);
         let asks = "  >_ OpenAI Codex (v0.169.0)\n     /w\n  Would you like to run the following command?\n  $ rm x\n› 1. Yes, proceed (y)\n  Press enter to confirm or esc to cancel\n";
-        assert_eq!(verdict(Tui::Codex, asks), Verdict::Dialog);
+        assert_eq!(verdict(&Tui::Codex, asks), Verdict::Dialog);
     }
 }

@@ -83,6 +83,12 @@ impl Core {
                 self.catalog.refresh();
                 self.store_file(key).is_some()
             }
+            // A configured agent keeps its conversations where sessionfs
+            // does not look: once launched, it has one to resume.
+            Store::None if engine.screen.is_some() => {
+                let files = crate::agent::AgentFiles::new(&self.config.state_dir, key.as_str());
+                crate::agent::events::EventLog::last(&files.events).is_some()
+            }
             Store::None | Store::Hosted => false,
         }
     }
