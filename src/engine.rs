@@ -521,9 +521,8 @@ impl EngineTable {
                 if let Some(fork) = entry.fork {
                     engine.fork_args = fork;
                 }
-                let named = |e: Error| {
-                    Error::invalid(format!("config {}: {}", path.display(), e.message))
-                };
+                let named =
+                    |e: Error| Error::invalid(format!("config {}: {}", path.display(), e.message));
                 for (part, args) in [
                     ("new", &engine.new_args),
                     ("resume", &engine.resume_args),
@@ -729,6 +728,75 @@ mod tests {
             t.get("make-loop").unwrap().argv("d", false),
             vec!["make", "-C", "d"]
         );
+    }
+
+    #[test]
+    fn a_terminal_agent_is_described_by_its_entry() {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/engines/qwen.json"),
+        )
+        .unwrap();
+        let t = table(&[], Some(&text)).unwrap();
+        let qwen = t.get("qwen").unwrap();
+        assert_eq!(qwen.store, Store::None);
+        assert_eq!(
+            qwen.argv("u1", true),
+            ["qwen", "--resume", "u1", "--approval-mode", "default"]
+        );
+        let rules = qwen.screen.as_ref().unwrap();
+        assert_eq!(rules.paste, Paste::Bracketed);
+        assert_eq!(rules.debounce_ms, 1000);
+        assert_eq!(rules.approve.as_deref(), Some(&b"\r"[..]));
+        assert_eq!(rules.deny.as_deref(), Some(&b"\x1b"[..]));
+        // Plain commands and the built-ins have none.
+        assert!(t.get("shell").unwrap().screen.is_none());
+        assert!(t.get("claude").unwrap().screen.is_none());
+    }
+
+    #[test]
+    fn a_bad_pattern_or_template_names_its_entry() {
+        for (bad, says) in [
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["(unclosed"]}}}}"#,
+                "screen.idle pattern",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "new": ["--id", "{session}"]}}}"#,
+                "{session}",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"busy": ["x"]}}}}"#,
+                "screen.idle needs a pattern",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["x"]}, "prompt": {"paste": "typed"}}}}"#,
+                "prompt.paste",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["x"]}, "answers": {"approve": ""}}}}"#,
+                "answers.approve",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "prompt": {"paste": "plain"}}}}"#,
+                "go with",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["x"], "debounce_ms": 999999}}}}"#,
+                "debounce_ms",
+            ),
+        ] {
+            let err = table(&[], Some(bad)).unwrap_err();
+            assert_eq!(err.errno, libc::EINVAL, "{bad}");
+            assert!(err.message.contains("agent-x"), "{}", err.message);
+            assert!(err.message.contains(says), "{}", err.message);
+        }
+        // The built-ins have their own signals.
+        let err = table(
+            &[],
+            Some(r#"{"engines": {"claude": {"screen": {"idle": ["x"]}}}}"#),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("own signals"), "{}", err.message);
     }
 
     #[test]

@@ -212,6 +212,27 @@ pub fn composer_shows(tui: &Tui, screen: &str, typed: &str) -> bool {
     !start.is_empty() && shown.contains(&start)
 }
 
+/// How many times the start of `typed` (its first words, blanks
+/// collapsed) shows on `screen`: a configured agent's prompt box is not
+/// known, so a prompt is seen taken when this grows. 0 for blank text.
+pub fn typed_count(screen: &str, typed: &str) -> usize {
+    let start: String = typed
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(24)
+        .collect();
+    if start.is_empty() {
+        return 0;
+    }
+    let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    flat.matches(start.as_str()).count()
+}
+
 /// Whether the prompt box is drawn and no longer shows `typed`: after an
 /// Enter, the text was taken. No prompt box (a redraw, a dialog) is not
 /// taken to mean anything.
@@ -306,6 +327,53 @@ mod tests {
             "Do you want to proceed?\n❯ 1. Yes\n",
             "fix it"
         ));
+    }
+
+    /// Qwen Code 0.24.4 at 120 columns, as `docs/engines/qwen.json` reads it.
+    fn qwen_rules() -> ScreenRules {
+        let re = |p: &str| {
+            regex::RegexBuilder::new(p)
+                .multi_line(true)
+                .build()
+                .unwrap()
+        };
+        ScreenRules {
+            busy: vec![re("esc to cancel")],
+            waiting: vec![re("Waiting for user confirmation")],
+            idle: vec![re("^─{20,}\n>\\s")],
+            debounce_ms: 600,
+            paste: Paste::Bracketed,
+            enter_delay_ms: 300,
+            approve: None,
+            deny: None,
+        }
+    }
+
+    #[test]
+    fn configured_rules_read_a_screen() {
+        let tui = Tui::Rules(Arc::new(qwen_rules()));
+        let bar = "─".repeat(40);
+        let idle = format!("  > say hi\n\n  ◆︎ QWEN ANSWER OK\n\n{bar}\n>   Type your message or @path/to/file\n{bar}\n  ➜ proj · fake-model\n");
+        assert_eq!(verdict(&tui, &idle), Verdict::Ready);
+        let busy = format!("  > say hi\n\n  .  Herding digital cats... (1s · ↓ 4 tokens · esc to cancel)\n{bar}\n>   Type your message\n{bar}\n");
+        assert_eq!(verdict(&tui, &busy), Verdict::Working);
+        let asks = "  > run it\n  ? Shell touch x\n\n   Allow execution of: 'touch'?\n\n   › 1. Yes, allow once\n     2. Always allow run 'touch *' commands in this project\n     4. No, suggest changes (esc)\n\n  ⠏ Waiting for user confirmation...\n";
+        assert_eq!(verdict(&tui, asks), Verdict::Dialog);
+        let dialog = crate::agent::dialogs::read(&tui, asks).unwrap();
+        assert_eq!(dialog.text, "Allow execution of: 'touch'?");
+        assert_eq!(dialog.options.len(), 3);
+        let keys = crate::agent::dialogs::keys(&dialog, &crate::agent::dialogs::Answer::Approve);
+        assert_eq!(keys.unwrap(), vec![b"\r".to_vec()]);
+        let keys = crate::agent::dialogs::keys(&dialog, &crate::agent::dialogs::Answer::Deny);
+        assert_eq!(keys.unwrap(), vec![b"\x1b".to_vec()]);
+        // Starting up (the banner only), or text in the prompt box: unclear.
+        assert_eq!(
+            verdict(&tui, "  >_ Qwen Code (v0.24.4)\n"),
+            Verdict::Unknown
+        );
+        assert_eq!(composer_text(&tui, &idle), None);
+        assert_eq!(typed_count(&idle, "say  hi\n"), 1);
+        assert_eq!(typed_count(&idle, "  \n"), 0);
     }
 
     #[test]

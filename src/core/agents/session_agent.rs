@@ -11,7 +11,7 @@
 
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
-use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, Tui};
+use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
 };
@@ -97,14 +97,14 @@ impl AgentKind {
         matches!(self, AgentKind::Claude | AgentKind::Codex)
     }
 
-    fn tracker(self, state: State, now: u64, engine: &Engine) -> Tracker {
+    fn tracker(self, state: State, now: u64, rules: Option<&ScreenRules>) -> Tracker {
         match self {
             AgentKind::Claude => Tracker::new(state, now, Coverage::CLAUDE),
             AgentKind::Codex => Tracker::new(state, now, Coverage::CODEX_NOTIFY),
             // Its screen is all there is: the config's debounce for every
             // verdict, and nothing for the screen to wait on.
             AgentKind::Screen => {
-                let hold = engine.screen.as_ref().map_or(0, |r| r.debounce_ms);
+                let hold = rules.map_or(0, |r| r.debounce_ms);
                 Tracker::new(state, now, Coverage::NONE).with_timing(Timing {
                     screen_hold_ms: hold,
                     dialog_hold_ms: hold,
@@ -709,7 +709,7 @@ impl Core {
         }
         inner.kind = Some(kind);
         inner.tui = tui_of(&engine);
-        inner.tracker = kind.tracker(State::Exited, now_ms(), &engine);
+        inner.tracker = kind.tracker(State::Exited, now_ms(), engine.screen.as_deref());
         drop(inner);
         rt.agent.version.fetch_add(1, Ordering::AcqRel);
         if last.state == State::Exited {
@@ -755,7 +755,7 @@ impl Core {
         {
             let mut inner = lock(&rt.agent.inner);
             let mut tracker = if launched {
-                let mut t = kind.tracker(inner.tracker.state(), now, engine);
+                let mut t = kind.tracker(inner.tracker.state(), now, engine.screen.as_deref());
                 if let Outcome::Changed(c) = t.apply(&Signal::Launched, now) {
                     changes.push(c);
                 }
@@ -770,7 +770,7 @@ impl Core {
                         detail: "attached".into(),
                     });
                 }
-                kind.tracker(state, now, engine)
+                kind.tracker(state, now, engine.screen.as_deref())
             };
             let codex_new = kind == AgentKind::Codex && !resume && conversation == key.id();
             if !codex_new && kind.has_hooks() {
@@ -1334,12 +1334,33 @@ impl Core {
         if bracketed {
             paste.extend_from_slice(PASTE_END);
         }
+        let typed_before = screen_rules::typed_count(&rt.screen_text(), text);
         send(&paste)?;
         // Enter only once the paste is taken, as its own write: with the
         // text it would be part of the paste.
-        let mut shown = false;
+        let mut shown;
         if let Some(rules) = &rules {
-            // Its prompt box is not known: the configured pause instead.
+            // Its prompt box is not known: the text is taken once it shows
+            // once more on the screen than before. A TUI that redraws while
+            // it loads (Qwen Code resuming) drops what came meanwhile: the
+            // text is typed again, once, unless a paste placeholder shows.
+            let taken = |screen: &str| {
+                screen_rules::typed_count(screen, text) > typed_before || screen.contains("[Pasted")
+            };
+            for attempt in 0..2 {
+                let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
+                shown = taken(&rt.screen_text());
+                while !shown && Instant::now() < shown_by {
+                    self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
+                    shown = taken(&rt.screen_text());
+                }
+                if shown || attempt == 1 {
+                    break;
+                }
+                log::info!("{key}: the prompt's text did not show; typed again");
+                send(&paste)?;
+            }
+            shown = false;
             let delay = Duration::from_millis(rules.enter_delay_ms);
             let until = (Instant::now() + delay).min(deadline);
             while Instant::now() < until {
@@ -1509,10 +1530,7 @@ fn changed(rt: &SessionRuntime, waits: &Waits) {
     let mut log = lock(&rt.agent.log);
     let (changes, tui) = {
         let mut inner = lock(&rt.agent.inner);
-        (
-            std::mem::take(&mut inner.pending),
-            inner.tui.clone(),
-        )
+        (std::mem::take(&mut inner.pending), inner.tui.clone())
     };
     if changes.is_empty() {
         return;
@@ -1719,7 +1737,7 @@ mod tests {
         let agent = Agent::default();
         let mut inner = lock(&agent.inner);
         inner.kind = Some(AgentKind::Codex);
-        inner.tracker = AgentKind::Codex.tracker(State::Idle, 0);
+        inner.tracker = AgentKind::Codex.tracker(State::Idle, 0, None);
         inner.tracker.own_id("t-1");
 
         // No prompt out: an end while idle changes nothing.
@@ -1757,7 +1775,7 @@ mod tests {
         {
             let mut inner = lock(&rt.agent.inner);
             inner.kind = Some(AgentKind::Claude);
-            inner.tracker = AgentKind::Claude.tracker(State::Idle, 0);
+            inner.tracker = AgentKind::Claude.tracker(State::Idle, 0, None);
             inner.tracker.own_id(ID);
         }
         *lock(&rt.agent.log) = Some(EventLog::open(&path, 1 << 20).unwrap());
