@@ -1,7 +1,6 @@
 //! Engines described as data: how to start a new conversation, how to resume
 //! one, and where the engine keeps its own store (SPEC §2).
 
-use crate::agent::screen_rules::{Paste, ScreenRules};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -19,6 +18,36 @@ pub enum Store {
     Codex(PathBuf),
     /// Runs the host records itself; never launched.
     Hosted,
+}
+
+/// How a prompt is written into a configured agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paste {
+    /// Bracketed when the program turned bracketed paste on, else plain.
+    Auto,
+    /// Always inside `ESC [200~ ... ESC [201~`.
+    Bracketed,
+    /// The text as it is, in one write.
+    Plain,
+}
+
+/// A configured agent's screen: patterns over the VT mirror's text for
+/// each verdict, how long one must hold, how a prompt is typed and the
+/// keys that answer its questions.
+#[derive(Debug)]
+pub struct ScreenRules {
+    pub busy: Vec<regex::Regex>,
+    pub waiting: Vec<regex::Regex>,
+    pub idle: Vec<regex::Regex>,
+    /// How long a verdict must hold before it moves the state.
+    pub debounce_ms: u64,
+    pub paste: Paste,
+    /// The pause between the prompt's text and its Enter.
+    pub enter_delay_ms: u64,
+    /// The keys of `approve` and `deny`; `None`: the one-time yes among
+    /// the options drawn (else Enter), and Esc.
+    pub approve: Option<Vec<u8>>,
+    pub deny: Option<Vec<u8>>,
 }
 
 /// One engine: a program plus argument templates where `{id}` is the session id.

@@ -143,7 +143,7 @@ pub fn read(tui: &Tui, screen: &str) -> Option<Dialog> {
 /// rows above the match to it), its options the list under that row if
 /// one is drawn; `approve` and `deny` press the configured keys.
 fn read_configured(rules: &ScreenRules, screen: &str, lines: &[&str]) -> Option<Dialog> {
-    let row = ScreenRules::matched_row(&rules.waiting, screen)?;
+    let row = super::screen_rules::matched_row(&rules.waiting, screen)?;
     let row = row.min(lines.len().saturating_sub(1));
     let from = row.saturating_sub(QUESTION_ROWS_ABOVE);
     let at = lines

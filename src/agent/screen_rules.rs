@@ -6,6 +6,7 @@
 //! nothing.
 
 use super::state::Verdict;
+pub use crate::engine::{Paste, ScreenRules};
 use regex::Regex;
 use std::sync::Arc;
 
@@ -28,58 +29,26 @@ impl PartialEq for Tui {
     }
 }
 
-/// How a prompt is written into a configured agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Paste {
-    /// Bracketed when the program turned bracketed paste on, else plain.
-    Auto,
-    /// Always inside `ESC [200~ ... ESC [201~`.
-    Bracketed,
-    /// The text as it is, in one write.
-    Plain,
+/// The first row `patterns` match in, if any: the row where the match starts.
+pub fn matched_row(patterns: &[Regex], screen: &str) -> Option<usize> {
+    patterns.iter().find_map(|p| {
+        p.find(screen)
+            .map(|m| screen[..m.start()].matches('\n').count())
+    })
 }
 
-/// A configured agent's screen: patterns over the VT mirror's text for
-/// each verdict, how long one must hold, how a prompt is typed and the
-/// keys that answer its questions.
-#[derive(Debug)]
-pub struct ScreenRules {
-    pub busy: Vec<Regex>,
-    pub waiting: Vec<Regex>,
-    pub idle: Vec<Regex>,
-    /// How long a verdict must hold before it moves the state.
-    pub debounce_ms: u64,
-    pub paste: Paste,
-    /// The pause between the prompt's text and its Enter.
-    pub enter_delay_ms: u64,
-    /// The keys of `approve` and `deny`; `None`: the one-time yes among
-    /// the options drawn (else Enter), and Esc.
-    pub approve: Option<Vec<u8>>,
-    pub deny: Option<Vec<u8>>,
-}
-
-impl ScreenRules {
-    /// The first row `patterns` match in, if any: the row where the match starts.
-    pub fn matched_row(patterns: &[Regex], screen: &str) -> Option<usize> {
-        patterns.iter().find_map(|p| {
-            p.find(screen)
-                .map(|m| screen[..m.start()].matches('\n').count())
-        })
-    }
-
-    /// Waiting before busy before idle: a question drawn over a running
-    /// turn is what needs the person.
-    pub fn verdict(&self, screen: &str) -> Verdict {
-        let any = |patterns: &[Regex]| patterns.iter().any(|p| p.is_match(screen));
-        if any(&self.waiting) {
-            Verdict::Dialog
-        } else if any(&self.busy) {
-            Verdict::Working
-        } else if any(&self.idle) {
-            Verdict::Ready
-        } else {
-            Verdict::Unknown
-        }
+/// A configured agent's verdict. Waiting before busy before idle: a
+/// question drawn over a running turn is what needs the person.
+fn rules_verdict(rules: &ScreenRules, screen: &str) -> Verdict {
+    let any = |patterns: &[Regex]| patterns.iter().any(|p| p.is_match(screen));
+    if any(&rules.waiting) {
+        Verdict::Dialog
+    } else if any(&rules.busy) {
+        Verdict::Working
+    } else if any(&rules.idle) {
+        Verdict::Ready
+    } else {
+        Verdict::Unknown
     }
 }
 
@@ -93,7 +62,7 @@ pub fn verdict(tui: &Tui, screen: &str) -> Verdict {
     match tui {
         Tui::Claude => claude(&lines),
         Tui::Codex => codex(&lines),
-        Tui::Rules(rules) => rules.verdict(screen),
+        Tui::Rules(rules) => rules_verdict(rules, screen),
     }
 }
 
