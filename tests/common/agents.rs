@@ -95,7 +95,27 @@ impl AgentEnv {
         env.write_claude_config();
         env.write_codex_config();
         env.write_qwen_config();
+        env.write_gemini_config();
         env
+    }
+
+    /// Gemini CLI 0.61.0's user settings: the API key auth chosen, and no
+    /// usage statistics or telemetry (without the privacy switch it waits
+    /// on a Google host after answering).
+    fn write_gemini_config(&self) {
+        let dir = self.home.join(".gemini");
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false}
+        });
+        std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+    }
+
+    /// Gemini's store: `~/.gemini/tmp/<project>/chats/session-*.jsonl`.
+    pub fn gemini_stores(&self) -> Vec<PathBuf> {
+        files_under(&self.home.join(".gemini/tmp"), ".jsonl")
     }
 
     /// Qwen Code 0.24.4 with what would cover its prompt box or call out
@@ -223,6 +243,9 @@ trust_level = "trusted"
             ("OPENAI_BASE_URL", &format!("{}/v1", self.api_url)),
             ("OPENAI_API_KEY", "offline-test-key"),
             ("OPENAI_MODEL", QWEN_MODEL),
+            ("GEMINI_API_KEY", "offline-test-key"),
+            ("GOOGLE_GEMINI_BASE_URL", &self.api_url),
+            ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
             ("ANTHROPIC_BASE_URL", &self.api_url),
             ("ANTHROPIC_API_KEY", CLAUDE_KEY),
             (CODEX_KEY_VAR, "offline-test-key"),

@@ -58,13 +58,17 @@ impl Request {
         let body = self.json();
         let messages = body
             .get("messages")
-            .or_else(|| body.get("input"))?
+            .or_else(|| body.get("input"))
+            .or_else(|| body.get("contents"))?
             .as_array()?;
         let last_user = messages
             .iter()
             .rev()
             .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
-        let content = last_user.get("content")?;
+        // Gemini's contents hold `parts`, the others `content`.
+        let content = last_user
+            .get("content")
+            .or_else(|| last_user.get("parts"))?;
         if let Some(s) = content.as_str() {
             return Some(s.to_string());
         }
@@ -85,6 +89,7 @@ impl Request {
         // Side requests (Codex's task titles, token counts) offer no tools.
         (self.path.starts_with("/v1/responses")
             || self.path.starts_with("/v1/chat/completions")
+            || self.path.contains(":streamGenerateContent")
             || (self.path.starts_with("/v1/messages")
                 && !self.path.starts_with("/v1/messages/count_tokens")))
             && self
@@ -474,6 +479,24 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
                 }
             })
         }
+        // Gemini CLI's routing call: JSON that fits its schema, or it
+        // retries five times.
+        ("POST", p) if p.ends_with(":generateContent") => {
+            let verdict = json!({"complexity_reasoning": "a plain request", "complexity_score": 1});
+            send_json(
+                out,
+                200,
+                &gemini_chunk(json!({"text": verdict.to_string()})),
+            )
+        }
+        ("POST", p) if p.ends_with(":streamGenerateContent") => {
+            let events = gemini_events(&turn_answer.answer, &body);
+            stream(out, &events, turn_answer.delay, || {
+                if turn {
+                    mark_answered(shared)
+                }
+            })
+        }
         ("GET", "/v1/models") => send_json(
             out,
             200,
@@ -725,4 +748,35 @@ fn chat_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Value)
     ));
     ev.push((String::new(), Value::String("[DONE]".into())));
     ev
+}
+
+/// One Gemini `GenerateContentResponse` holding `part`, with usage.
+fn gemini_chunk(part: Value) -> Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+           "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+           "modelVersion": "fake-gemini"})
+}
+
+/// Gemini CLI's streamed turn (`streamGenerateContent?alt=sse`): the
+/// answer in one event, a shell call as a `functionCall` of the offered
+/// tool whose name has `shell` in it.
+fn gemini_events(answer: &Answer, request: &Value) -> Vec<(String, Value)> {
+    let part = match answer {
+        Answer::Text(t) => json!({"text": t}),
+        Answer::Bash(c) | Answer::Escalated(c) => {
+            let tool = request
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
+                .flatten()
+                .filter_map(|f| f.get("name").and_then(Value::as_str))
+                .find(|n| n.contains("shell"))
+                .unwrap_or("run_shell_command")
+                .to_string();
+            json!({"functionCall": {"name": tool, "args": {"command": c, "description": "run a command"}}})
+        }
+    };
+    vec![(String::new(), gemini_chunk(part))]
 }
