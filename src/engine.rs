@@ -777,6 +777,12 @@ mod tests {
         assert_eq!(rules.debounce_ms, 1000);
         assert_eq!(rules.approve.as_deref(), Some(&b"\r"[..]));
         assert_eq!(rules.deny.as_deref(), Some(&b"\x1b"[..]));
+        let gemini = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/engines/gemini.json"),
+        )
+        .unwrap();
+        let t2 = table(&[], Some(&gemini)).unwrap();
+        assert!(t2.get("gemini-tui").unwrap().screen.is_some());
         // Plain commands and the built-ins have none.
         assert!(t.get("shell").unwrap().screen.is_none());
         assert!(t.get("claude").unwrap().screen.is_none());

@@ -195,3 +195,80 @@ fn gemini_answers_offline_reports_its_session_to_per_session_hooks_and_resumes()
     assert!(!ok, "{out}");
     assert!(out.contains("No previous sessions found"), "{out}");
 }
+
+/// The real Gemini TUI through a real mount, driven by the config entry
+/// `docs/engines/gemini.json` alone (screen rules, `--session-id` and
+/// `--resume`): prompt, busy, idle, a permission approved, and a resume
+/// after a stop that sends the history.
+#[test]
+fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount() {
+    let test = "the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount";
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/engines/gemini.json");
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[],
+        &["--config", config.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+    let key = a.session("gemini-tui", "6e000000-0000-4000-8000-000000000001");
+    a.api.push(
+        common::model_api::Answer::Text("Gemini: the zebra is noted.".into()),
+        std::time::Duration::from_secs(6),
+    );
+    a.prompt(&key, "remember the word zebra");
+    common::wait_for(20, "busy during the slow turn", || {
+        a.read(&key, "state") == "busy\n"
+    });
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the answer on the screen", || {
+        a.read(&key, "screen").contains("the zebra is noted")
+    });
+
+    let marker = a.host.path("gemini-tool-ran");
+    a.api.push_bash(&format!("touch {}", marker.display()));
+    a.api.push_text("Gemini: the tool ran.");
+    a.prompt(&key, "run the tool please");
+    assert_eq!(a.wait(&key, 90), "waiting\n");
+    let asked = a.waiting_for(&key);
+    assert!(
+        asked["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Allow execution of"),
+        "{asked}"
+    );
+    common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    assert!(marker.exists(), "the approved command ran");
+
+    common::sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    a.api.push_text("Second: it was zebra.");
+    a.prompt(&key, "which word was it");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(
+        turn.body.contains("remember the word zebra"),
+        "no history sent"
+    );
+    // Its own store has the whole conversation under the session's id.
+    let stores = a.env.gemini_stores();
+    let with_turns: Vec<&PathBuf> = stores
+        .iter()
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("Second: it was zebra.")))
+        .collect();
+    assert_eq!(with_turns.len(), 1, "{stores:?}");
+    let text = std::fs::read_to_string(with_turns[0]).unwrap();
+    assert!(text.contains("\"sessionId\":\"6e000000-0000-4000-8000-000000000001\""));
+    assert!(text.contains("remember the word zebra"));
+}

@@ -161,7 +161,11 @@ fn read_configured(rules: &ScreenRules, screen: &str, lines: &[&str]) -> Option<
     };
     Some(Dialog {
         kind: Kind::Permission,
-        text: lines.get(at).map_or("", |l| l.trim()).to_string(),
+        // Drawn inside a box (Gemini): its sides are not the question.
+        text: lines
+            .get(at)
+            .map_or("", |l| l.trim().trim_matches('│').trim())
+            .to_string(),
         tool: None,
         detail: None,
         options,
