@@ -98,8 +98,8 @@ fn a_qwen_session_from_the_config_answers_works_slowly_and_resumes_after_a_stop(
 }
 
 #[test]
-fn a_qwen_permission_is_waiting_and_approve_answers_it() {
-    let Some(a) = start("a_qwen_permission_is_waiting_and_approve_answers_it") else {
+fn a_qwen_permission_waits_for_approve_and_interrupt_ends_a_turn() {
+    let Some(a) = start("a_qwen_permission_waits_for_approve_and_interrupt_ends_a_turn") else {
         return;
     };
     let marker = a.host.path("qwen-tool-ran");
@@ -138,4 +138,22 @@ fn a_qwen_permission_is_waiting_and_approve_answers_it() {
         .map(String::as_str)
         .collect();
     assert_eq!(tail, ["waiting", "busy", "idle"], "{seen:?}");
+
+    // `interrupt` ends a running turn (Esc): idle once the screen no
+    // longer shows it running.
+    a.api.push(
+        Answer::Text("A very slow answer.".into()),
+        Duration::from_secs(30),
+    );
+    a.prompt(&key, "take a long time");
+    wait_for(20, "busy during the long turn", || {
+        a.read(&key, "state") == "busy\n"
+    });
+    sh_ok(&format!(
+        "echo interrupt > {}",
+        a.m.q(&format!("{key}/ctl"))
+    ));
+    wait_for(15, "idle after the interrupt", || {
+        a.read(&key, "state") == "idle\n"
+    });
 }
