@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where an engine keeps its own conversations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,36 @@ pub enum Store {
     Codex(PathBuf),
     /// Runs the host records itself; never launched.
     Hosted,
+}
+
+/// How a prompt is written into a configured agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paste {
+    /// Bracketed when the program turned bracketed paste on, else plain.
+    Auto,
+    /// Always inside `ESC [200~ ... ESC [201~`.
+    Bracketed,
+    /// The text as it is, in one write.
+    Plain,
+}
+
+/// A configured agent's screen: patterns over the VT mirror's text for
+/// each verdict, how long one must hold, how a prompt is typed and the
+/// keys that answer its questions.
+#[derive(Debug)]
+pub struct ScreenRules {
+    pub busy: Vec<regex::Regex>,
+    pub waiting: Vec<regex::Regex>,
+    pub idle: Vec<regex::Regex>,
+    /// How long a verdict must hold before it moves the state.
+    pub debounce_ms: u64,
+    pub paste: Paste,
+    /// The pause between the prompt's text and its Enter.
+    pub enter_delay_ms: u64,
+    /// The keys of `approve` and `deny`; `None`: the one-time yes among
+    /// the options drawn (else Enter), and Esc.
+    pub approve: Option<Vec<u8>>,
+    pub deny: Option<Vec<u8>>,
 }
 
 /// One engine: a program plus argument templates where `{id}` is the session id.
@@ -36,6 +67,10 @@ pub struct Engine {
     /// Starts conversation `{id}` as a copy of conversation `{from}`
     /// (`ctl` `fork`); empty: the engine cannot fork.
     pub fork_args: Vec<String>,
+    /// A terminal agent described in the config file: how its screen reads
+    /// and how a prompt is typed into it. `None` for the built-ins and for
+    /// plain commands (judged by the terminal's foreground group).
+    pub screen: Option<Arc<ScreenRules>>,
 }
 
 /// What a session asked for at `new`, passed at every launch.
@@ -149,6 +184,181 @@ struct EngineEntry {
     model: Option<Vec<String>>,
     modes: Option<BTreeMap<String, Vec<String>>>,
     fork: Option<Vec<String>>,
+    /// How a prompt is typed (a configured terminal agent).
+    prompt: Option<PromptEntry>,
+    /// The patterns that tell its state from its screen.
+    screen: Option<ScreenEntry>,
+    /// The keys that answer its questions.
+    answers: Option<AnswersEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptEntry {
+    /// `auto` (bracketed when the program asked for it), `bracketed`, `plain`.
+    paste: Option<String>,
+    enter_delay_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScreenEntry {
+    #[serde(default)]
+    busy: Vec<String>,
+    #[serde(default)]
+    waiting: Vec<String>,
+    #[serde(default)]
+    idle: Vec<String>,
+    debounce_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswersEntry {
+    approve: Option<String>,
+    deny: Option<String>,
+}
+
+/// Limits on a configured agent's rules: patterns are compiled once and
+/// run over every changed screen.
+const PATTERNS_MAX: usize = 32;
+const PATTERN_LEN_MAX: usize = 1000;
+/// The compiled size one pattern may take (the regex crate's own cap).
+const PATTERN_SIZE_MAX: usize = 1 << 20;
+const DEBOUNCE_MAX_MS: u64 = 60_000;
+const ENTER_DELAY_MAX_MS: u64 = 10_000;
+const ANSWER_KEY_MAX: usize = 64;
+/// A verdict holds this long by default before it moves the state.
+const DEBOUNCE_DEFAULT_MS: u64 = 800;
+/// The default pause between a prompt's text and its Enter: TUIs take text
+/// and Enter in one burst as a paste.
+const ENTER_DELAY_DEFAULT_MS: u64 = 300;
+
+/// The placeholders argument templates may use.
+const PLACEHOLDERS: [&str; 3] = ["{id}", "{from}", "{model}"];
+
+/// EINVAL naming the entry when a template has a `{word}` that is not one
+/// of [`PLACEHOLDERS`] (a misspelt `{id}` would start the agent with it).
+fn check_template(entry: &str, part: &str, args: &[String]) -> Result<()> {
+    for arg in args {
+        let mut rest = arg.as_str();
+        while let Some(open) = rest.find('{') {
+            let Some(close) = rest[open..].find('}') else {
+                break;
+            };
+            let word = &rest[open..open + close + 1];
+            if !PLACEHOLDERS.contains(&word) {
+                return Err(Error::invalid(format!(
+                    "engine {entry:?}: \"{part}\" argument {arg:?} has {word}, which is not one of {}",
+                    PLACEHOLDERS.join(", ")
+                )));
+            }
+            rest = &rest[open + close + 1..];
+        }
+    }
+    Ok(())
+}
+
+fn compile_patterns(entry: &str, verdict: &str, patterns: &[String]) -> Result<Vec<regex::Regex>> {
+    if patterns.len() > PATTERNS_MAX {
+        return Err(Error::invalid(format!(
+            "engine {entry:?}: screen.{verdict} has {} patterns, at most {PATTERNS_MAX}",
+            patterns.len()
+        )));
+    }
+    patterns
+        .iter()
+        .map(|p| {
+            if p.is_empty() || p.len() > PATTERN_LEN_MAX {
+                return Err(Error::invalid(format!(
+                    "engine {entry:?}: screen.{verdict} pattern {:?} must be 1 to {PATTERN_LEN_MAX} bytes",
+                    crate::input_checks::preview(p)
+                )));
+            }
+            // Rows are joined by newlines: `^` and `$` mean a row's ends.
+            regex::RegexBuilder::new(p)
+                .multi_line(true)
+                .size_limit(PATTERN_SIZE_MAX)
+                .build()
+                .map_err(|e| {
+                    Error::invalid(format!(
+                        "engine {entry:?}: screen.{verdict} pattern {p:?} is not a valid regex: {e}"
+                    ))
+                })
+        })
+        .collect()
+}
+
+fn answer_key(entry: &str, which: &str, key: Option<String>) -> Result<Option<Vec<u8>>> {
+    match key {
+        Some(k) if k.is_empty() || k.len() > ANSWER_KEY_MAX => Err(Error::invalid(format!(
+            "engine {entry:?}: answers.{which} must be 1 to {ANSWER_KEY_MAX} bytes"
+        ))),
+        Some(k) => Ok(Some(k.into_bytes())),
+        None => Ok(None),
+    }
+}
+
+/// The screen rules of a config entry; EINVAL naming the entry for a bad
+/// pattern, a paste style it does not know, or a delay out of range.
+fn screen_rules(
+    entry: &str,
+    screen: ScreenEntry,
+    prompt: Option<PromptEntry>,
+    answers: Option<AnswersEntry>,
+) -> Result<ScreenRules> {
+    let busy = compile_patterns(entry, "busy", &screen.busy)?;
+    let waiting = compile_patterns(entry, "waiting", &screen.waiting)?;
+    let idle = compile_patterns(entry, "idle", &screen.idle)?;
+    if idle.is_empty() {
+        return Err(Error::invalid(format!(
+            "engine {entry:?}: screen.idle needs a pattern (a prompt is typed only once the agent is idle)"
+        )));
+    }
+    let debounce_ms = screen.debounce_ms.unwrap_or(DEBOUNCE_DEFAULT_MS);
+    if debounce_ms > DEBOUNCE_MAX_MS {
+        return Err(Error::invalid(format!(
+            "engine {entry:?}: screen.debounce_ms is at most {DEBOUNCE_MAX_MS}"
+        )));
+    }
+    let (paste, enter_delay_ms) = match prompt {
+        Some(p) => (p.paste, p.enter_delay_ms),
+        None => (None, None),
+    };
+    let paste = match paste.as_deref() {
+        None | Some("auto") => Paste::Auto,
+        Some("bracketed") => Paste::Bracketed,
+        Some("plain") => Paste::Plain,
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "engine {entry:?}: prompt.paste {:?} is not auto, bracketed or plain",
+                crate::input_checks::preview(other)
+            )))
+        }
+    };
+    let enter_delay_ms = enter_delay_ms.unwrap_or(ENTER_DELAY_DEFAULT_MS);
+    if enter_delay_ms > ENTER_DELAY_MAX_MS {
+        return Err(Error::invalid(format!(
+            "engine {entry:?}: prompt.enter_delay_ms is at most {ENTER_DELAY_MAX_MS}"
+        )));
+    }
+    let (approve, deny) = match answers {
+        Some(a) => (
+            answer_key(entry, "approve", a.approve)?,
+            answer_key(entry, "deny", a.deny)?,
+        ),
+        None => (None, None),
+    };
+    Ok(ScreenRules {
+        busy,
+        waiting,
+        idle,
+        debounce_ms,
+        paste,
+        enter_delay_ms,
+        approve,
+        deny,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,6 +417,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             model_args: vec![],
             modes: BTreeMap::new(),
             fork_args: vec![],
+            screen: None,
         },
         Engine {
             name: "claude".into(),
@@ -224,6 +435,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
                 "{from}",
                 "--fork-session",
             ]),
+            screen: None,
         },
         Engine {
             name: "codex".into(),
@@ -235,6 +447,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             modes: codex_modes,
             // Its new rollout is found as a new session's is.
             fork_args: strings(&["fork", "{from}"]),
+            screen: None,
         },
         Engine {
             name: "hosted".into(),
@@ -245,6 +458,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             model_args: vec![],
             modes: BTreeMap::new(),
             fork_args: vec![],
+            screen: None,
         },
     ]
 }
@@ -310,6 +524,7 @@ impl EngineTable {
                     model_args: vec![],
                     modes: BTreeMap::new(),
                     fork_args: vec![],
+                    screen: None,
                 });
                 if engine.store == Store::Hosted {
                     return Err(Error::invalid(format!(
@@ -334,6 +549,36 @@ impl EngineTable {
                 }
                 if let Some(fork) = entry.fork {
                     engine.fork_args = fork;
+                }
+                let named =
+                    |e: Error| Error::invalid(format!("config {}: {}", path.display(), e.message));
+                for (part, args) in [
+                    ("new", &engine.new_args),
+                    ("resume", &engine.resume_args),
+                    ("model", &engine.model_args),
+                    ("fork", &engine.fork_args),
+                ] {
+                    check_template(&name, part, args).map_err(named)?;
+                }
+                match entry.screen {
+                    Some(screen) => {
+                        if engine.store != Store::None {
+                            return Err(Error::invalid(format!(
+                                "config {}: engine {name:?} has its own signals; \"screen\" is for other terminal agents",
+                                path.display()
+                            )));
+                        }
+                        let rules = screen_rules(&name, screen, entry.prompt, entry.answers)
+                            .map_err(named)?;
+                        engine.screen = Some(Arc::new(rules));
+                    }
+                    None if entry.prompt.is_some() || entry.answers.is_some() => {
+                        return Err(Error::invalid(format!(
+                            "config {}: engine {name:?}: \"prompt\" and \"answers\" go with \"screen\" rules",
+                            path.display()
+                        )));
+                    }
+                    None => {}
                 }
                 if engine.program.is_empty() {
                     return Err(Error::invalid(format!(
@@ -512,6 +757,81 @@ mod tests {
             t.get("make-loop").unwrap().argv("d", false),
             vec!["make", "-C", "d"]
         );
+    }
+
+    #[test]
+    fn a_terminal_agent_is_described_by_its_entry() {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/engines/qwen.json"),
+        )
+        .unwrap();
+        let t = table(&[], Some(&text)).unwrap();
+        let qwen = t.get("qwen").unwrap();
+        assert_eq!(qwen.store, Store::None);
+        assert_eq!(
+            qwen.argv("u1", true),
+            ["qwen", "--resume", "u1", "--approval-mode", "default"]
+        );
+        let rules = qwen.screen.as_ref().unwrap();
+        assert_eq!(rules.paste, Paste::Bracketed);
+        assert_eq!(rules.debounce_ms, 1000);
+        assert_eq!(rules.approve.as_deref(), Some(&b"\r"[..]));
+        assert_eq!(rules.deny.as_deref(), Some(&b"\x1b"[..]));
+        let gemini = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/engines/gemini.json"),
+        )
+        .unwrap();
+        let t2 = table(&[], Some(&gemini)).unwrap();
+        assert!(t2.get("gemini-tui").unwrap().screen.is_some());
+        // Plain commands and the built-ins have none.
+        assert!(t.get("shell").unwrap().screen.is_none());
+        assert!(t.get("claude").unwrap().screen.is_none());
+    }
+
+    #[test]
+    fn a_bad_pattern_or_template_names_its_entry() {
+        for (bad, says) in [
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["(unclosed"]}}}}"#,
+                "screen.idle pattern",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "new": ["--id", "{session}"]}}}"#,
+                "{session}",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"busy": ["x"]}}}}"#,
+                "screen.idle needs a pattern",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["x"]}, "prompt": {"paste": "typed"}}}}"#,
+                "prompt.paste",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["x"]}, "answers": {"approve": ""}}}}"#,
+                "answers.approve",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "prompt": {"paste": "plain"}}}}"#,
+                "go with",
+            ),
+            (
+                r#"{"engines": {"agent-x": {"program": "x", "screen": {"idle": ["x"], "debounce_ms": 999999}}}}"#,
+                "debounce_ms",
+            ),
+        ] {
+            let err = table(&[], Some(bad)).unwrap_err();
+            assert_eq!(err.errno, libc::EINVAL, "{bad}");
+            assert!(err.message.contains("agent-x"), "{}", err.message);
+            assert!(err.message.contains(says), "{}", err.message);
+        }
+        // The built-ins have their own signals.
+        let err = table(
+            &[],
+            Some(r#"{"engines": {"claude": {"screen": {"idle": ["x"]}}}}"#),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("own signals"), "{}", err.message);
     }
 
     #[test]

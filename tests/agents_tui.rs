@@ -115,7 +115,7 @@ impl Run {
             self.hooks.push(event.clone());
             self.take(Signal::Hook(event));
         }
-        let v = verdict(self.which, &self.tui.screen());
+        let v = verdict(&self.which, &self.tui.screen());
         self.take(Signal::Screen(v));
     }
 
@@ -145,7 +145,7 @@ impl Run {
         paste.extend_from_slice(text.as_bytes());
         paste.extend_from_slice(b"\x1b[201~");
         self.tui.push(&paste);
-        let which = self.which;
+        let which = self.which.clone();
         self.tui
             .wait_screen(10, "the paste in the prompt box", |s| {
                 let lines: Vec<&str> = s.lines().collect();
@@ -155,6 +155,7 @@ impl Run {
                     screen_rules::Tui::Codex => {
                         lines.iter().any(|l| l.trim_end() == format!("› {text}"))
                     }
+                    screen_rules::Tui::Rules(_) => unreachable!("only Claude and Codex here"),
                 }
             });
         self.tui.push(b"\r");
@@ -272,7 +273,7 @@ fn claude_tool_call_waits_for_permission_then_approval_makes_it_idle() {
     // PermissionRequest fires before the dialog is drawn: approve only
     // once it is on the screen.
     run.tui.wait_screen(10, "the permission dialog", |s| {
-        verdict(screen_rules::Tui::Claude, s) == sessionfs::agent::state::Verdict::Dialog
+        verdict(&screen_rules::Tui::Claude, s) == sessionfs::agent::state::Verdict::Dialog
     });
     let drawn = Instant::now();
     assert!(!marker.exists(), "the command ran before approval");

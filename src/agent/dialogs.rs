@@ -7,7 +7,7 @@
 //! one of these dialogs takes as "no" or "cancel" and which changes no
 //! setting. (Measured with Claude Code 2.1.328 and Codex 0.169.)
 
-use super::screen_rules::Tui;
+use super::screen_rules::{ScreenRules, Tui};
 use serde::Serialize;
 
 /// What kind of question it is.
@@ -43,6 +43,9 @@ pub struct Dialog {
     /// a list: the key of each option, in order (the first is its yes).
     #[serde(skip)]
     pub option_keys: Vec<Key>,
+    /// The key that refuses, when not Esc (a configured agent's `deny`).
+    #[serde(skip)]
+    pub deny_key: Option<Key>,
 }
 
 /// What is shown of a question: the fields `waiting_for` serialises.
@@ -86,9 +89,12 @@ const AUTO_MODE_UNCHECKED: &str = "Auto mode can't check actions";
 const UP: &[u8] = b"\x1b[A";
 
 /// The question on `screen`, if the agent shows one.
-pub fn read(tui: Tui, screen: &str) -> Option<Dialog> {
+pub fn read(tui: &Tui, screen: &str) -> Option<Dialog> {
     let lines: Vec<&str> = screen.lines().collect();
-    if tui == Tui::Claude {
+    if let Tui::Rules(rules) = tui {
+        return read_configured(rules, screen, &lines);
+    }
+    if *tui == Tui::Claude {
         let footer = lines
             .iter()
             .any(|l| l.contains("Enter to stay in auto mode") && l.contains("Esc to cancel"));
@@ -105,6 +111,7 @@ pub fn read(tui: Tui, screen: &str) -> Option<Dialog> {
                     ],
                     selected: 0,
                     option_keys: vec![ENTER.to_vec(), SHIFT_TAB.to_vec()],
+                    deny_key: None,
                 });
             }
         }
@@ -127,11 +134,52 @@ pub fn read(tui: Tui, screen: &str) -> Option<Dialog> {
         options,
         selected,
         option_keys: vec![],
+        deny_key: None,
     })
 }
 
+/// A configured agent's question: drawn where a `waiting` pattern matches.
+/// Its text is the row that asks (the last one ending in `?` from a few
+/// rows above the match to it), its options the list under that row if
+/// one is drawn; `approve` and `deny` press the configured keys.
+fn read_configured(rules: &ScreenRules, screen: &str, lines: &[&str]) -> Option<Dialog> {
+    let row = super::screen_rules::matched_row(&rules.waiting, screen)?;
+    let row = row.min(lines.len().saturating_sub(1));
+    let from = row.saturating_sub(QUESTION_ROWS_ABOVE);
+    let at = lines
+        .get(from..=row)
+        .and_then(|rows| rows.iter().rposition(|l| l.trim_end().ends_with('?')))
+        .map_or(row, |i| from + i);
+    let (options, selected) = options_after(lines, at);
+    let approve = rules.approve.clone().or_else(|| {
+        // No options drawn: Enter takes what the agent offers first.
+        options.is_empty().then(|| ENTER.to_vec())
+    });
+    let option_keys = match approve {
+        Some(yes) => vec![yes, rules.deny.clone().unwrap_or_else(|| ESC.to_vec())],
+        None => vec![],
+    };
+    Some(Dialog {
+        kind: Kind::Permission,
+        // Drawn inside a box (Gemini): its sides are not the question.
+        text: lines
+            .get(at)
+            .map_or("", |l| l.trim().trim_matches('│').trim())
+            .to_string(),
+        tool: None,
+        detail: None,
+        options,
+        selected,
+        option_keys,
+        deny_key: rules.deny.clone(),
+    })
+}
+
+/// How far above a configured `waiting` match the question is looked for.
+const QUESTION_ROWS_ABOVE: usize = 12;
+
 /// The line that asks, and what kind of question it is.
-fn find_question(tui: Tui, lines: &[&str]) -> Option<(Kind, usize)> {
+fn find_question(tui: &Tui, lines: &[&str]) -> Option<(Kind, usize)> {
     let has = |needle: &str| lines.iter().position(|l| l.contains(needle));
     match tui {
         Tui::Claude => {
@@ -163,6 +211,7 @@ fn find_question(tui: Tui, lines: &[&str]) -> Option<(Kind, usize)> {
             Some((Kind::Question, at))
         }
         Tui::Codex => has("Would you like to").map(|at| (Kind::Permission, at)),
+        Tui::Rules(_) => None,
     }
 }
 
@@ -225,7 +274,7 @@ fn is_footer(line: &str) -> bool {
 
 /// A permission's tool and what it would do: Claude draws the tool's title
 /// (`Bash command`) and then the command; Codex the command after `$ `.
-fn tool_and_detail(tui: Tui, lines: &[&str], at: usize) -> (Option<String>, Option<String>) {
+fn tool_and_detail(tui: &Tui, lines: &[&str], at: usize) -> (Option<String>, Option<String>) {
     match tui {
         Tui::Codex => {
             let detail = lines
@@ -269,6 +318,7 @@ fn tool_and_detail(tui: Tui, lines: &[&str], at: usize) -> (Option<String>, Opti
             let detail = (!rows.is_empty()).then(|| rows.join("\n"));
             (tool, detail)
         }
+        Tui::Rules(_) => (None, None),
     }
 }
 
@@ -299,7 +349,7 @@ pub fn keys(dialog: &Dialog, answer: &Answer) -> Result<Vec<Key>, String> {
         keys
     };
     match answer {
-        Answer::Deny => Ok(vec![ESC.to_vec()]),
+        Answer::Deny => Ok(vec![dialog.deny_key.clone().unwrap_or_else(|| ESC.to_vec())]),
         Answer::Approve if !dialog.option_keys.is_empty() => Ok(vec![dialog.option_keys[0].clone()]),
         Answer::Option(n) if !dialog.option_keys.is_empty() => dialog
             .option_keys
@@ -384,7 +434,7 @@ mod tests {
 
     #[test]
     fn claudes_unchecked_auto_mode_is_approved_by_staying_in_it() {
-        let d = read(Tui::Claude, AUTO_MODE).unwrap();
+        let d = read(&Tui::Claude, AUTO_MODE).unwrap();
         assert_eq!(d.kind, Kind::Permission);
         assert_eq!(d.text, "Auto mode can't check actions in this session");
         assert_eq!(d.options.len(), 2);
@@ -400,7 +450,7 @@ mod tests {
 
     #[test]
     fn claudes_permission_names_the_tool_its_command_and_the_options() {
-        let d = read(Tui::Claude, PERMISSION).unwrap();
+        let d = read(&Tui::Claude, PERMISSION).unwrap();
         assert_eq!(d.kind, Kind::Permission);
         assert_eq!(d.text, "Do you want to proceed?");
         assert_eq!(d.tool.as_deref(), Some("Bash"));
@@ -440,7 +490,7 @@ mod tests {
 
  Esc to cancel · Tab to amend
 ";
-        let d = read(Tui::Claude, screen).unwrap();
+        let d = read(&Tui::Claude, screen).unwrap();
         assert_eq!(d.tool.as_deref(), Some("Bash"));
         assert_eq!(d.detail.as_deref(), Some("echo approved > /tmp/x"));
     }
@@ -459,7 +509,7 @@ mod tests {
 
  Enter to confirm · Esc to cancel
 ";
-        let d = read(Tui::Claude, trust).unwrap();
+        let d = read(&Tui::Claude, trust).unwrap();
         assert_eq!(d.kind, Kind::Trust);
         assert_eq!(d.options, ["No, exit", "Yes, I trust this folder"]);
         assert_eq!(
@@ -471,7 +521,7 @@ mod tests {
  ❯ No
    Yes
 ";
-        let d = read(Tui::Claude, needs).unwrap();
+        let d = read(&Tui::Claude, needs).unwrap();
         assert_eq!(d.kind, Kind::Permission);
         assert_eq!(d.options, ["No", "Yes"]);
         assert_eq!(
@@ -484,7 +534,7 @@ mod tests {
  ❯ Yes, set auto mode as my default permission mode
    No, keep manual mode
 ";
-        let d = read(Tui::Claude, offer).unwrap();
+        let d = read(&Tui::Claude, offer).unwrap();
         assert_eq!(d.kind, Kind::Offer);
         assert!(
             keys(&d, &Answer::Approve).is_err(),
@@ -509,7 +559,7 @@ Pick one?
 
 Enter to select · ↑/↓ to navigate · Esc to cancel
 ";
-        let d = read(Tui::Claude, screen).unwrap();
+        let d = read(&Tui::Claude, screen).unwrap();
         assert_eq!(d.kind, Kind::Question);
         assert_eq!(d.text, "Pick one?");
         assert_eq!(
@@ -541,7 +591,7 @@ Enter to select · ↑/↓ to navigate · Esc to cancel
 
   Press enter to confirm or esc to cancel
 ";
-        let d = read(Tui::Codex, screen).unwrap();
+        let d = read(&Tui::Codex, screen).unwrap();
         assert_eq!(d.kind, Kind::Permission);
         assert_eq!(d.detail.as_deref(), Some("touch /tmp/x"));
         assert_eq!(d.options.len(), 3);
@@ -551,7 +601,7 @@ Enter to select · ↑/↓ to navigate · Esc to cancel
     #[test]
     fn a_screen_without_a_question_has_none() {
         let ready = "────────────\n❯ \n────────────\n";
-        assert_eq!(read(Tui::Claude, ready), None);
-        assert_eq!(read(Tui::Codex, "› Ask Codex to do anything\n"), None);
+        assert_eq!(read(&Tui::Claude, ready), None);
+        assert_eq!(read(&Tui::Codex, "› Ask Codex to do anything\n"), None);
     }
 }

@@ -239,6 +239,19 @@ impl SessionRuntime {
         out
     }
 
+    /// A program launched on a blank screen: the mirror is made anew and
+    /// fed from stream position `from` (where the launch began), so what
+    /// the program before left drawn is not read as this one's screen.
+    pub(super) fn blank_screen_from(&self, from: u64) {
+        let (cols, rows) = {
+            let state = lock(&self.state);
+            (state.cols, state.rows)
+        };
+        let mut mirror = lock(&self.screen);
+        mirror.screen = Some(Screen::new(cols, rows));
+        mirror.fed = from;
+    }
+
     /// The screen's text now.
     pub fn screen_text(&self) -> String {
         self.with_screen(|s| s.text())

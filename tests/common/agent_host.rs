@@ -30,6 +30,17 @@ impl Agents {
     /// As [`Agents::start_with`], mounted at `name` under the host's root
     /// (`home/sessions`: the agents' and a reader's `~/sessions`).
     pub fn start_at(test: &str, name: &str, vars: &[(&str, &str)]) -> Option<Agents> {
+        Self::start_mounted(test, name, vars, &[])
+    }
+
+    /// As [`Agents::start_at`], with more arguments to `sessionfs mount`
+    /// (`--config FILE`).
+    pub fn start_mounted(
+        test: &str,
+        name: &str,
+        vars: &[(&str, &str)],
+        mount_args: &[&str],
+    ) -> Option<Agents> {
         let bin = agents_bin(test)?;
         let api = ModelApi::start();
         let mut host = Host::new();
@@ -40,7 +51,7 @@ impl Agents {
         for (k, v) in vars {
             host = host.with_env(k, v);
         }
-        let m = host.mount(name);
+        let m = host.mount_with(name, mount_args);
         Some(Agents { m, env, host, api })
     }
 

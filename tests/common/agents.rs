@@ -12,6 +12,12 @@ pub const CLAUDE_KEY: &str = "sk-ant-api03-offline-test-key-0123456789abcdefghij
 /// The variable Codex's fake provider reads its key from.
 pub const CODEX_KEY_VAR: &str = "SESSIONFS_TEST_MODEL_KEY";
 
+/// The programs `scripts/agents` installs, pinned.
+pub const AGENT_PROGRAMS: [&str; 4] = ["claude", "codex", "gemini", "qwen"];
+
+/// The model Qwen Code asks the stand-in for.
+pub const QWEN_MODEL: &str = "fake-model";
+
 /// `target/agents/node_modules/.bin`, installed by `scripts/agents` on first
 /// use. `None` (with the reason printed) only when it is missing and
 /// `SESSIONFS_SKIP_AGENTS=1` says to skip, so the caller skips; missing and
@@ -21,7 +27,8 @@ pub fn agents_bin(test: &str) -> Option<PathBuf> {
     let found = BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let bin = root.join("target/agents/node_modules/.bin");
-        if bin.join("claude").exists() && bin.join("codex").exists() {
+        let all = |bin: &Path| AGENT_PROGRAMS.iter().all(|p| bin.join(p).exists());
+        if all(&bin) {
             return Ok(bin);
         }
         if std::env::var("SESSIONFS_SKIP_AGENTS").as_deref() == Ok("1") {
@@ -30,7 +37,7 @@ pub fn agents_bin(test: &str) -> Option<PathBuf> {
         let out = Command::new(root.join("scripts/agents"))
             .output()
             .map_err(|e| format!("cannot run scripts/agents: {e}"))?;
-        if out.status.success() && bin.join("claude").exists() && bin.join("codex").exists() {
+        if out.status.success() && all(&bin) {
             Ok(bin)
         } else {
             Err(format!(
@@ -56,6 +63,8 @@ pub struct AgentEnv {
     pub bin: PathBuf,
     pub claude_dir: PathBuf,
     pub codex_home: PathBuf,
+    /// Qwen Code's global directory (`QWEN_HOME`): settings, conversations.
+    pub qwen_home: PathBuf,
     pub home: PathBuf,
     pub project: PathBuf,
     pub api_url: String,
@@ -69,16 +78,70 @@ impl AgentEnv {
             bin,
             claude_dir: dir.join("claude"),
             codex_home: dir.join("codex"),
+            qwen_home: dir.join("qwen"),
             home: dir.join("home"),
             project: dir.join("project"),
             api_url: api_url.to_string(),
         };
-        for d in [&env.claude_dir, &env.codex_home, &env.home, &env.project] {
+        for d in [
+            &env.claude_dir,
+            &env.codex_home,
+            &env.qwen_home,
+            &env.home,
+            &env.project,
+        ] {
             std::fs::create_dir_all(d).unwrap();
         }
         env.write_claude_config();
         env.write_codex_config();
+        env.write_qwen_config();
+        env.write_gemini_config();
         env
+    }
+
+    /// Gemini CLI 0.61.0's user settings: the API key auth chosen, and no
+    /// usage statistics or telemetry (without the privacy switch it waits
+    /// on a Google host after answering).
+    fn write_gemini_config(&self) {
+        let dir = self.home.join(".gemini");
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false}
+        });
+        std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+    }
+
+    /// Gemini's store: `~/.gemini/tmp/<project>/chats/session-*.jsonl`.
+    pub fn gemini_stores(&self) -> Vec<PathBuf> {
+        files_under(&self.home.join(".gemini/tmp"), ".jsonl")
+    }
+
+    /// Qwen Code 0.24.4 with what would cover its prompt box or call out
+    /// switched off (its settings reference): follow-up suggestions (drawn
+    /// in the prompt box), the feedback and welcome-back dialogs, the
+    /// auto-mode notice, update checks, usage statistics, and the
+    /// background memory agents (each a model request of its own).
+    fn write_qwen_config(&self) {
+        let settings = serde_json::json!({
+            "ui": {
+                "autoModeAcknowledged": true,
+                "enableFollowupSuggestions": false,
+                "enableUserFeedback": false,
+                "enableWelcomeBack": false,
+                "hideTips": true
+            },
+            "general": {"enableAutoUpdate": false},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+            "memory": {
+                "enableManagedAutoMemory": false,
+                "enableManagedAutoDream": false,
+                "enableAutoSkill": false
+            }
+        });
+        std::fs::write(self.qwen_home.join("settings.json"), settings.to_string()).unwrap();
     }
 
     /// Claude's own state as its first-run steps leave it: the onboarding
@@ -176,6 +239,13 @@ trust_level = "trusted"
             ("HOME", self.home.to_str().unwrap()),
             ("CLAUDE_CONFIG_DIR", self.claude_dir.to_str().unwrap()),
             ("CODEX_HOME", self.codex_home.to_str().unwrap()),
+            ("QWEN_HOME", self.qwen_home.to_str().unwrap()),
+            ("OPENAI_BASE_URL", &format!("{}/v1", self.api_url)),
+            ("OPENAI_API_KEY", "offline-test-key"),
+            ("OPENAI_MODEL", QWEN_MODEL),
+            ("GEMINI_API_KEY", "offline-test-key"),
+            ("GOOGLE_GEMINI_BASE_URL", &self.api_url),
+            ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
             ("ANTHROPIC_BASE_URL", &self.api_url),
             ("ANTHROPIC_API_KEY", CLAUDE_KEY),
             (CODEX_KEY_VAR, "offline-test-key"),
@@ -213,6 +283,7 @@ trust_level = "trusted"
         let marks = [
             self.codex_home.to_string_lossy().into_owned(),
             self.claude_dir.to_string_lossy().into_owned(),
+            self.qwen_home.to_string_lossy().into_owned(),
         ];
         for pid in processes_with_env(&marks) {
             let _ = nix::sys::signal::kill(
@@ -269,7 +340,8 @@ pub fn processes_with_env(marks: &[String]) -> Vec<u32> {
             let Some((k, v)) = kv.split_once('=') else {
                 return false;
             };
-            (k == "CODEX_HOME" || k == "CLAUDE_CONFIG_DIR") && marks.iter().any(|m| m == v)
+            ["CODEX_HOME", "CLAUDE_CONFIG_DIR", "QWEN_HOME"].contains(&k)
+                && marks.iter().any(|m| m == v)
         });
         if hit {
             pids.push(pid);

@@ -58,13 +58,17 @@ impl Request {
         let body = self.json();
         let messages = body
             .get("messages")
-            .or_else(|| body.get("input"))?
+            .or_else(|| body.get("input"))
+            .or_else(|| body.get("contents"))?
             .as_array()?;
         let last_user = messages
             .iter()
             .rev()
             .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
-        let content = last_user.get("content")?;
+        // Gemini's contents hold `parts`, the others `content`.
+        let content = last_user
+            .get("content")
+            .or_else(|| last_user.get("parts"))?;
         if let Some(s) = content.as_str() {
             return Some(s.to_string());
         }
@@ -84,6 +88,8 @@ impl Request {
         }
         // Side requests (Codex's task titles, token counts) offer no tools.
         (self.path.starts_with("/v1/responses")
+            || self.path.starts_with("/v1/chat/completions")
+            || self.path.contains(":streamGenerateContent")
             || (self.path.starts_with("/v1/messages")
                 && !self.path.starts_with("/v1/messages/count_tokens")))
             && self
@@ -465,6 +471,32 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
                 }
             })
         }
+        ("POST", "/v1/chat/completions") => {
+            let events = chat_events(id, &turn_answer.answer, &body);
+            stream(out, &events, turn_answer.delay, || {
+                if turn {
+                    mark_answered(shared)
+                }
+            })
+        }
+        // Gemini CLI's routing call: JSON that fits its schema, or it
+        // retries five times.
+        ("POST", p) if p.ends_with(":generateContent") => {
+            let verdict = json!({"complexity_reasoning": "a plain request", "complexity_score": 1});
+            send_json(
+                out,
+                200,
+                &gemini_chunk(json!({"text": verdict.to_string()})),
+            )
+        }
+        ("POST", p) if p.ends_with(":streamGenerateContent") => {
+            let events = gemini_events(&turn_answer.answer, &body);
+            stream(out, &events, turn_answer.delay, || {
+                if turn {
+                    mark_answered(shared)
+                }
+            })
+        }
         ("GET", "/v1/models") => send_json(
             out,
             200,
@@ -526,7 +558,12 @@ fn stream(
                 f();
             }
         }
-        let chunk = format!("event: {name}\ndata: {data}\n\n");
+        // Chat completions name no events and end on a bare `[DONE]`.
+        let chunk = match (name.as_str(), data) {
+            ("", Value::String(raw)) => format!("data: {raw}\n\n"),
+            ("", data) => format!("data: {data}\n\n"),
+            (name, data) => format!("event: {name}\ndata: {data}\n\n"),
+        };
         write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
         out.flush()?;
         if i == 0 && !delay.is_zero() {
@@ -663,4 +700,83 @@ fn openai_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Valu
                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}}}),
     ));
     ev
+}
+
+/// OpenAI-compatible streamed chat completions (Qwen Code, opencode):
+/// `chat.completion.chunk`s, a last one with `usage`, then `[DONE]`. A
+/// shell call goes to the offered tool whose name has `shell` in it.
+fn chat_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Value)> {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": format!("chatcmpl-{id:04}"), "object": "chat.completion.chunk", "created": 1,
+               "model": "fake-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut ev = vec![];
+    match answer {
+        Answer::Text(t) => {
+            ev.push((
+                String::new(),
+                chunk(json!({"role": "assistant", "content": t}), Value::Null),
+            ));
+            ev.push((String::new(), chunk(json!({}), json!("stop"))));
+        }
+        Answer::Bash(c) | Answer::Escalated(c) => {
+            let tool = request
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+                .find(|n| n.contains("shell"))
+                .unwrap_or("run_shell_command")
+                .to_string();
+            let args = json!({"command": c, "description": "run a command"}).to_string();
+            ev.push((
+                String::new(),
+                chunk(
+                    json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{id:04}"), "type": "function",
+                           "function": {"name": tool, "arguments": args}}]}),
+                    Value::Null,
+                ),
+            ));
+            ev.push((String::new(), chunk(json!({}), json!("tool_calls"))));
+        }
+    }
+    ev.push((
+        String::new(),
+        json!({"id": format!("chatcmpl-{id:04}"), "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
+               "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}),
+    ));
+    ev.push((String::new(), Value::String("[DONE]".into())));
+    ev
+}
+
+/// One Gemini `GenerateContentResponse` holding `part`, with usage.
+fn gemini_chunk(part: Value) -> Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+           "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+           "modelVersion": "fake-gemini"})
+}
+
+/// Gemini CLI's streamed turn (`streamGenerateContent?alt=sse`): the
+/// answer in one event, a shell call as a `functionCall` of the offered
+/// tool whose name has `shell` in it.
+fn gemini_events(answer: &Answer, request: &Value) -> Vec<(String, Value)> {
+    let part = match answer {
+        Answer::Text(t) => json!({"text": t}),
+        Answer::Bash(c) | Answer::Escalated(c) => {
+            let tool = request
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
+                .flatten()
+                .filter_map(|f| f.get("name").and_then(Value::as_str))
+                .find(|n| n.contains("shell"))
+                .unwrap_or("run_shell_command")
+                .to_string();
+            json!({"functionCall": {"name": tool, "args": {"command": c, "description": "run a command"}}})
+        }
+    };
+    vec![(String::new(), gemini_chunk(part))]
 }

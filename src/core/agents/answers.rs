@@ -8,7 +8,6 @@
 use crate::agent::dialogs::{self, Answer, Dialog};
 use crate::agent::screen_rules::Tui;
 use crate::agent::state::{Signal, State};
-use crate::core::agents::session_agent::AgentKind;
 use crate::core::{Core, SessionRuntime};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
@@ -32,7 +31,7 @@ impl Core {
             return None;
         }
         let tui = self.tui_of(key)?;
-        dialogs::read(tui, &rt.screen_text())
+        dialogs::read(&tui, &rt.screen_text())
     }
 
     /// The TUI `key` runs, or ENOTSUP for a session that runs no agent.
@@ -46,11 +45,7 @@ impl Core {
     }
 
     fn tui_of(&self, key: &SessionKey) -> Option<Tui> {
-        match AgentKind::of(self.engine(key).ok()?) {
-            AgentKind::Claude => Some(Tui::Claude),
-            AgentKind::Codex => Some(Tui::Codex),
-            AgentKind::Shell => None,
-        }
+        crate::core::agents::session_agent::tui_of(self.engine(key).ok()?)
     }
 
     /// `approve`, `deny`, `answer N|TEXT`: the answer typed into the
@@ -60,12 +55,12 @@ impl Core {
         let rt = self.runtime(key);
         let client = rt.live_client().ok_or_else(|| nothing_waits(key))?;
         let asked = (rt.agent.state() == State::Waiting)
-            .then(|| dialogs::read(tui, &rt.screen_text()))
+            .then(|| dialogs::read(&tui, &rt.screen_text()))
             .flatten()
             .ok_or_else(|| nothing_waits(key))?;
         let keys = dialogs::keys(&asked, &answer).map_err(Error::invalid)?;
         let gone = |rt: &SessionRuntime| {
-            dialogs::read(tui, &rt.screen_text())
+            dialogs::read(&tui, &rt.screen_text())
                 .is_none_or(|now| now.text != asked.text || now.detail != asked.detail)
         };
         for _ in 0..2 {
@@ -112,9 +107,9 @@ impl Core {
         }
         let stopped = |rt: &SessionRuntime| {
             let screen = rt.screen_text();
-            crate::agent::screen_rules::verdict(tui, &screen)
+            crate::agent::screen_rules::verdict(&tui, &screen)
                 != crate::agent::state::Verdict::Working
-                && dialogs::read(tui, &screen).is_none()
+                && dialogs::read(&tui, &screen).is_none()
         };
         for _ in 0..2 {
             client

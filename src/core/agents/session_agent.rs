@@ -11,7 +11,7 @@
 
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
-use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Tui};
+use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
 };
@@ -75,6 +75,8 @@ pub(in crate::core) enum AgentKind {
     Claude,
     /// Codex: its notify program, then its screen.
     Codex,
+    /// A terminal agent from the config file: its screen rules only.
+    Screen,
     /// A shell or any other program: the terminal's foreground group.
     Shell,
 }
@@ -84,22 +86,31 @@ impl AgentKind {
         match engine.store {
             Store::Claude(_) => AgentKind::Claude,
             Store::Codex(_) => AgentKind::Codex,
+            Store::None if engine.screen.is_some() => AgentKind::Screen,
             Store::None | Store::Hosted => AgentKind::Shell,
         }
     }
 
-    fn tui(self) -> Option<Tui> {
-        match self {
-            AgentKind::Claude => Some(Tui::Claude),
-            AgentKind::Codex => Some(Tui::Codex),
-            AgentKind::Shell => None,
-        }
+    /// Whether it draws a TUI read by screen rules (and has no hooks file
+    /// of its own: `Screen`).
+    fn has_hooks(self) -> bool {
+        matches!(self, AgentKind::Claude | AgentKind::Codex)
     }
 
-    fn tracker(self, state: State, now: u64) -> Tracker {
+    fn tracker(self, state: State, now: u64, rules: Option<&ScreenRules>) -> Tracker {
         match self {
             AgentKind::Claude => Tracker::new(state, now, Coverage::CLAUDE),
             AgentKind::Codex => Tracker::new(state, now, Coverage::CODEX_NOTIFY),
+            // Its screen is all there is: the config's debounce for every
+            // verdict, and nothing for the screen to wait on.
+            AgentKind::Screen => {
+                let hold = rules.map_or(0, |r| r.debounce_ms);
+                Tracker::new(state, now, Coverage::NONE).with_timing(Timing {
+                    screen_hold_ms: hold,
+                    dialog_hold_ms: hold,
+                    hook_quiet_ms: 0,
+                })
+            }
             // The foreground group is a fact, not a drawing: no hold.
             AgentKind::Shell => Tracker::new(state, now, Coverage::NONE).with_timing(Timing {
                 screen_hold_ms: 0,
@@ -110,10 +121,23 @@ impl AgentKind {
     }
 }
 
+/// The TUI a session of `engine` runs, read by screen rules; `None` for a
+/// shell or a plain command.
+pub(in crate::core) fn tui_of(engine: &Engine) -> Option<Tui> {
+    match &engine.store {
+        Store::Claude(_) => Some(Tui::Claude),
+        Store::Codex(_) => Some(Tui::Codex),
+        Store::None => engine.screen.clone().map(Tui::Rules),
+        Store::Hosted => None,
+    }
+}
+
 /// The tracker of one session and what feeds it.
 #[derive(Debug)]
 struct Inner {
     kind: Option<AgentKind>,
+    /// What reads its screen (set with `kind`).
+    tui: Option<Tui>,
     tracker: Tracker,
     follower: Option<Follower>,
     files: Option<AgentFiles>,
@@ -207,10 +231,10 @@ impl Inner {
     /// input, a hook) for [`STALE_MS`]: a live agent at
     /// work keeps drawing, so the screen it was read from is stale (drawn
     /// before a restart, or never drawn), and a repaint shows it anew.
-    fn stale(&self, kind: AgentKind, input_ms: u64, now: u64) -> bool {
+    fn stale(&self, input_ms: u64, now: u64) -> bool {
         let judged = matches!(self.tracker.state(), State::Starting | State::Busy);
         let lately = self.output_changed_ms.max(input_ms).max(self.evidence_ms);
-        kind.tui().is_some() && judged && now.saturating_sub(lately) >= STALE_MS
+        self.tui.is_some() && judged && now.saturating_sub(lately) >= STALE_MS
     }
 
     fn hook(&mut self, key: &SessionKey, event: HookEvent, now: u64, changes: &mut Vec<Change>) {
@@ -382,6 +406,7 @@ impl Default for Agent {
         Agent {
             inner: Mutex::new(Inner {
                 kind: None,
+                tui: None,
                 tracker: Tracker::new(State::Stopped, 0, Coverage::NONE),
                 follower: None,
                 files: None,
@@ -436,8 +461,8 @@ impl Agent {
         (inner.tracker.state(), inner.agent_pid)
     }
 
-    fn kind(&self) -> Option<AgentKind> {
-        lock(&self.inner).kind
+    fn tui(&self) -> Option<Tui> {
+        lock(&self.inner).tui.clone()
     }
 
     /// Hook events naming conversation `id` are the session's own from now
@@ -633,7 +658,7 @@ impl Core {
         argv: &mut Vec<String>,
     ) {
         let kind = AgentKind::of(engine);
-        if kind == AgentKind::Shell {
+        if !kind.has_hooks() {
             return;
         }
         let files = AgentFiles::new(&self.config.state_dir, key.as_str());
@@ -661,7 +686,7 @@ impl Core {
                 argv.push("-c".into());
                 argv.push(codex_notify_arg(&self.wrapper, &files.hooks, key.as_str()));
             }
-            AgentKind::Shell => {}
+            AgentKind::Screen | AgentKind::Shell => {}
         }
     }
 
@@ -699,7 +724,8 @@ impl Core {
             return;
         }
         inner.kind = Some(kind);
-        inner.tracker = kind.tracker(State::Exited, now_ms());
+        inner.tui = tui_of(&engine);
+        inner.tracker = kind.tracker(State::Exited, now_ms(), engine.screen.as_deref());
         drop(inner);
         rt.agent.version.fetch_add(1, Ordering::AcqRel);
         if last.state == State::Exited {
@@ -745,7 +771,7 @@ impl Core {
         {
             let mut inner = lock(&rt.agent.inner);
             let mut tracker = if launched {
-                let mut t = kind.tracker(inner.tracker.state(), now);
+                let mut t = kind.tracker(inner.tracker.state(), now, engine.screen.as_deref());
                 if let Outcome::Changed(c) = t.apply(&Signal::Launched, now) {
                     changes.push(c);
                 }
@@ -760,10 +786,10 @@ impl Core {
                         detail: "attached".into(),
                     });
                 }
-                kind.tracker(state, now)
+                kind.tracker(state, now, engine.screen.as_deref())
             };
             let codex_new = kind == AgentKind::Codex && !resume && conversation == key.id();
-            if !codex_new && kind != AgentKind::Shell {
+            if !codex_new && kind.has_hooks() {
                 tracker.own_id(&conversation);
             }
             if !launched {
@@ -772,8 +798,9 @@ impl Core {
                 }
             }
             inner.kind = Some(kind);
+            inner.tui = tui_of(engine);
             inner.tracker = tracker;
-            inner.follower = (kind != AgentKind::Shell).then(|| Follower::at(&files.hooks, pos));
+            inner.follower = kind.has_hooks().then(|| Follower::at(&files.hooks, pos));
             inner.files = Some(files.clone());
             inner.opens += 1;
             inner.seen_output = u64::MAX;
@@ -817,7 +844,7 @@ impl Core {
     fn agent_tick(&self, key: &SessionKey, rt: &Arc<SessionRuntime>) {
         let output = rt.scrollback.total();
         let input_ms = lock(&rt.state).last_input_ms;
-        let (kind, follower, opens, seen, pid, ending, look) = {
+        let (kind, tui, follower, opens, seen, pid, ending, look) = {
             let mut inner = lock(&rt.agent.inner);
             let Some(kind) = inner.kind else { return };
             if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
@@ -828,13 +855,14 @@ impl Core {
             }
             (
                 kind,
+                inner.tui.clone(),
                 inner.follower.take(),
                 inner.opens,
                 inner.seen_output,
                 inner.agent_pid,
                 inner.ending.as_ref().map(|(_, ts, _)| *ts),
                 // The store is looked at while a turn's end is held.
-                kind != AgentKind::Shell && inner.ending.is_some(),
+                kind.has_hooks() && inner.ending.is_some(),
             )
         };
         let store = if look {
@@ -852,7 +880,7 @@ impl Core {
             .map(|(ts, _, e)| (ts, e))
             .collect();
         let total = rt.scrollback.total();
-        let verdict = match kind.tui() {
+        let verdict = match &tui {
             Some(tui) if total != seen => Some(screen_rules::verdict(tui, &rt.screen_text())),
             Some(_) => None,
             None => pid.and_then(foreground_job).map(|job| {
@@ -899,14 +927,14 @@ impl Core {
             if !events.is_empty() {
                 inner.evidence_ms = now;
             }
-            if inner.stale(kind, input_ms, now) {
+            if inner.stale(input_ms, now) {
                 inner.evidence_ms = now;
                 rt.repaint_now();
             }
             inner.take_hooks(kind, key, events, now, &mut changes);
             inner.end_if_recorded(kind, key, ending, store, now, &mut changes);
             let verdict = verdict.unwrap_or(inner.verdict);
-            if kind.tui().is_some() {
+            if tui.is_some() {
                 if inner.verdict != verdict {
                     rt.agent.changed.notify_all();
                 }
@@ -984,7 +1012,7 @@ impl Core {
                             "a turn ended in a thread whose rollout it writes".into(),
                         )
                     }),
-                AgentKind::Shell => None,
+                AgentKind::Screen | AgentKind::Shell => None,
             };
             if let Some(to) = to {
                 found = Some(to);
@@ -1307,7 +1335,7 @@ impl Core {
             return Err(withdrawn(key));
         }
         rt.note_input();
-        let Some(tui) = rt.agent.kind().and_then(AgentKind::tui) else {
+        let Some(tui) = rt.agent.tui() else {
             // A shell: the line, then Enter; done once the shell took it.
             let mut line = text.as_bytes().to_vec();
             line.push(b'\r');
@@ -1315,7 +1343,15 @@ impl Core {
             send(&line)?;
             return self.shell_line_taken(key, &rt, text, before, deadline);
         };
-        let bracketed = rt.with_screen(|s| s.bracketed_paste());
+        let rules = match &tui {
+            Tui::Rules(rules) => Some(rules.clone()),
+            _ => None,
+        };
+        let bracketed = match rules.as_ref().map(|r| r.paste) {
+            Some(Paste::Bracketed) => true,
+            Some(Paste::Plain) => false,
+            Some(Paste::Auto) | None => rt.with_screen(|s| s.bracketed_paste()),
+        };
         let mut paste = Vec::with_capacity(text.len() + 12);
         if bracketed {
             paste.extend_from_slice(PASTE_START);
@@ -1324,14 +1360,45 @@ impl Core {
         if bracketed {
             paste.extend_from_slice(PASTE_END);
         }
+        let typed_before = screen_rules::typed_count(&rt.screen_text(), text);
         send(&paste)?;
         // Enter only once the paste is taken, as its own write: with the
         // text it would be part of the paste.
-        let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
-        let mut shown = composer_shows(tui, &rt.screen_text(), text);
-        while !shown && Instant::now() < shown_by {
-            self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
-            shown = composer_shows(tui, &rt.screen_text(), text);
+        let mut shown;
+        if let Some(rules) = &rules {
+            // Its prompt box is not known: the text is taken once it shows
+            // once more on the screen than before. A TUI that redraws while
+            // it loads (Qwen Code resuming) drops what came meanwhile: the
+            // text is typed again, once, unless a paste placeholder shows.
+            let taken = |screen: &str| {
+                screen_rules::typed_count(screen, text) > typed_before || screen.contains("[Pasted")
+            };
+            for attempt in 0..2 {
+                let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
+                shown = taken(&rt.screen_text());
+                while !shown && Instant::now() < shown_by {
+                    self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
+                    shown = taken(&rt.screen_text());
+                }
+                if shown || attempt == 1 {
+                    break;
+                }
+                log::info!("{key}: the prompt's text did not show; typed again");
+                send(&paste)?;
+            }
+            shown = false;
+            let delay = Duration::from_millis(rules.enter_delay_ms);
+            let until = (Instant::now() + delay).min(deadline);
+            while Instant::now() < until {
+                self.agent_wait(&rt, until, |_, _| false);
+            }
+        } else {
+            let shown_by = (Instant::now() + Duration::from_secs(3)).min(deadline);
+            shown = composer_shows(&tui, &rt.screen_text(), text);
+            while !shown && Instant::now() < shown_by {
+                self.agent_wait(&rt, Instant::now() + TICK, |_, _| false);
+                shown = composer_shows(&tui, &rt.screen_text(), text);
+            }
         }
         let mut enters = 0;
         loop {
@@ -1353,14 +1420,14 @@ impl Core {
             // 1 s, then after 2, 4, 8, 16 s while its box still holds the
             // text. Once the box no longer holds it, the turn is waited for
             // until the deadline.
-            let last = enters >= 2 && !(shown && composer_shows(tui, &rt.screen_text(), text));
+            let last = enters >= 2 && !(shown && composer_shows(&tui, &rt.screen_text(), text));
             let again = Duration::from_secs(1 << (enters - 1).min(4));
             let until = if last {
                 deadline
             } else {
                 (Instant::now() + again).min(deadline)
             };
-            let taken = sent.is_ok() && self.turn_started(&rt, tui, shown.then_some(text), until);
+            let taken = sent.is_ok() && self.turn_started(&rt, &tui, shown.then_some(text), until);
             {
                 let mut inner = lock(&rt.agent.inner);
                 if taken {
@@ -1395,7 +1462,7 @@ impl Core {
     fn turn_started(
         &self,
         rt: &SessionRuntime,
-        tui: Tui,
+        tui: &Tui,
         shown: Option<&str>,
         until: Instant,
     ) -> bool {
@@ -1498,10 +1565,7 @@ fn changed(rt: &SessionRuntime, waits: &Waits) {
     let mut log = lock(&rt.agent.log);
     let (changes, tui) = {
         let mut inner = lock(&rt.agent.inner);
-        (
-            std::mem::take(&mut inner.pending),
-            inner.kind.and_then(AgentKind::tui),
-        )
+        (std::mem::take(&mut inner.pending), inner.tui.clone())
     };
     if changes.is_empty() {
         return;
@@ -1525,6 +1589,7 @@ fn changed(rt: &SessionRuntime, waits: &Waits) {
         if let Some(stream) = &stream {
             // What the agent asks, as `waiting_for` names it.
             let asked = tui
+                .as_ref()
                 .filter(|_| change.state == State::Waiting)
                 .and_then(|tui| crate::agent::dialogs::read(tui, &rt.screen_text()));
             stream.append(
@@ -1710,7 +1775,7 @@ mod tests {
         let agent = Agent::default();
         let mut inner = lock(&agent.inner);
         inner.kind = Some(AgentKind::Codex);
-        inner.tracker = AgentKind::Codex.tracker(State::Idle, 0);
+        inner.tracker = AgentKind::Codex.tracker(State::Idle, 0, None);
         inner.tracker.own_id("t-1");
 
         // No prompt out: an end while idle changes nothing.
@@ -1748,7 +1813,7 @@ mod tests {
         {
             let mut inner = lock(&rt.agent.inner);
             inner.kind = Some(AgentKind::Claude);
-            inner.tracker = AgentKind::Claude.tracker(State::Idle, 0);
+            inner.tracker = AgentKind::Claude.tracker(State::Idle, 0, None);
             inner.tracker.own_id(ID);
         }
         *lock(&rt.agent.log) = Some(EventLog::open(&path, 1 << 20).unwrap());

@@ -83,6 +83,12 @@ impl Core {
                 self.catalog.refresh();
                 self.store_file(key).is_some()
             }
+            // A configured agent keeps its conversations where sessionfs
+            // does not look: once launched, it has one to resume.
+            Store::None if engine.screen.is_some() => {
+                let files = crate::agent::AgentFiles::new(&self.config.state_dir, key.as_str());
+                crate::agent::events::EventLog::last(&files.events).is_some()
+            }
             Store::None | Store::Hosted => false,
         }
     }
@@ -234,6 +240,8 @@ impl Core {
             dtach: self.dtach.clone(),
             cancel: Cancel(&stopped),
         };
+        // Where this launch's output begins in the session's stream.
+        let launch_from = rt.scrollback.total();
         let opened = match crate::runtime::open(&request) {
             Ok(opened) => opened,
             // `stop` came while this was opening: whatever failed, it wins,
@@ -280,6 +288,11 @@ impl Core {
             return Err(cancelled(key));
         };
         if opened.outcome == Outcome::Launch {
+            // A configured agent is judged by its screen alone: the screen
+            // its last run left must not read as this one's.
+            if engine.screen.is_some() {
+                rt.blank_screen_from(launch_from);
+            }
             let launched = lock(&rt.state).launched;
             if let Some((at, resumed)) = launched {
                 self.note_launch(key, at, resumed);

@@ -1,0 +1,274 @@
+//! The real Gemini CLI 0.61.0 offline against the model API stand-in's
+//! `generateContent` (its routing call) and `streamGenerateContent`: what a
+//! Gemini engine stands on, verified: one session's hooks given through a
+//! system settings file of its own (the user's settings untouched), the
+//! session id the hooks report, the store each run writes, and `--resume`
+//! from the project's directory.
+
+mod common;
+
+use common::agents::{agents_bin, AgentEnv};
+use common::model_api::ModelApi;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// A directory for the per-session settings whose every ancestor is
+/// writable by its owner alone: Gemini skips a system settings file under
+/// `/tmp` ("Parent directory '/tmp' is insecure").
+fn private_dir() -> tempfile::TempDir {
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = tempfile::tempdir_in(&base).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// A settings file holding only hooks that append each event's JSON to `log`.
+fn hook_settings(dir: &Path, log: &Path) -> PathBuf {
+    let command = format!("sh -c 'cat >> {0}; echo >> {0}'", log.display());
+    let hook =
+        serde_json::json!([{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]);
+    let settings = serde_json::json!({"hooks": {
+        "SessionStart": hook, "BeforeAgent": hook, "AfterAgent": hook, "Notification": hook
+    }});
+    let path = dir.join("settings.json");
+    std::fs::write(&path, settings.to_string()).unwrap();
+    path
+}
+
+fn events(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn run_json(env: &AgentEnv, dir: &Path, settings: &Path, args: &[&str]) -> (bool, Value, String) {
+    let out = env
+        .command("gemini")
+        .current_dir(dir)
+        .env("GEMINI_CLI_SYSTEM_SETTINGS_PATH", settings)
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.success(),
+        serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        format!("{stdout}\n{stderr}"),
+    )
+}
+
+#[test]
+fn gemini_answers_offline_reports_its_session_to_per_session_hooks_and_resumes() {
+    let test = "gemini_answers_offline_reports_its_session_to_per_session_hooks_and_resumes";
+    let Some(bin) = agents_bin(test) else {
+        return;
+    };
+    assert!(
+        bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+    let api = ModelApi::start();
+    let root = tempfile::tempdir().unwrap();
+    let env = AgentEnv::new(bin, root.path(), &api.url());
+    let private = private_dir();
+    let log = private.path().join("hooks.jsonl");
+    let settings = hook_settings(private.path(), &log);
+    let user_settings = env.home.join(".gemini/settings.json");
+    let before = std::fs::read(&user_settings).unwrap();
+
+    api.push_text("Gemini stand-in: the zebra is noted.");
+    let (ok, first, out) = run_json(
+        &env,
+        &env.project,
+        &settings,
+        &["-p", "remember the word zebra"],
+    );
+    assert!(ok, "{out}\n{}", api.log());
+    assert_eq!(
+        first["response"], "Gemini stand-in: the zebra is noted.",
+        "{out}"
+    );
+    let id = first["session_id"].as_str().unwrap().to_string();
+    // Two calls per prompt: the routing call, then the streamed turn.
+    let paths: Vec<String> = api.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        paths.iter().any(|p| p.ends_with(":generateContent")),
+        "{paths:?}"
+    );
+    assert!(
+        paths
+            .iter()
+            .any(|p| p.contains(":streamGenerateContent?alt=sse")),
+        "{paths:?}"
+    );
+
+    // The hooks of this run alone, each naming the session.
+    let seen = events(&log);
+    let names: Vec<&str> = seen
+        .iter()
+        .map(|e| e["hook_event_name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        ["SessionStart", "BeforeAgent", "AfterAgent"],
+        "{seen:?}"
+    );
+    for e in &seen {
+        assert_eq!(e["session_id"], id.as_str(), "{e}");
+    }
+    assert_eq!(seen[0]["source"], "startup");
+    assert_eq!(seen[1]["prompt"], "remember the word zebra");
+    assert_eq!(
+        seen[2]["prompt_response"],
+        "Gemini stand-in: the zebra is noted."
+    );
+    assert_eq!(
+        std::fs::read(&user_settings).unwrap(),
+        before,
+        "user settings changed"
+    );
+
+    // The store: one file named by the id's first 8, the project's name
+    // from projects.json.
+    let projects: Value =
+        serde_json::from_slice(&std::fs::read(env.home.join(".gemini/projects.json")).unwrap())
+            .unwrap();
+    let name = projects["projects"][env.project.to_str().unwrap()]
+        .as_str()
+        .unwrap_or_else(|| panic!("{projects}"))
+        .to_string();
+    let stores = env.gemini_stores();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    let store = stores[0].clone();
+    assert!(store.starts_with(env.home.join(".gemini/tmp").join(&name).join("chats")));
+    assert!(store
+        .to_string_lossy()
+        .ends_with(&format!("-{}.jsonl", &id[..8])));
+    let text = std::fs::read_to_string(&store).unwrap();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["sessionId"], id.as_str());
+    assert!(text.contains("the zebra is noted"));
+    assert!(text.contains("<session_context>"));
+
+    // Resumed from the project's directory: the same session, the history
+    // sent, the turn appended to the same file.
+    api.push_text("Second: it was zebra.");
+    let (ok, second, out) = run_json(
+        &env,
+        &env.project,
+        &settings,
+        &["--resume", &id, "-p", "which word was it"],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(second["session_id"], id.as_str());
+    let turn = api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("{}", api.log()));
+    assert!(
+        turn.body.contains("remember the word zebra"),
+        "no history sent"
+    );
+    assert!(std::fs::read_to_string(&store)
+        .unwrap()
+        .contains("Second: it was zebra."));
+    let resumed = events(&log);
+    assert!(
+        resumed[3..].iter().all(|e| e["session_id"] == id.as_str()),
+        "{resumed:?}"
+    );
+    assert_eq!(resumed[3]["source"], "resume", "{resumed:?}");
+
+    // From another directory the session is not found: a resume must run
+    // where the conversation was made.
+    let elsewhere = root.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let (ok, _, out) = run_json(&env, &elsewhere, &settings, &["--resume", &id, "-p", "x"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("No previous sessions found"), "{out}");
+}
+
+/// The real Gemini TUI through a real mount, driven by the config entry
+/// `docs/engines/gemini.json` alone (screen rules, `--session-id` and
+/// `--resume`): prompt, busy, idle, a permission approved, and a resume
+/// after a stop that sends the history.
+#[test]
+fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount() {
+    let test = "the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount";
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/engines/gemini.json");
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[],
+        &["--config", config.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+    let key = a.session("gemini-tui", "6e000000-0000-4000-8000-000000000001");
+    a.api.push(
+        common::model_api::Answer::Text("Gemini: the zebra is noted.".into()),
+        std::time::Duration::from_secs(6),
+    );
+    a.prompt(&key, "remember the word zebra");
+    common::wait_for(20, "busy during the slow turn", || {
+        a.read(&key, "state") == "busy\n"
+    });
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the answer on the screen", || {
+        a.read(&key, "screen").contains("the zebra is noted")
+    });
+
+    let marker = a.host.path("gemini-tool-ran");
+    a.api.push_bash(&format!("touch {}", marker.display()));
+    a.api.push_text("Gemini: the tool ran.");
+    a.prompt(&key, "run the tool please");
+    assert_eq!(a.wait(&key, 90), "waiting\n");
+    let asked = a.waiting_for(&key);
+    assert!(
+        asked["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Allow execution of"),
+        "{asked}"
+    );
+    common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    assert!(marker.exists(), "the approved command ran");
+
+    common::sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    a.api.push_text("Second: it was zebra.");
+    a.prompt(&key, "which word was it");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(
+        turn.body.contains("remember the word zebra"),
+        "no history sent"
+    );
+    // Its own store has the whole conversation under the session's id.
+    let stores = a.env.gemini_stores();
+    let with_turns: Vec<&PathBuf> = stores
+        .iter()
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("Second: it was zebra.")))
+        .collect();
+    assert_eq!(with_turns.len(), 1, "{stores:?}");
+    let text = std::fs::read_to_string(with_turns[0]).unwrap();
+    assert!(text.contains("\"sessionId\":\"6e000000-0000-4000-8000-000000000001\""));
+    assert!(text.contains("remember the word zebra"));
+}
