@@ -25,13 +25,6 @@ fn start(test: &str) -> Option<Agents> {
     Some(a)
 }
 
-fn states(a: &Agents, key: &str) -> Vec<String> {
-    a.events(key)
-        .iter()
-        .map(|e| e["state"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 #[test]
 fn a_qwen_session_from_the_config_answers_works_slowly_and_resumes_after_a_stop() {
     let Some(a) =
@@ -90,7 +83,7 @@ fn a_qwen_session_from_the_config_answers_works_slowly_and_resumes_after_a_stop(
     );
     let argv = a.m.log_text();
     assert!(argv.contains("--resume"), "{argv}");
-    let seen = states(&a, &key);
+    let seen = a.states(&key);
     assert!(
         seen.iter().filter(|s| *s == "busy").count() >= 3,
         "{seen:?}"
@@ -129,15 +122,12 @@ fn a_qwen_permission_waits_for_approve_and_interrupt_ends_a_turn() {
     wait_for(20, "the answer after the tool", || {
         a.read(&key, "screen").contains("The qwen tool ran.")
     });
-    let seen = states(&a, &key);
-    let tail: Vec<&str> = seen
-        .iter()
-        .rev()
-        .take(3)
-        .rev()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(tail, ["waiting", "busy", "idle"], "{seen:?}");
+    let seen = a.states(&key);
+    assert_eq!(
+        a.last_states(&key, 3),
+        ["waiting", "busy", "idle"],
+        "{seen:?}"
+    );
 
     // `interrupt` ends a running turn (Esc): idle once the screen no
     // longer shows it running.

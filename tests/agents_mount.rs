@@ -133,19 +133,12 @@ fn a_tool_call_waits_for_permission_given_through_input() {
     assert!(marker.exists(), "the approved command ran");
     let last = a.read(&key, "transcript/last");
     assert!(last.contains("The tool ran."), "{last}");
-    let states: Vec<String> = a
-        .events(&key)
-        .iter()
-        .map(|e| e["state"].as_str().unwrap().to_string())
-        .collect();
-    let tail: Vec<&str> = states
-        .iter()
-        .rev()
-        .take(3)
-        .rev()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(tail, ["waiting", "busy", "idle"], "{states:?}");
+    let states = a.states(&key);
+    assert_eq!(
+        a.last_states(&key, 3),
+        ["waiting", "busy", "idle"],
+        "{states:?}"
+    );
 }
 
 /// A stop, then a prompt: the session resumes and the agent has the history.

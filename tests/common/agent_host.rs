@@ -140,6 +140,20 @@ impl Agents {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+
+    /// The states of the session's events, oldest first.
+    pub fn states(&self, key: &str) -> Vec<String> {
+        self.events(key)
+            .iter()
+            .map(|e| e["state"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// The session's last `n` states, oldest first.
+    pub fn last_states(&self, key: &str, n: usize) -> Vec<String> {
+        let states = self.states(key);
+        states[states.len().saturating_sub(n)..].to_vec()
+    }
 }
 
 impl Drop for Agents {

@@ -720,15 +720,12 @@ fn chat_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Value)
             ev.push((String::new(), chunk(json!({}), json!("stop"))));
         }
         Answer::Bash(c) | Answer::Escalated(c) => {
-            let tool = request
-                .get("tools")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-                .find(|n| n.contains("shell"))
-                .unwrap_or("run_shell_command")
-                .to_string();
+            let tool = offered_shell_tool(request, |t| {
+                t.pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .into_iter()
+                    .collect()
+            });
             let args = json!({"command": c, "description": "run a command"}).to_string();
             ev.push((
                 String::new(),
@@ -750,6 +747,21 @@ fn chat_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Value)
     ev
 }
 
+/// The name of the tool a request offers whose name has `shell` in it
+/// (`names` reads the names one entry of `tools` offers), else Gemini's
+/// and Qwen's own name for it.
+fn offered_shell_tool(request: &Value, names: impl Fn(&Value) -> Vec<&str>) -> String {
+    request
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(names)
+        .find(|n| n.contains("shell"))
+        .unwrap_or("run_shell_command")
+        .to_string()
+}
+
 /// One Gemini `GenerateContentResponse` holding `part`, with usage.
 fn gemini_chunk(part: Value) -> Value {
     json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
@@ -764,17 +776,14 @@ fn gemini_events(answer: &Answer, request: &Value) -> Vec<(String, Value)> {
     let part = match answer {
         Answer::Text(t) => json!({"text": t}),
         Answer::Bash(c) | Answer::Escalated(c) => {
-            let tool = request
-                .get("tools")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
-                .flatten()
-                .filter_map(|f| f.get("name").and_then(Value::as_str))
-                .find(|n| n.contains("shell"))
-                .unwrap_or("run_shell_command")
-                .to_string();
+            let tool = offered_shell_tool(request, |t| {
+                t.get("functionDeclarations")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.get("name").and_then(Value::as_str))
+                    .collect()
+            });
             json!({"functionCall": {"name": tool, "args": {"command": c, "description": "run a command"}}})
         }
     };
