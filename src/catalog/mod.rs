@@ -230,9 +230,14 @@ fn key_of(roots: &[Root], root: usize, id: &str) -> Option<SessionKey> {
         .ok()
 }
 
-/// A rollout both plain and compressed: the plain one is newer.
-fn prefer(old: &Path, new: &Path) -> bool {
-    crate::transcript::is_compressed(old) || !crate::transcript::is_compressed(new)
+/// Which of two files of one conversation is listed: of a rollout both
+/// plain and compressed, the plain one (newer); of Gemini's files sharing a
+/// `sessionId` (a resume also writes a stub of two rows), the larger.
+fn prefer(kind: StoreKind, old: (&Path, u64), new: (&Path, u64)) -> bool {
+    if kind == StoreKind::Gemini {
+        return new.1 > old.1 || (new.1 == old.1 && new.0 == old.0);
+    }
+    crate::transcript::is_compressed(old.0) || !crate::transcript::is_compressed(new.0)
 }
 
 impl Catalog {
@@ -421,7 +426,12 @@ impl Catalog {
                 continue;
             };
             match seen.get(&key) {
-                Some(old) if !prefer(&old.path, &s.path) => {}
+                Some(old)
+                    if !prefer(
+                        self.roots[s.root].kind,
+                        (&old.path, old.size),
+                        (&s.path, s.size),
+                    ) => {}
                 _ => {
                     seen.insert(key, s);
                 }
@@ -524,7 +534,7 @@ impl Catalog {
             match change {
                 Change::File { root, path } => {
                     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    let Some(id) = self.roots[root].id_of(name) else {
+                    let Some(id) = self.roots[root].id_of(&path, name) else {
                         continue;
                     };
                     let Some(key) = key_of(&self.roots, root, &id) else {
@@ -597,7 +607,15 @@ impl Catalog {
                 let summary = match files.get(&key) {
                     Some(o) if o.file.path == s.path && o.stamp == stamp => continue,
                     Some(o) if o.file.path == s.path => o.summary.clone(),
-                    Some(o) if !prefer(&o.file.path, &s.path) => continue,
+                    Some(o)
+                        if !prefer(
+                            self.roots[s.root].kind,
+                            (&o.file.path, o.stamp.size),
+                            (&s.path, s.size),
+                        ) =>
+                    {
+                        continue
+                    }
                     Some(_) => None,
                     None => {
                         log::debug!("{key}: found in {}", s.path.display());
@@ -858,6 +876,12 @@ pub fn store_cwd(file: &StoreFile) -> Option<String> {
         let cwd = match file.kind {
             StoreKind::Claude => row.get("cwd"),
             StoreKind::Codex => row.get("payload").and_then(|p| p.get("cwd")),
+            StoreKind::Gemini => {
+                if let Some(cwd) = crate::transcript::gemini_row_cwd(&row) {
+                    return Some(cwd);
+                }
+                None
+            }
         };
         if let Some(cwd) = cwd.and_then(|c| c.as_str()) {
             return Some(cwd.to_string());

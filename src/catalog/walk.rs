@@ -21,23 +21,39 @@ impl Root {
         match self.kind {
             StoreKind::Claude => "projects",
             StoreKind::Codex => "sessions",
+            StoreKind::Gemini => "tmp",
         }
     }
 
     /// How deep below the root the directories holding conversation files
-    /// lie: Claude's `projects/<folder>/`, Codex's `sessions/YYYY/MM/DD/`.
+    /// lie: Claude's `projects/<folder>/`, Codex's `sessions/YYYY/MM/DD/`,
+    /// Gemini's `tmp/<project>/chats/`.
     pub fn file_depth(&self) -> u8 {
         match self.kind {
             StoreKind::Claude => 2,
             StoreKind::Codex => 4,
+            StoreKind::Gemini => 3,
         }
     }
 
-    /// The session id a file's name gives, if it is a conversation.
-    pub fn id_of(&self, name: &str) -> Option<String> {
+    /// Whether a file's name is that of a conversation.
+    pub fn is_conversation_name(&self, name: &str) -> bool {
+        match self.kind {
+            StoreKind::Claude => name.ends_with(".jsonl"),
+            StoreKind::Codex => codex_rollout_id(name).is_some(),
+            StoreKind::Gemini => name.starts_with("session-") && name.ends_with(".jsonl"),
+        }
+    }
+
+    /// The session id of the conversation file `name` at `path`: its name
+    /// gives it, except Gemini's (only the id's first 8 digits), whose
+    /// first line says it (read, bounded).
+    pub fn id_of(&self, path: &Path, name: &str) -> Option<String> {
         match self.kind {
             StoreKind::Claude => name.strip_suffix(".jsonl").map(str::to_string),
             StoreKind::Codex => codex_rollout_id(name).map(str::to_string),
+            StoreKind::Gemini if self.is_conversation_name(name) => gemini_header_id(path),
+            StoreKind::Gemini => None,
         }
     }
 
@@ -47,9 +63,20 @@ impl Root {
         match depth {
             0 => false,
             1 => name == self.top(),
+            3 if self.kind == StoreKind::Gemini => name == "chats",
             d => d <= self.file_depth(),
         }
     }
+}
+
+/// The `sessionId` of a Gemini store's header line (its first, about 220
+/// bytes); `None` until the line is whole.
+pub fn gemini_header_id(path: &Path) -> Option<String> {
+    const HEADER_MAX: usize = 4 << 10;
+    let f = std::fs::File::open(path).ok()?;
+    let head = crate::transcript::read_up_to(&f, 0, HEADER_MAX).ok()?;
+    let line = &head[..memchr::memchr(b'\n', &head)?];
+    crate::transcript::gemini_session_id(line)
 }
 
 /// The id at the end of a rollout's name: `rollout-<time>-<uuid>.jsonl[.zst]`.
@@ -120,7 +147,7 @@ pub fn walk(
             continue;
         };
         if depth == r.file_depth() {
-            if let Some(id) = r.id_of(&name) {
+            if let Some(id) = r.id_of(&entry.path(), &name) {
                 // Relative to the open directory, not a path walk per file;
                 // a link is followed the long way.
                 let meta = entry

@@ -28,6 +28,7 @@
 
 mod claude;
 mod codex;
+mod gemini;
 mod index;
 pub mod model;
 mod page;
@@ -43,6 +44,7 @@ pub mod testgen;
 #[cfg(test)]
 mod tests;
 
+pub use gemini::{header_session_id as gemini_session_id, row_cwd as gemini_row_cwd};
 pub(crate) use index::read_up_to;
 pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
 pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};
