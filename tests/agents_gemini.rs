@@ -272,3 +272,84 @@ fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount
     assert!(text.contains("\"sessionId\":\"6e000000-0000-4000-8000-000000000001\""));
     assert!(text.contains("remember the word zebra"));
 }
+
+/// The built-in engine `gemini` through a real mount: a conversation made
+/// by `gemini -p` outside sessionfs is listed with its title and renders;
+/// a new session answers a prompt into `transcript/last` and settles
+/// `idle`; after a stop a prompt resumes it with the history sent.
+#[test]
+fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
+    let test = "the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount";
+    let Some(a) = common::agent_host::Agents::start_mounted(test, "mnt", &[], &[]) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+
+    // Made outside sessionfs: discovered, titled by its first prompt.
+    a.api.push_text("Outside: the otter is noted.");
+    let out = a
+        .env
+        .command("gemini")
+        .current_dir(&a.env.project)
+        .args(["-p", "remember the otter", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let outside = format!("gemini:{}", made["session_id"].as_str().unwrap());
+    common::wait_for(20, "the outside conversation listed", || {
+        common::sh_ok(&format!("ls {}", a.m.q(""))).contains(&outside)
+    });
+    let meta: Value = serde_json::from_str(&a.read(&outside, "meta.json")).unwrap();
+    assert_eq!(meta["title"], "remember the otter", "{meta}");
+    let last = a.read(&outside, "transcript/last");
+    assert!(last.contains("remember the otter"), "{last}");
+    assert!(last.contains("Outside: the otter is noted."), "{last}");
+    assert!(!last.contains("session_context"), "{last}");
+
+    // A new session: prompt, answer in the transcript, idle.
+    let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000e1");
+    a.api.push_text("Gemini: the zebra is noted.");
+    a.prompt(&key, "remember the word zebra");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the answer in transcript/last", || {
+        a.read(&key, "transcript/last")
+            .contains("Gemini: the zebra is noted.")
+    });
+    let meta: Value = serde_json::from_str(&a.read(&key, "meta.json")).unwrap();
+    assert_eq!(meta["title"], "remember the word zebra", "{meta}");
+
+    // Stopped, then a prompt: resumed with the history.
+    common::sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    a.api.push_text("Second: it was zebra.");
+    a.prompt(&key, "which word was it");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(
+        turn.body.contains("remember the word zebra"),
+        "no history sent"
+    );
+    common::wait_for(20, "the second answer in transcript/last", || {
+        a.read(&key, "transcript/last")
+            .contains("Second: it was zebra.")
+    });
+    // The resume's stub file is not a conversation of its own.
+    let listed = common::sh_ok(&format!("ls {}", a.m.q("")));
+    assert_eq!(
+        listed
+            .matches("6e000000-0000-4000-8000-0000000000e1")
+            .count(),
+        1,
+        "{listed}"
+    );
+    let page = a.read(&key, "transcript/page-0");
+    assert!(page.contains("remember the word zebra"), "{page}");
+}

@@ -248,6 +248,7 @@ impl Catalog {
                 let (kind, path) = match &e.store {
                     Store::Claude(root) => (StoreKind::Claude, root.clone()),
                     Store::Codex(root) => (StoreKind::Codex, root.clone()),
+                    Store::Gemini(root) => (StoreKind::Gemini, root.clone()),
                     Store::None | Store::Hosted => return None,
                 };
                 Some(Root {

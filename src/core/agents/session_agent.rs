@@ -86,8 +86,10 @@ impl AgentKind {
         match engine.store {
             Store::Claude(_) => AgentKind::Claude,
             Store::Codex(_) => AgentKind::Codex,
+            // Its screen for now; its hooks are not wired yet.
+            Store::Gemini(_) if engine.screen.is_some() => AgentKind::Screen,
             Store::None if engine.screen.is_some() => AgentKind::Screen,
-            Store::None | Store::Hosted => AgentKind::Shell,
+            Store::None | Store::Gemini(_) | Store::Hosted => AgentKind::Shell,
         }
     }
 
@@ -127,7 +129,7 @@ pub(in crate::core) fn tui_of(engine: &Engine) -> Option<Tui> {
     match &engine.store {
         Store::Claude(_) => Some(Tui::Claude),
         Store::Codex(_) => Some(Tui::Codex),
-        Store::None => engine.screen.clone().map(Tui::Rules),
+        Store::None | Store::Gemini(_) => engine.screen.clone().map(Tui::Rules),
         Store::Hosted => None,
     }
 }
