@@ -276,11 +276,20 @@ fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount
 /// The built-in engine `gemini` through a real mount: a conversation made
 /// by `gemini -p` outside sessionfs is listed with its title and renders;
 /// a new session answers a prompt into `transcript/last` and settles
-/// `idle`; after a stop a prompt resumes it with the history sent.
+/// `idle` (its hooks say busy and idle); a tool's permission is `waiting`
+/// and approved; after a stop a prompt resumes it with the history sent.
 #[test]
 fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     let test = "the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount";
-    let Some(a) = common::agent_host::Agents::start_mounted(test, "mnt", &[], &[]) else {
+    // The state directory (where the session's system settings are written)
+    // outside /tmp: Gemini skips a settings file under a world-writable one.
+    let state = private_dir();
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &[],
+    ) else {
         return;
     };
     assert!(
@@ -321,6 +330,46 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     });
     let meta: Value = serde_json::from_str(&a.read(&key, "meta.json")).unwrap();
     assert_eq!(meta["title"], "remember the word zebra", "{meta}");
+    // Its hooks reported the turn, under the session's own id.
+    let hooks = state
+        .path()
+        .join("sessionfs/agents")
+        .join(&key)
+        .join("hooks.jsonl");
+    let lines = std::fs::read_to_string(&hooks).unwrap_or_default();
+    for event in ["SessionStart", "BeforeAgent", "AfterAgent"] {
+        assert!(
+            lines.contains(&format!("\"event\":\"{event}\"")),
+            "{event}: {lines}"
+        );
+    }
+    assert!(
+        lines.contains("6e000000-0000-4000-8000-0000000000e1"),
+        "{lines}"
+    );
+    let settings = std::fs::read(a.env.home.join(".gemini/settings.json")).unwrap();
+    assert!(!String::from_utf8_lossy(&settings).contains("hook"));
+
+    // A tool's permission: waiting, approved, the command run.
+    let marker = a.host.path("gemini-engine-tool-ran");
+    a.api.push_bash(&format!("touch {}", marker.display()));
+    a.api.push_text("Gemini: the tool ran.");
+    a.prompt(&key, "run the tool please");
+    assert_eq!(a.wait(&key, 90), "waiting\n");
+    common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    assert!(marker.exists(), "the approved command ran");
+    let lines = std::fs::read_to_string(&hooks).unwrap_or_default();
+    assert!(lines.contains("ToolPermission"), "{lines}");
+    // The turns' busy and idle came from the hooks, not the screen.
+    let events = a.events(&key);
+    let by_hook = |state: &str, detail: &str| {
+        events
+            .iter()
+            .any(|e| e["state"] == state && e["source"] == "hook" && e["detail"] == detail)
+    };
+    assert!(by_hook("busy", "BeforeAgent"), "{events:?}");
+    assert!(by_hook("idle", "AfterAgent"), "{events:?}");
 
     // Stopped, then a prompt: resumed with the history.
     common::sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));

@@ -605,6 +605,16 @@ impl TurnIndex {
                 self.last_prompt_id.clone_from(&m.id);
                 self.push_turn(offset, &m);
             }
+            // Gemini writes no row of its own at a turn's end: an answer row
+            // after the prompt says the turn is recorded.
+            gemini::Row::Message(m) if m.role == crate::transcript::Role::Assistant => {
+                let ms = v
+                    .get("timestamp")
+                    .and_then(Value::as_str)
+                    .and_then(super::scan::timestamp_ms)
+                    .unwrap_or(0);
+                self.last_end = Some((self.starts.len(), ms));
+            }
             gemini::Row::Meta { id, cwd, .. } => {
                 if self.info.session_id.is_none() {
                     self.info.session_id = id;
