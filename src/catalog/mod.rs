@@ -924,6 +924,54 @@ mod tests {
         assert!(store_cwd(&file).is_some());
     }
 
+    #[test]
+    fn gemini_conversations_are_named_by_their_header_and_a_stub_is_never_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join(".gemini/tmp/proj/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let recorded = fixtures().join("gemini/tmp/proj/chats");
+        for f in std::fs::read_dir(&recorded).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
+        }
+        // Not a conversation: the header is not whole yet.
+        std::fs::write(
+            chats.join("session-2026-12-02T18-00-22222222.jsonl"),
+            "{\"sess",
+        )
+        .unwrap();
+        let env: Map<String, String> = [(
+            "GEMINI_CLI_HOME".to_string(),
+            dir.path().to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        let catalog = Catalog::new(&engines);
+        let all = catalog.summarised();
+        let mut ids: Vec<&str> = all
+            .keys()
+            .filter(|k| k.engine() == "gemini")
+            .map(|k| k.id())
+            .collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            [
+                "1cfc1266-1670-4774-a8c6-20387a7cff4c",
+                "950dc958-6f78-402e-9c17-682235d87ebc"
+            ]
+        );
+        let key = SessionKey::parse("gemini:950dc958-6f78-402e-9c17-682235d87ebc").unwrap();
+        let entry = all.get(&key).unwrap();
+        assert!(entry
+            .file
+            .path
+            .ends_with("session-2026-12-02T17-12-950dc958.jsonl"));
+        assert_eq!(entry.title(), Some("please runcmd now"));
+        assert_eq!(store_cwd(&entry.file).as_deref(), Some("/tmp/gx/proj"));
+    }
+
     /// A Claude store root in a temporary directory, and its engines.
     fn claude_world() -> (tempfile::TempDir, EngineTable) {
         let dir = tempfile::tempdir().unwrap();
