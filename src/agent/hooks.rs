@@ -138,6 +138,15 @@ pub fn gemini_settings(
     Value::Object(settings)
 }
 
+/// Whether Gemini would read a settings file under `dir`: it skips one
+/// when the file or any directory above it is writable by group or others
+/// (so never under `/tmp`).
+pub fn gemini_reads_settings_under(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.ancestors()
+        .all(|d| std::fs::metadata(d).map_or(true, |m| m.permissions().mode() & 0o022 == 0))
+}
+
 /// Writes [`gemini_settings`] to `path` (mode 0600, replaced atomically,
 /// synced). Gemini reads it only when neither it nor any directory above
 /// it is writable by group or others.
@@ -472,5 +481,14 @@ mod tests {
         }
         let bare = gemini_settings(None, Path::new("/x"), Path::new("/h"), "k", Path::new("/l"));
         assert_eq!(bare.as_object().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn gemini_settings_are_read_only_below_private_directories() {
+        // /tmp is writable by all: Gemini would skip a file below it.
+        assert!(!gemini_reads_settings_under(Path::new(
+            "/tmp/sessionfs/agents"
+        )));
+        assert!(gemini_reads_settings_under(Path::new("/")));
     }
 }

@@ -11,7 +11,8 @@
 
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{
-    codex_notify_arg, parse_hook_line, write_claude_settings, write_gemini_settings,
+    codex_notify_arg, gemini_reads_settings_under, parse_hook_line, write_claude_settings,
+    write_gemini_settings,
 };
 use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
@@ -90,13 +91,17 @@ pub(in crate::core) enum AgentKind {
 }
 
 impl AgentKind {
-    pub(in crate::core) fn of(engine: &Engine) -> AgentKind {
+    /// `state_dir` is where the session's hook settings go: Gemini ignores
+    /// them below a directory others may write, and is then judged by its
+    /// screen alone.
+    pub(in crate::core) fn of(engine: &Engine, state_dir: &std::path::Path) -> AgentKind {
         match engine.store {
             Store::Claude(_) => AgentKind::Claude,
             Store::Codex(_) => AgentKind::Codex,
-            Store::Gemini(_) => AgentKind::Gemini,
+            Store::Gemini(_) if gemini_reads_settings_under(state_dir) => AgentKind::Gemini,
+            Store::Gemini(_) if engine.screen.is_some() => AgentKind::Screen,
             Store::None if engine.screen.is_some() => AgentKind::Screen,
-            Store::None | Store::Hosted => AgentKind::Shell,
+            Store::None | Store::Gemini(_) | Store::Hosted => AgentKind::Shell,
         }
     }
 
@@ -672,7 +677,7 @@ impl Core {
         engine: &Engine,
         argv: &mut Vec<String>,
     ) {
-        let kind = AgentKind::of(engine);
+        let kind = AgentKind::of(engine, &self.config.state_dir);
         if !kind.has_hooks() {
             return;
         }
@@ -752,7 +757,7 @@ impl Core {
         let Ok(engine) = self.engine(key).cloned() else {
             return;
         };
-        let kind = AgentKind::of(&engine);
+        let kind = AgentKind::of(&engine, &self.config.state_dir);
         let rt = self.runtime(key);
         let mut inner = lock(&rt.agent.inner);
         if inner.kind.is_some() {
@@ -790,7 +795,7 @@ impl Core {
         resume: bool,
         agent_pid: Option<u32>,
     ) {
-        let kind = AgentKind::of(engine);
+        let kind = AgentKind::of(engine, &self.config.state_dir);
         let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         let _ = crate::config::make_private_dir(files.dir());
         let saved = read_saved(&files);
