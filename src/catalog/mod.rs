@@ -255,6 +255,7 @@ impl Catalog {
                     engine: e.name.clone(),
                     kind,
                     path,
+                    header_ids: Default::default(),
                 })
             })
             .collect()

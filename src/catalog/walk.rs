@@ -3,9 +3,12 @@
 
 use super::summary::Stamp;
 use crate::clock::mtime_ms;
+use crate::sync::lock;
 use crate::transcript::StoreKind;
+use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// One engine's store.
 #[derive(Debug, Clone)]
@@ -13,7 +16,13 @@ pub struct Root {
     pub engine: String,
     pub kind: StoreKind,
     pub path: PathBuf,
+    /// Gemini: the ids read from files' headers by inode, so a walk
+    /// reads each file once, not at every walk.
+    pub header_ids: Arc<Mutex<HashMap<u64, String>>>,
 }
+
+/// Header ids remembered at most; past it the memory starts again.
+const HEADER_IDS_MAX: usize = 1 << 18;
 
 impl Root {
     /// The directory under the root that holds the conversations.
@@ -52,9 +61,32 @@ impl Root {
         match self.kind {
             StoreKind::Claude => name.strip_suffix(".jsonl").map(str::to_string),
             StoreKind::Codex => codex_rollout_id(name).map(str::to_string),
-            StoreKind::Gemini if self.is_conversation_name(name) => gemini_header_id(path),
+            StoreKind::Gemini if self.is_conversation_name(name) => self.gemini_id(path, name),
             StoreKind::Gemini => None,
         }
+    }
+
+    /// A Gemini file's id: remembered by inode (a header is written once,
+    /// with the file) while it still fits the name's 8 digits (an inode used
+    /// again), else read.
+    fn gemini_id(&self, path: &Path, name: &str) -> Option<String> {
+        let ino = std::fs::metadata(path).ok()?.ino();
+        let short = name
+            .strip_suffix(".jsonl")
+            .and_then(|s| s.rsplit('-').next())
+            .unwrap_or("");
+        if let Some(id) = lock(&self.header_ids).get(&ino) {
+            if !short.is_empty() && id.starts_with(short) {
+                return Some(id.clone());
+            }
+        }
+        let id = gemini_header_id(path)?;
+        let mut ids = lock(&self.header_ids);
+        if ids.len() >= HEADER_IDS_MAX {
+            ids.clear();
+        }
+        ids.insert(ino, id.clone());
+        Some(id)
     }
 
     /// Whether a directory at `depth` (its parent at `depth - 1`) is on the
