@@ -319,10 +319,16 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     assert!(last.contains("Outside: the otter is noted."), "{last}");
     assert!(!last.contains("session_context"), "{last}");
 
-    // A new session: prompt, answer in the transcript, idle.
+    // A new session: a slow turn busy, the answer in the transcript, idle.
     let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000e1");
-    a.api.push_text("Gemini: the zebra is noted.");
+    a.api.push(
+        common::model_api::Answer::Text("Gemini: the zebra is noted.".into()),
+        std::time::Duration::from_secs(3),
+    );
     a.prompt(&key, "remember the word zebra");
+    common::wait_for(20, "busy during the slow turn", || {
+        a.read(&key, "state") == "busy\n"
+    });
     assert_eq!(a.wait(&key, 90), "idle\n");
     common::wait_for(20, "the answer in transcript/last", || {
         a.read(&key, "transcript/last")
@@ -401,4 +407,21 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     );
     let page = a.read(&key, "transcript/page-0");
     assert!(page.contains("remember the word zebra"), "{page}");
+
+    // The conversation made outside resumes from its own directory (the
+    // workspace its store names) with its history.
+    a.api.push_text("Outside again: it was the otter.");
+    a.prompt(&outside, "which animal was it");
+    assert_eq!(a.wait(&outside, 90), "idle\n");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which animal was it"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(turn.body.contains("remember the otter"), "no history sent");
+    common::wait_for(20, "the resumed answer in transcript/last", || {
+        a.read(&outside, "transcript/last")
+            .contains("Outside again: it was the otter.")
+    });
 }
