@@ -1,5 +1,6 @@
 //! The agents' own hooks, injected per session without touching the user's
-//! files: Claude Code's `--settings` file and Codex's `-c notify=[...]` both
+//! files: Claude Code's `--settings` file, Gemini CLI's system settings file
+//! (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`) and Codex's `-c notify=[...]` all
 //! run `sessionfs hook --events FILE --session KEY`, which appends one capped
 //! JSON line per event to FILE for the daemon to follow.
 

@@ -48,7 +48,8 @@ struct FileId {
 /// What a store says about its session, gathered during the scan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionInfo {
-    /// Claude: the file's stem; Codex: `session_meta.payload.id`.
+    /// Claude: the file's stem; Codex: `session_meta.payload.id`; Gemini:
+    /// the header's `sessionId`.
     pub session_id: Option<String>,
     /// The working directory the agent ran in.
     pub cwd: Option<String>,

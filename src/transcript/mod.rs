@@ -16,7 +16,7 @@
 //! ```
 //!
 //! - `model`: turns → messages → blocks, the same for every engine.
-//! - `claude`, `codex`: what each store's rows mean (a Claude row is read
+//! - `claude`, `codex`, `gemini`: what each store's rows mean (a Claude row is read
 //!   once, into `claude::RawRow`, by the index and the pages alike).
 //! - `scan`: line parsing, the first-keys skimmer, typed field readers.
 //! - `index`: byte offsets of turns, extended as the file grows.

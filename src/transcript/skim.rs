@@ -20,7 +20,7 @@ pub struct Skim {
     pub created_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Codex: `session_meta.payload.id`.
+    /// Codex: `session_meta.payload.id`; Gemini: the header's `sessionId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
