@@ -16,6 +16,9 @@ pub enum Store {
     Claude(PathBuf),
     /// Codex CLI: `ROOT/sessions/YYYY/MM/DD/rollout-*-<uuid>.jsonl[.zst]`.
     Codex(PathBuf),
+    /// Gemini CLI: `ROOT/tmp/<project>/chats/session-<time>-<id8>.jsonl`
+    /// (ROOT is `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`).
+    Gemini(PathBuf),
     /// Runs the host records itself; never launched.
     Hosted,
 }
@@ -93,9 +96,15 @@ impl Engine {
     /// not a UUID in its 8-4-4-4-12 form.
     pub fn check_new_id(&self, id: &str) -> Result<()> {
         let uuid = id.len() == 36 && uuid::Uuid::try_parse(id).is_ok();
-        if matches!(self.store, Store::Claude(_)) && !uuid {
+        let agent = match self.store {
+            Store::Claude(_) => "Claude",
+            // `--session-id` takes a UUID too (0.61 refuses anything else).
+            Store::Gemini(_) => "Gemini",
+            _ => return Ok(()),
+        };
+        if !uuid {
             return Err(Error::invalid(format!(
-                "{}:{id}: Claude's session ids are UUIDs (8-4-4-4-12 hex digits, as \
+                "{}:{id}: {agent}'s session ids are UUIDs (8-4-4-4-12 hex digits, as \
                  `uuidgen` prints); `echo new {} > ctl` in the root makes one",
                 self.name, self.name
             )));
@@ -450,6 +459,18 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             screen: None,
         },
         Engine {
+            name: "gemini".into(),
+            program: "gemini".into(),
+            // In default approval mode a tool call asks (`waiting`).
+            new_args: strings(&["--session-id", "{id}", "--approval-mode", "default"]),
+            resume_args: strings(&["--resume", "{id}", "--approval-mode", "default"]),
+            store: Store::Gemini(gemini_root(env, home)),
+            model_args: strings(&["--model", "{model}"]),
+            modes: BTreeMap::new(),
+            fork_args: vec![],
+            screen: gemini_screen(),
+        },
+        Engine {
             name: "hosted".into(),
             program: String::new(),
             new_args: vec![],
@@ -461,6 +482,45 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             screen: None,
         },
     ]
+}
+
+/// Where Gemini CLI keeps `.gemini`: `GEMINI_CLI_HOME` replaces the home
+/// directory it is looked for in (0.61 has no variable for `.gemini` alone).
+fn gemini_root(env: &HashMap<String, String>, home: &Path) -> PathBuf {
+    env.get("GEMINI_CLI_HOME")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| home.to_path_buf(), PathBuf::from)
+        .join(".gemini")
+}
+
+/// Gemini CLI 0.61's screen at 120 columns (verified in
+/// `tests/agents_gemini.rs`): "Thinking... (esc to cancel, 2s)" while a turn
+/// runs, the placeholder "Type your message or @path/to/file" when idle,
+/// "Allow execution of [Shell]?" for a permission.
+fn gemini_screen() -> Option<Arc<ScreenRules>> {
+    let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let screen = ScreenEntry {
+        busy: list(&["esc to cancel"]),
+        waiting: list(&[
+            "Allow execution of",
+            "Apply this change\\?",
+            "Do you want to proceed\\?",
+        ]),
+        idle: list(&["Type your message or @path/to/file"]),
+        debounce_ms: Some(1000),
+    };
+    let prompt = PromptEntry {
+        paste: Some("bracketed".into()),
+        enter_delay_ms: Some(300),
+    };
+    let answers = AnswersEntry {
+        approve: Some("\r".into()),
+        deny: Some("\u{1b}".into()),
+    };
+    screen_rules("gemini", screen, Some(prompt), Some(answers))
+        .inspect_err(|e| log::error!("gemini's built-in screen rules: {}", e.message))
+        .ok()
+        .map(Arc::new)
 }
 
 /// Claude Code's permission modes (`claude --help`, 2.1.328).
@@ -644,6 +704,25 @@ mod tests {
             vec!["codex", "resume", "t"]
         );
         assert!(!t.get("hosted").unwrap().launchable());
+    }
+
+    #[test]
+    fn gemini_is_built_in_with_its_store_and_screen() {
+        let t = table(&[], None).unwrap();
+        let gemini = t.get("gemini").unwrap();
+        assert_eq!(
+            gemini.argv("u1", false),
+            vec!["gemini", "--session-id", "u1", "--approval-mode", "default"]
+        );
+        assert_eq!(gemini.argv("u1", true)[..3], ["gemini", "--resume", "u1"]);
+        assert_eq!(gemini.store, Store::Gemini("/home/u/.gemini".into()));
+        assert!(gemini.screen.is_some());
+        assert!(gemini.check_new_id("not-a-uuid").is_err());
+        let t = table(&[("GEMINI_CLI_HOME", "/g")], None).unwrap();
+        assert_eq!(
+            t.get("gemini").unwrap().store,
+            Store::Gemini("/g/.gemini".into())
+        );
     }
 
     #[test]

@@ -272,3 +272,156 @@ fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount
     assert!(text.contains("\"sessionId\":\"6e000000-0000-4000-8000-000000000001\""));
     assert!(text.contains("remember the word zebra"));
 }
+
+/// The built-in engine `gemini` through a real mount: a conversation made
+/// by `gemini -p` outside sessionfs is listed with its title and renders;
+/// a new session answers a prompt into `transcript/last` and settles
+/// `idle` (its hooks say busy and idle); a tool's permission is `waiting`
+/// and approved; after a stop a prompt resumes it with the history sent.
+#[test]
+fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
+    let test = "the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount";
+    // The state directory (where the session's system settings are written)
+    // outside /tmp: Gemini skips a settings file under a world-writable one.
+    let state = private_dir();
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &[],
+    ) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+
+    // Made outside sessionfs: discovered, titled by its first prompt.
+    a.api.push_text("Outside: the otter is noted.");
+    let out = a
+        .env
+        .command("gemini")
+        .current_dir(&a.env.project)
+        .args(["-p", "remember the otter", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let outside = format!("gemini:{}", made["session_id"].as_str().unwrap());
+    common::wait_for(20, "the outside conversation listed", || {
+        common::sh_ok(&format!("ls {}", a.m.q(""))).contains(&outside)
+    });
+    let meta: Value = serde_json::from_str(&a.read(&outside, "meta.json")).unwrap();
+    assert_eq!(meta["title"], "remember the otter", "{meta}");
+    let last = a.read(&outside, "transcript/last");
+    assert!(last.contains("remember the otter"), "{last}");
+    assert!(last.contains("Outside: the otter is noted."), "{last}");
+    assert!(!last.contains("session_context"), "{last}");
+
+    // A new session: a slow turn busy, the answer in the transcript, idle.
+    let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000e1");
+    a.api.push(
+        common::model_api::Answer::Text("Gemini: the zebra is noted.".into()),
+        std::time::Duration::from_secs(3),
+    );
+    a.prompt(&key, "remember the word zebra");
+    common::wait_for(20, "busy during the slow turn", || {
+        a.read(&key, "state") == "busy\n"
+    });
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the answer in transcript/last", || {
+        a.read(&key, "transcript/last")
+            .contains("Gemini: the zebra is noted.")
+    });
+    let meta: Value = serde_json::from_str(&a.read(&key, "meta.json")).unwrap();
+    assert_eq!(meta["title"], "remember the word zebra", "{meta}");
+    // Its hooks reported the turn, under the session's own id.
+    let hooks = state
+        .path()
+        .join("sessionfs/agents")
+        .join(&key)
+        .join("hooks.jsonl");
+    let lines = std::fs::read_to_string(&hooks).unwrap_or_default();
+    for event in ["SessionStart", "BeforeAgent", "AfterAgent"] {
+        assert!(
+            lines.contains(&format!("\"event\":\"{event}\"")),
+            "{event}: {lines}"
+        );
+    }
+    assert!(
+        lines.contains("6e000000-0000-4000-8000-0000000000e1"),
+        "{lines}"
+    );
+    let settings = std::fs::read(a.env.home.join(".gemini/settings.json")).unwrap();
+    assert!(!String::from_utf8_lossy(&settings).contains("hook"));
+
+    // A tool's permission: waiting, approved, the command run.
+    let marker = a.host.path("gemini-engine-tool-ran");
+    a.api.push_bash(&format!("touch {}", marker.display()));
+    a.api.push_text("Gemini: the tool ran.");
+    a.prompt(&key, "run the tool please");
+    assert_eq!(a.wait(&key, 90), "waiting\n");
+    common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    assert!(marker.exists(), "the approved command ran");
+    let lines = std::fs::read_to_string(&hooks).unwrap_or_default();
+    assert!(lines.contains("ToolPermission"), "{lines}");
+    // The turns' busy and idle came from the hooks, not the screen.
+    let events = a.events(&key);
+    let by_hook = |state: &str, detail: &str| {
+        events
+            .iter()
+            .any(|e| e["state"] == state && e["source"] == "hook" && e["detail"] == detail)
+    };
+    assert!(by_hook("busy", "BeforeAgent"), "{events:?}");
+    assert!(by_hook("idle", "AfterAgent"), "{events:?}");
+
+    // Stopped, then a prompt: resumed with the history.
+    common::sh_ok(&format!("echo stop > {}", a.m.q(&format!("{key}/ctl"))));
+    a.api.push_text("Second: it was zebra.");
+    a.prompt(&key, "which word was it");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(
+        turn.body.contains("remember the word zebra"),
+        "no history sent"
+    );
+    common::wait_for(20, "the second answer in transcript/last", || {
+        a.read(&key, "transcript/last")
+            .contains("Second: it was zebra.")
+    });
+    // The resume's stub file is not a conversation of its own.
+    let listed = common::sh_ok(&format!("ls {}", a.m.q("")));
+    assert_eq!(
+        listed
+            .matches("6e000000-0000-4000-8000-0000000000e1")
+            .count(),
+        1,
+        "{listed}"
+    );
+    let page = a.read(&key, "transcript/page-0");
+    assert!(page.contains("remember the word zebra"), "{page}");
+
+    // The conversation made outside resumes from its own directory (the
+    // workspace its store names) with its history.
+    a.api.push_text("Outside again: it was the otter.");
+    a.prompt(&outside, "which animal was it");
+    assert_eq!(a.wait(&outside, 90), "idle\n");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("which animal was it"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(turn.body.contains("remember the otter"), "no history sent");
+    common::wait_for(20, "the resumed answer in transcript/last", || {
+        a.read(&outside, "transcript/last")
+            .contains("Outside again: it was the otter.")
+    });
+}

@@ -1,5 +1,6 @@
 //! The agents' own hooks, injected per session without touching the user's
-//! files: Claude Code's `--settings` file and Codex's `-c notify=[...]` both
+//! files: Claude Code's `--settings` file, Gemini CLI's system settings file
+//! (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`) and Codex's `-c notify=[...]` all
 //! run `sessionfs hook --events FILE --session KEY`, which appends one capped
 //! JSON line per event to FILE for the daemon to follow.
 
@@ -81,6 +82,84 @@ pub fn write_claude_settings(
     locks: &Path,
 ) -> std::io::Result<()> {
     let settings = claude_settings(exe, events_file, key, locks).to_string();
+    crate::atomic::replace(path, settings.as_bytes())
+}
+
+/// The Gemini CLI hook events that move the state (0.61: each verified in
+/// `tests/agents_gemini.rs`).
+pub const GEMINI_EVENTS: &[&str] = &["SessionStart", "BeforeAgent", "AfterAgent", "Notification"];
+
+/// The most of the machine's own Gemini system settings that is read.
+const GEMINI_SYSTEM_MAX: u64 = 1 << 20;
+
+/// The machine's Gemini system settings (`/etc/gemini-cli/settings.json`),
+/// which the per-session file given in `GEMINI_CLI_SYSTEM_SETTINGS_PATH`
+/// replaces: carried over so the session runs as any other would.
+pub fn gemini_machine_settings(path: &Path) -> Option<Map<String, Value>> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut text = Vec::new();
+    f.take(GEMINI_SYSTEM_MAX).read_to_end(&mut text).ok()?;
+    match serde_json::from_slice(&text).ok()? {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
+}
+
+/// The per-session system settings for Gemini CLI: `base` (the machine's
+/// own) with one command hook per event in [`GEMINI_EVENTS`] added to the
+/// hooks it has. The user's `settings.json` is left alone.
+pub fn gemini_settings(
+    base: Option<Map<String, Value>>,
+    exe: &Path,
+    events_file: &Path,
+    key: &str,
+    locks: &Path,
+) -> Value {
+    let command = hook_command(exe, events_file, key, locks);
+    let mut settings = base.unwrap_or_default();
+    let hooks = settings
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !hooks.is_object() {
+        *hooks = Value::Object(Map::new());
+    }
+    if let Value::Object(hooks) = hooks {
+        for event in GEMINI_EVENTS {
+            let entry = json!({"matcher": "*", "hooks": [
+                {"type": "command", "command": command, "timeout": 10000}
+            ]});
+            match hooks.get_mut(*event) {
+                Some(Value::Array(list)) => list.push(entry),
+                _ => {
+                    hooks.insert(event.to_string(), json!([entry]));
+                }
+            }
+        }
+    }
+    Value::Object(settings)
+}
+
+/// Whether Gemini would read a settings file under `dir`: it skips one
+/// when the file or any directory above it is writable by group or others
+/// (so never under `/tmp`).
+pub fn gemini_reads_settings_under(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.ancestors()
+        .all(|d| std::fs::metadata(d).map_or(true, |m| m.permissions().mode() & 0o022 == 0))
+}
+
+/// Writes [`gemini_settings`] to `path` (mode 0600, replaced atomically,
+/// synced). Gemini reads it only when neither it nor any directory above
+/// it is writable by group or others.
+pub fn write_gemini_settings(
+    path: &Path,
+    exe: &Path,
+    events_file: &Path,
+    key: &str,
+    locks: &Path,
+) -> std::io::Result<()> {
+    let base = gemini_machine_settings(Path::new("/etc/gemini-cli/settings.json"));
+    let settings = gemini_settings(base, exe, events_file, key, locks).to_string();
     crate::atomic::replace(path, settings.as_bytes())
 }
 
@@ -377,5 +456,40 @@ mod tests {
                 .len(),
             ROTATE_AT
         );
+    }
+
+    #[test]
+    fn gemini_settings_keep_the_machines_own_and_add_every_event() {
+        let base = json!({"general": {"x": 1}, "hooks": {"BeforeAgent": [{"hooks": []}]}});
+        let Value::Object(base) = base else {
+            unreachable!()
+        };
+        let s = gemini_settings(
+            Some(base),
+            Path::new("/bin/sfs"),
+            Path::new("/s/hooks.jsonl"),
+            "gemini:k",
+            Path::new("/l"),
+        );
+        assert_eq!(s["general"]["x"], 1);
+        assert_eq!(s["hooks"]["BeforeAgent"].as_array().unwrap().len(), 2);
+        for event in GEMINI_EVENTS {
+            let entries = s["hooks"][*event].as_array().unwrap();
+            let command = entries.last().unwrap()["hooks"][0]["command"]
+                .as_str()
+                .unwrap();
+            assert!(command.contains("'gemini:k'"), "{command}");
+        }
+        let bare = gemini_settings(None, Path::new("/x"), Path::new("/h"), "k", Path::new("/l"));
+        assert_eq!(bare.as_object().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn gemini_settings_are_read_only_below_private_directories() {
+        // /tmp is writable by all: Gemini would skip a file below it.
+        assert!(!gemini_reads_settings_under(Path::new(
+            "/tmp/sessionfs/agents"
+        )));
+        assert!(gemini_reads_settings_under(Path::new("/")));
     }
 }

@@ -394,19 +394,21 @@ impl Tracker {
         }
         let detail = hook_detail(event);
         let (state, source) = match event.name.as_str() {
-            "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
-                (State::Busy, Source::Hook)
-            }
+            // Gemini CLI: BeforeAgent as a prompt is taken.
+            "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PostToolUseFailure"
+            | "BeforeAgent" => (State::Busy, Source::Hook),
             // A question is coming: `waiting` once the screen shows it
             // taking keys (an answer typed before that is lost).
             "PermissionRequest" => return self.announce(now_ms),
             "Notification" => match event.notification_type.as_deref() {
-                Some("permission_prompt") | Some("elicitation_dialog") => {
+                // Gemini CLI's tool permission.
+                Some("permission_prompt" | "elicitation_dialog" | "ToolPermission") => {
                     return self.announce(now_ms)
                 }
                 _ => return Outcome::Unchanged,
             },
-            "Stop" | "StopFailure" => (State::Idle, Source::Hook),
+            // Gemini CLI: AfterAgent when the turn's answer is complete.
+            "Stop" | "StopFailure" | "AfterAgent" => (State::Idle, Source::Hook),
             "agent-turn-complete" => (State::Idle, Source::Notify),
             // `/clear` and `/resume` end one conversation and go on with the
             // next in the same program; any other end means the program is
@@ -530,6 +532,30 @@ mod tests {
             session_id: Some(ID.into()),
             ..Default::default()
         })
+    }
+
+    #[test]
+    fn gemini_hooks_move_the_state() {
+        let mut t = claude();
+        t.apply(&Signal::Screen(Verdict::Ready), 0);
+        t.apply(&Signal::Screen(Verdict::Ready), 1000);
+        assert_eq!(changed(t.apply(&hook("BeforeAgent"), 2000)), State::Busy);
+        assert_eq!(changed(t.apply(&hook("AfterAgent"), 3000)), State::Idle);
+        let permission = Signal::Hook(HookEvent {
+            name: "Notification".into(),
+            session_id: Some(ID.into()),
+            notification_type: Some("ToolPermission".into()),
+            ..Default::default()
+        });
+        t.apply(&hook("BeforeAgent"), 4000);
+        // Announced: waiting once the screen shows the question.
+        t.apply(&permission, 4100);
+        t.apply(&Signal::Screen(Verdict::Dialog), 4200);
+        // A question holds 1.5 s, as Claude's.
+        assert_eq!(
+            changed(t.apply(&Signal::Screen(Verdict::Dialog), 5800)),
+            State::Waiting
+        );
     }
 
     fn claude() -> Tracker {

@@ -230,9 +230,14 @@ fn key_of(roots: &[Root], root: usize, id: &str) -> Option<SessionKey> {
         .ok()
 }
 
-/// A rollout both plain and compressed: the plain one is newer.
-fn prefer(old: &Path, new: &Path) -> bool {
-    crate::transcript::is_compressed(old) || !crate::transcript::is_compressed(new)
+/// Which of two files of one conversation is listed: of a rollout both
+/// plain and compressed, the plain one (newer); of Gemini's files sharing a
+/// `sessionId` (a resume also writes a stub of two rows), the larger.
+fn prefer(kind: StoreKind, old: (&Path, u64), new: (&Path, u64)) -> bool {
+    if kind == StoreKind::Gemini {
+        return new.1 > old.1 || (new.1 == old.1 && new.0 == old.0);
+    }
+    crate::transcript::is_compressed(old.0) || !crate::transcript::is_compressed(new.0)
 }
 
 impl Catalog {
@@ -243,12 +248,14 @@ impl Catalog {
                 let (kind, path) = match &e.store {
                     Store::Claude(root) => (StoreKind::Claude, root.clone()),
                     Store::Codex(root) => (StoreKind::Codex, root.clone()),
+                    Store::Gemini(root) => (StoreKind::Gemini, root.clone()),
                     Store::None | Store::Hosted => return None,
                 };
                 Some(Root {
                     engine: e.name.clone(),
                     kind,
                     path,
+                    header_ids: Default::default(),
                 })
             })
             .collect()
@@ -421,7 +428,12 @@ impl Catalog {
                 continue;
             };
             match seen.get(&key) {
-                Some(old) if !prefer(&old.path, &s.path) => {}
+                Some(old)
+                    if !prefer(
+                        self.roots[s.root].kind,
+                        (&old.path, old.size),
+                        (&s.path, s.size),
+                    ) => {}
                 _ => {
                     seen.insert(key, s);
                 }
@@ -524,7 +536,7 @@ impl Catalog {
             match change {
                 Change::File { root, path } => {
                     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    let Some(id) = self.roots[root].id_of(name) else {
+                    let Some(id) = self.roots[root].id_of(&path, name) else {
                         continue;
                     };
                     let Some(key) = key_of(&self.roots, root, &id) else {
@@ -597,7 +609,15 @@ impl Catalog {
                 let summary = match files.get(&key) {
                     Some(o) if o.file.path == s.path && o.stamp == stamp => continue,
                     Some(o) if o.file.path == s.path => o.summary.clone(),
-                    Some(o) if !prefer(&o.file.path, &s.path) => continue,
+                    Some(o)
+                        if !prefer(
+                            self.roots[s.root].kind,
+                            (&o.file.path, o.stamp.size),
+                            (&s.path, s.size),
+                        ) =>
+                    {
+                        continue
+                    }
                     Some(_) => None,
                     None => {
                         log::debug!("{key}: found in {}", s.path.display());
@@ -858,6 +878,12 @@ pub fn store_cwd(file: &StoreFile) -> Option<String> {
         let cwd = match file.kind {
             StoreKind::Claude => row.get("cwd"),
             StoreKind::Codex => row.get("payload").and_then(|p| p.get("cwd")),
+            StoreKind::Gemini => {
+                if let Some(cwd) = crate::transcript::gemini_row_cwd(&row) {
+                    return Some(cwd);
+                }
+                None
+            }
         };
         if let Some(cwd) = cwd.and_then(|c| c.as_str()) {
             return Some(cwd.to_string());
@@ -897,6 +923,54 @@ mod tests {
             .find(&SessionKey::parse("codex:019e1625-789d-76c0-80ab-3724b5ddb799").unwrap())
             .unwrap();
         assert!(store_cwd(&file).is_some());
+    }
+
+    #[test]
+    fn gemini_conversations_are_named_by_their_header_and_a_stub_is_never_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join(".gemini/tmp/proj/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let recorded = fixtures().join("gemini/tmp/proj/chats");
+        for f in std::fs::read_dir(&recorded).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
+        }
+        // Not a conversation: the header is not whole yet.
+        std::fs::write(
+            chats.join("session-2026-12-02T18-00-22222222.jsonl"),
+            "{\"sess",
+        )
+        .unwrap();
+        let env: Map<String, String> = [(
+            "GEMINI_CLI_HOME".to_string(),
+            dir.path().to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        let catalog = Catalog::new(&engines);
+        let all = catalog.summarised();
+        let mut ids: Vec<&str> = all
+            .keys()
+            .filter(|k| k.engine() == "gemini")
+            .map(|k| k.id())
+            .collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            [
+                "1cfc1266-1670-4774-a8c6-20387a7cff4c",
+                "950dc958-6f78-402e-9c17-682235d87ebc"
+            ]
+        );
+        let key = SessionKey::parse("gemini:950dc958-6f78-402e-9c17-682235d87ebc").unwrap();
+        let entry = all.get(&key).unwrap();
+        assert!(entry
+            .file
+            .path
+            .ends_with("session-2026-12-02T17-12-950dc958.jsonl"));
+        assert_eq!(entry.title(), Some("please runcmd now"));
+        assert_eq!(store_cwd(&entry.file).as_deref(), Some("/tmp/gx/proj"));
     }
 
     /// A Claude store root in a temporary directory, and its engines.

@@ -3,9 +3,12 @@
 
 use super::summary::Stamp;
 use crate::clock::mtime_ms;
+use crate::sync::lock;
 use crate::transcript::StoreKind;
+use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// One engine's store.
 #[derive(Debug, Clone)]
@@ -13,7 +16,13 @@ pub struct Root {
     pub engine: String,
     pub kind: StoreKind,
     pub path: PathBuf,
+    /// Gemini: the ids read from files' headers by inode, so a walk
+    /// reads each file once, not at every walk.
+    pub header_ids: Arc<Mutex<HashMap<u64, String>>>,
 }
+
+/// Header ids remembered at most; past it the memory starts again.
+const HEADER_IDS_MAX: usize = 1 << 18;
 
 impl Root {
     /// The directory under the root that holds the conversations.
@@ -21,24 +30,63 @@ impl Root {
         match self.kind {
             StoreKind::Claude => "projects",
             StoreKind::Codex => "sessions",
+            StoreKind::Gemini => "tmp",
         }
     }
 
     /// How deep below the root the directories holding conversation files
-    /// lie: Claude's `projects/<folder>/`, Codex's `sessions/YYYY/MM/DD/`.
+    /// lie: Claude's `projects/<folder>/`, Codex's `sessions/YYYY/MM/DD/`,
+    /// Gemini's `tmp/<project>/chats/`.
     pub fn file_depth(&self) -> u8 {
         match self.kind {
             StoreKind::Claude => 2,
             StoreKind::Codex => 4,
+            StoreKind::Gemini => 3,
         }
     }
 
-    /// The session id a file's name gives, if it is a conversation.
-    pub fn id_of(&self, name: &str) -> Option<String> {
+    /// Whether a file's name is that of a conversation.
+    pub fn is_conversation_name(&self, name: &str) -> bool {
+        match self.kind {
+            StoreKind::Claude => name.ends_with(".jsonl"),
+            StoreKind::Codex => codex_rollout_id(name).is_some(),
+            StoreKind::Gemini => name.starts_with("session-") && name.ends_with(".jsonl"),
+        }
+    }
+
+    /// The session id of the conversation file `name` at `path`: its name
+    /// gives it, except Gemini's (only the id's first 8 digits), whose
+    /// first line says it (read, bounded).
+    pub fn id_of(&self, path: &Path, name: &str) -> Option<String> {
         match self.kind {
             StoreKind::Claude => name.strip_suffix(".jsonl").map(str::to_string),
             StoreKind::Codex => codex_rollout_id(name).map(str::to_string),
+            StoreKind::Gemini if self.is_conversation_name(name) => self.gemini_id(path, name),
+            StoreKind::Gemini => None,
         }
+    }
+
+    /// A Gemini file's id: remembered by inode (a header is written once,
+    /// with the file) while it still fits the name's 8 digits (an inode used
+    /// again), else read.
+    fn gemini_id(&self, path: &Path, name: &str) -> Option<String> {
+        let ino = std::fs::metadata(path).ok()?.ino();
+        let short = name
+            .strip_suffix(".jsonl")
+            .and_then(|s| s.rsplit('-').next())
+            .unwrap_or("");
+        if let Some(id) = lock(&self.header_ids).get(&ino) {
+            if !short.is_empty() && id.starts_with(short) {
+                return Some(id.clone());
+            }
+        }
+        let id = gemini_header_id(path)?;
+        let mut ids = lock(&self.header_ids);
+        if ids.len() >= HEADER_IDS_MAX {
+            ids.clear();
+        }
+        ids.insert(ino, id.clone());
+        Some(id)
     }
 
     /// Whether a directory at `depth` (its parent at `depth - 1`) is on the
@@ -47,9 +95,20 @@ impl Root {
         match depth {
             0 => false,
             1 => name == self.top(),
+            3 if self.kind == StoreKind::Gemini => name == "chats",
             d => d <= self.file_depth(),
         }
     }
+}
+
+/// The `sessionId` of a Gemini store's header line (its first, about 220
+/// bytes); `None` until the line is whole.
+pub fn gemini_header_id(path: &Path) -> Option<String> {
+    const HEADER_MAX: usize = 4 << 10;
+    let f = std::fs::File::open(path).ok()?;
+    let head = crate::transcript::read_up_to(&f, 0, HEADER_MAX).ok()?;
+    let line = &head[..memchr::memchr(b'\n', &head)?];
+    crate::transcript::gemini_session_id(line)
 }
 
 /// The id at the end of a rollout's name: `rollout-<time>-<uuid>.jsonl[.zst]`.
@@ -120,7 +179,7 @@ pub fn walk(
             continue;
         };
         if depth == r.file_depth() {
-            if let Some(id) = r.id_of(&name) {
+            if let Some(id) = r.id_of(&entry.path(), &name) {
                 // Relative to the open directory, not a path walk per file;
                 // a link is followed the long way.
                 let meta = entry

@@ -136,7 +136,7 @@ impl Watcher {
                 let r = &roots[*root];
                 let is_dir = event.mask.contains(EventMask::ISDIR);
                 if *depth == r.file_depth() {
-                    if !is_dir && r.id_of(name).is_some() {
+                    if !is_dir && r.is_conversation_name(name) {
                         out.push(Change::File { root: *root, path });
                     }
                 } else if is_dir && r.wants_dir(depth + 1, name) {

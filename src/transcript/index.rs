@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::claude;
 use super::codex;
+use super::gemini;
 use super::model::{Message, ParseOptions};
 use super::scan::{
     is_blank, last_timestamp, line_text, parse_line, title_from_text, MAX_LINE_BYTES,
@@ -47,7 +48,8 @@ struct FileId {
 /// What a store says about its session, gathered during the scan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionInfo {
-    /// Claude: the file's stem; Codex: `session_meta.payload.id`.
+    /// Claude: the file's stem; Codex: `session_meta.payload.id`; Gemini:
+    /// the header's `sessionId`.
     pub session_id: Option<String>,
     /// The working directory the agent ran in.
     pub cwd: Option<String>,
@@ -115,6 +117,9 @@ pub struct TurnIndex {
     last_end: Option<(usize, u64)>,
     /// Longer lines are skipped unread (`scan::MAX_LINE_BYTES`).
     max_line: usize,
+    /// Gemini: the id of the last prompt row (a row written again under its
+    /// id does not start a turn).
+    last_prompt_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +156,7 @@ impl TurnIndex {
             seen: None,
             last_end: None,
             max_line: MAX_LINE_BYTES,
+            last_prompt_id: None,
         }
     }
 
@@ -536,6 +542,12 @@ impl TurnIndex {
                 codex::Pre::Reject => true,
                 codex::Pre::Parse => false,
             },
+            // A long Gemini row is an answer or a tool's output, or the
+            // `$set` copy of the messages a resume writes: never a prompt.
+            StoreKind::Gemini => {
+                !prefix.starts_with(b"{\"id\"")
+                    || memchr::memmem::find(prefix, b"\"type\":\"user\"").is_none()
+            }
         }
     }
 
@@ -555,6 +567,7 @@ impl TurnIndex {
         }
         match self.kind {
             StoreKind::Claude => self.claude_line(line, offset, ctx),
+            StoreKind::Gemini => self.gemini_line(line, offset, ctx),
             StoreKind::Codex => {
                 if codex::prefilter(line) == codex::Pre::Reject {
                     return;
@@ -579,6 +592,39 @@ impl TurnIndex {
                     _ => {}
                 }
             }
+        }
+    }
+
+    fn gemini_line(&mut self, line: &[u8], offset: u64, ctx: &mut Ctx<'_>) {
+        let Some(v) = self.parse(line, ctx) else {
+            return;
+        };
+        match gemini::classify(&v, &ParseOptions::default()) {
+            // The prompt row written again under its id is the same turn.
+            gemini::Row::Prompt(m) if m.id.is_some() && m.id == self.last_prompt_id => {}
+            gemini::Row::Prompt(m) => {
+                self.last_prompt_id.clone_from(&m.id);
+                self.push_turn(offset, &m);
+            }
+            // Gemini writes no row of its own at a turn's end: an answer row
+            // after the prompt says the turn is recorded.
+            gemini::Row::Message(m) if m.role == crate::transcript::Role::Assistant => {
+                let ms = v
+                    .get("timestamp")
+                    .and_then(Value::as_str)
+                    .and_then(super::scan::timestamp_ms)
+                    .unwrap_or(0);
+                self.last_end = Some((self.starts.len(), ms));
+            }
+            gemini::Row::Meta { id, cwd, .. } => {
+                if self.info.session_id.is_none() {
+                    self.info.session_id = id;
+                }
+                if self.info.cwd.is_none() {
+                    self.info.cwd = cwd;
+                }
+            }
+            _ => {}
         }
     }
 

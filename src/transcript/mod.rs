@@ -16,7 +16,7 @@
 //! ```
 //!
 //! - `model`: turns → messages → blocks, the same for every engine.
-//! - `claude`, `codex`: what each store's rows mean (a Claude row is read
+//! - `claude`, `codex`, `gemini`: what each store's rows mean (a Claude row is read
 //!   once, into `claude::RawRow`, by the index and the pages alike).
 //! - `scan`: line parsing, the first-keys skimmer, typed field readers.
 //! - `index`: byte offsets of turns, extended as the file grows.
@@ -28,6 +28,7 @@
 
 mod claude;
 mod codex;
+mod gemini;
 mod index;
 pub mod model;
 mod page;
@@ -43,6 +44,7 @@ pub mod testgen;
 #[cfg(test)]
 mod tests;
 
+pub use gemini::{header_session_id as gemini_session_id, row_cwd as gemini_row_cwd};
 pub(crate) use index::read_up_to;
 pub use index::{page_count, Refresh, SessionInfo, TurnIndex};
 pub use model::{Block, Divider, Entry, Message, ParseOptions, Role, ToolCall, ToolResult, Turn};

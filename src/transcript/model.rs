@@ -236,6 +236,35 @@ impl Builder {
         self.entries.push(Entry::Message(msg));
     }
 
+    /// A typed message from a store whose rows are updates by id (Gemini):
+    /// the prompt of the current turn written again replaces it instead of
+    /// starting a turn.
+    pub fn start_or_update_turn(&mut self, prompt: Message) -> Option<Segment> {
+        if let (Some(cur), Some(id)) = (&mut self.prompt, &prompt.id) {
+            if cur.id.as_ref() == Some(id) {
+                *cur = prompt;
+                return None;
+            }
+        }
+        self.start_turn(prompt)
+    }
+
+    /// A message from a store whose rows are updates by id (Gemini): one with
+    /// the id of a message already in this turn replaces it.
+    pub fn put_message(&mut self, msg: Message) {
+        if let Some(id) = &msg.id {
+            let same = self.entries.iter_mut().find_map(|e| match e {
+                Entry::Message(m) if m.id.as_ref() == Some(id) => Some(m),
+                _ => None,
+            });
+            if let Some(m) = same {
+                *m = msg;
+                return;
+            }
+        }
+        self.add_message(msg);
+    }
+
     /// A compaction; the store often marks one twice (boundary and summary).
     pub fn add_divider(&mut self, d: Divider) {
         if matches!(self.entries.last(), Some(Entry::Divider(x)) if *x == d) {

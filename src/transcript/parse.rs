@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::claude;
 use super::codex;
+use super::gemini;
 use super::model::{Builder, Divider, ParseOptions, Segment};
 use super::scan::{is_blank, line_text, parse_line, read_line_capped, NextLine};
 use super::store::StoreKind;
@@ -86,6 +87,21 @@ impl<'a> RowReader<'a> {
                     codex::Row::Compaction => b.add_divider(Divider::Compaction),
                     codex::Row::Notice(n) => b.add_notice(n),
                     codex::Row::Meta { .. } | codex::Row::Skip => {}
+                }
+            }
+            StoreKind::Gemini => {
+                let v = match parse_line(line) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        warn(e);
+                        return None;
+                    }
+                };
+                match gemini::classify(&v, &self.opts) {
+                    gemini::Row::Prompt(m) => return b.start_or_update_turn(m),
+                    gemini::Row::Message(m) => b.put_message(m),
+                    gemini::Row::Notice(n) => b.add_notice(n),
+                    gemini::Row::Meta { .. } | gemini::Row::Skip => {}
                 }
             }
         }

@@ -5,6 +5,7 @@
 
 use super::claude::{self, TitleKind};
 use super::codex;
+use super::gemini;
 use super::model::ParseOptions;
 use super::scan::{is_blank, line_text, parse_line, timestamp_ms, title_from_text};
 use super::store::StoreKind;
@@ -19,7 +20,7 @@ pub struct Skim {
     pub created_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Codex: `session_meta.payload.id`.
+    /// Codex: `session_meta.payload.id`; Gemini: the header's `sessionId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,6 +62,11 @@ impl Skim {
                 StoreKind::Codex => {
                     if let Ok(row) = parse_line(line) {
                         self.codex_row(&row);
+                    }
+                }
+                StoreKind::Gemini => {
+                    if let Ok(row) = parse_line(line) {
+                        self.gemini_row(&row);
                     }
                 }
             }
@@ -113,6 +119,28 @@ impl Skim {
                     title_from_text(&m.text()).or_else(|| Some("[image]".to_string()));
             }
             codex::Row::Meta { id, cwd } => {
+                if self.session_id.is_none() {
+                    self.session_id = id;
+                }
+                if self.cwd.is_none() {
+                    self.cwd = cwd;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Skim {
+    fn gemini_row(&mut self, row: &Value) {
+        self.created_from(row.get("timestamp").and_then(Value::as_str));
+        match gemini::classify(row, &ParseOptions::default()) {
+            gemini::Row::Prompt(m) if self.first_prompt.is_none() => {
+                self.first_prompt =
+                    title_from_text(&m.text()).or_else(|| Some("[image]".to_string()));
+            }
+            gemini::Row::Meta { id, cwd, created } => {
+                self.created_from(created.as_deref());
                 if self.session_id.is_none() {
                     self.session_id = id;
                 }

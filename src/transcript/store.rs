@@ -13,6 +13,8 @@ pub enum StoreKind {
     Claude,
     /// Codex CLI: `sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`.
     Codex,
+    /// Gemini CLI: `tmp/<project>/chats/session-<time>-<id8>.jsonl`.
+    Gemini,
 }
 
 /// True for a compressed store.

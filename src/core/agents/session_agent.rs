@@ -10,7 +10,10 @@
 //! where the last one stopped; blocked `wait`s are woken.
 
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
-use crate::agent::hooks::{codex_notify_arg, parse_hook_line, write_claude_settings};
+use crate::agent::hooks::{
+    codex_notify_arg, gemini_reads_settings_under, parse_hook_line, write_claude_settings,
+    write_gemini_settings,
+};
 use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
     Change, Coverage, HookEvent, Outcome, Signal, State, Timing, Tracker, Verdict,
@@ -65,7 +68,10 @@ const DEFERRED_MAX: usize = 8;
 const RECORD_WAIT: Duration = Duration::from_secs(2);
 
 fn is_turn_end(event: &HookEvent) -> bool {
-    matches!(event.name.as_str(), "Stop" | "agent-turn-complete")
+    matches!(
+        event.name.as_str(),
+        "Stop" | "agent-turn-complete" | "AfterAgent"
+    )
 }
 
 /// How a session's state is judged.
@@ -75,6 +81,9 @@ pub(in crate::core) enum AgentKind {
     Claude,
     /// Codex: its notify program, then its screen.
     Codex,
+    /// Gemini CLI: hooks from its per-session system settings, then its
+    /// screen rules.
+    Gemini,
     /// A terminal agent from the config file: its screen rules only.
     Screen,
     /// A shell or any other program: the terminal's foreground group.
@@ -82,24 +91,35 @@ pub(in crate::core) enum AgentKind {
 }
 
 impl AgentKind {
-    pub(in crate::core) fn of(engine: &Engine) -> AgentKind {
+    /// `state_dir` is where the session's hook settings go: Gemini ignores
+    /// them below a directory others may write, and is then judged by its
+    /// screen alone.
+    pub(in crate::core) fn of(engine: &Engine, state_dir: &std::path::Path) -> AgentKind {
         match engine.store {
             Store::Claude(_) => AgentKind::Claude,
             Store::Codex(_) => AgentKind::Codex,
+            Store::Gemini(_) if gemini_reads_settings_under(state_dir) => AgentKind::Gemini,
+            Store::Gemini(_) if engine.screen.is_some() => AgentKind::Screen,
             Store::None if engine.screen.is_some() => AgentKind::Screen,
-            Store::None | Store::Hosted => AgentKind::Shell,
+            Store::None | Store::Gemini(_) | Store::Hosted => AgentKind::Shell,
         }
     }
 
     /// Whether it draws a TUI read by screen rules (and has no hooks file
     /// of its own: `Screen`).
     fn has_hooks(self) -> bool {
-        matches!(self, AgentKind::Claude | AgentKind::Codex)
+        matches!(
+            self,
+            AgentKind::Claude | AgentKind::Codex | AgentKind::Gemini
+        )
     }
 
     fn tracker(self, state: State, now: u64, rules: Option<&ScreenRules>) -> Tracker {
         match self {
             AgentKind::Claude => Tracker::new(state, now, Coverage::CLAUDE),
+            // BeforeAgent and AfterAgent as Claude's prompt and Stop; its
+            // Notification comes with the question drawn.
+            AgentKind::Gemini => Tracker::new(state, now, Coverage::CLAUDE),
             AgentKind::Codex => Tracker::new(state, now, Coverage::CODEX_NOTIFY),
             // Its screen is all there is: the config's debounce for every
             // verdict, and nothing for the screen to wait on.
@@ -127,7 +147,7 @@ pub(in crate::core) fn tui_of(engine: &Engine) -> Option<Tui> {
     match &engine.store {
         Store::Claude(_) => Some(Tui::Claude),
         Store::Codex(_) => Some(Tui::Codex),
-        Store::None => engine.screen.clone().map(Tui::Rules),
+        Store::None | Store::Gemini(_) => engine.screen.clone().map(Tui::Rules),
         Store::Hosted => None,
     }
 }
@@ -657,7 +677,7 @@ impl Core {
         engine: &Engine,
         argv: &mut Vec<String>,
     ) {
-        let kind = AgentKind::of(engine);
+        let kind = AgentKind::of(engine, &self.config.state_dir);
         if !kind.has_hooks() {
             return;
         }
@@ -685,6 +705,27 @@ impl Core {
             AgentKind::Codex => {
                 argv.push("-c".into());
                 argv.push(codex_notify_arg(&self.wrapper, &files.hooks, key.as_str()));
+            }
+            AgentKind::Gemini => {
+                match write_gemini_settings(
+                    &files.settings,
+                    &self.wrapper,
+                    &files.hooks,
+                    key.as_str(),
+                    &self.config.lock_dir,
+                ) {
+                    // Gemini takes its system settings only from the
+                    // environment: `env` sets it and execs the program in
+                    // place (the run record's pid stays the program's).
+                    Ok(()) => {
+                        let var = format!(
+                            "GEMINI_CLI_SYSTEM_SETTINGS_PATH={}",
+                            files.settings.display()
+                        );
+                        argv.splice(0..0, ["env".to_string(), var]);
+                    }
+                    Err(e) => log::warn!("{key}: no hooks: {e}"),
+                }
             }
             AgentKind::Screen | AgentKind::Shell => {}
         }
@@ -716,7 +757,7 @@ impl Core {
         let Ok(engine) = self.engine(key).cloned() else {
             return;
         };
-        let kind = AgentKind::of(&engine);
+        let kind = AgentKind::of(&engine, &self.config.state_dir);
         let rt = self.runtime(key);
         let mut inner = lock(&rt.agent.inner);
         if inner.kind.is_some() {
@@ -754,7 +795,7 @@ impl Core {
         resume: bool,
         agent_pid: Option<u32>,
     ) {
-        let kind = AgentKind::of(engine);
+        let kind = AgentKind::of(engine, &self.config.state_dir);
         let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         let _ = crate::config::make_private_dir(files.dir());
         let saved = read_saved(&files);
@@ -1012,7 +1053,7 @@ impl Core {
                             "a turn ended in a thread whose rollout it writes".into(),
                         )
                     }),
-                AgentKind::Screen | AgentKind::Shell => None,
+                AgentKind::Gemini | AgentKind::Screen | AgentKind::Shell => None,
             };
             if let Some(to) = to {
                 found = Some(to);
