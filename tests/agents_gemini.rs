@@ -15,11 +15,24 @@ use std::path::{Path, PathBuf};
 
 /// A directory for the per-session settings whose every ancestor is
 /// writable by its owner alone: Gemini skips a system settings file under
-/// `/tmp` ("Parent directory '/tmp' is insecure").
+/// `/tmp` ("Parent directory '/tmp' is insecure"). Under the build's
+/// `target/` when that is so, else under `$HOME/.cache` (a clone under
+/// `/tmp` is not).
 fn private_dir() -> tempfile::TempDir {
-    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
-    std::fs::create_dir_all(&base).unwrap();
-    let dir = tempfile::tempdir_in(&base).unwrap();
+    let candidates = [
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/sessionfs-tests"),
+    ];
+    let base = candidates
+        .iter()
+        .find(|base| {
+            std::fs::create_dir_all(base).is_ok()
+                && base.ancestors().all(|dir| {
+                    std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o022 == 0)
+                })
+        })
+        .unwrap_or_else(|| panic!("no directory writable by its owner alone among {candidates:?}"));
+    let dir = tempfile::tempdir_in(base).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     dir
 }

@@ -265,6 +265,7 @@ trust_level = "trusted"
     pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(self.bin.join(program));
         cmd.current_dir(&self.project).envs(self.vars());
+        super::without_ci_markers(&mut cmd);
         cmd
     }
 

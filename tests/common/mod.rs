@@ -208,6 +208,7 @@ impl Host {
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::create(&log).unwrap());
+        without_ci_markers(&mut cmd);
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
@@ -468,6 +469,21 @@ impl Mount {
             }
         });
         status.flatten()?.code()
+    }
+}
+
+/// Drops the variables that tell a program it runs in CI (`CI`,
+/// `CONTINUOUS_INTEGRATION`, `CI_*`): the sessions a mount starts are a
+/// person's terminals, and Gemini CLI, for one, refuses its interactive
+/// screen when it sees them (its own troubleshooting guide says so).
+pub fn without_ci_markers(cmd: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let ci = name
+            .to_str()
+            .is_some_and(|n| n == "CI" || n == "CONTINUOUS_INTEGRATION" || n.starts_with("CI_"));
+        if ci {
+            cmd.env_remove(&name);
+        }
     }
 }
 
