@@ -154,6 +154,29 @@ pub fn write_with<T>(
     Ok(written)
 }
 
+/// Makes `dir` (and its parents) with mode 0700 if it is missing, and
+/// checks it is a directory of this user's that no one else may enter: a
+/// private place for copies of another program's files.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let mine = meta.uid() == nix::unistd::getuid().as_raw();
+    if !meta.is_dir() || !mine || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory of this user's",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Syncs the directory holding `path`, so a rename or a new name in it lasts.
 pub fn sync_parent(path: &Path) -> std::io::Result<()> {
     let dir = match path.parent() {

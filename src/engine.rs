@@ -19,6 +19,10 @@ pub enum Store {
     /// Gemini CLI: `ROOT/tmp/<project>/chats/session-<time>-<id8>.jsonl`
     /// (ROOT is `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`).
     Gemini(PathBuf),
+    /// opencode: its data directory, holding the SQLite store
+    /// `opencode.db` (`$XDG_DATA_HOME/opencode`, else
+    /// `~/.local/share/opencode`); read into a mirror of files (SPEC §2).
+    Opencode(PathBuf),
     /// Runs the host records itself; never launched.
     Hosted,
 }
@@ -471,6 +475,19 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             screen: gemini_screen(),
         },
         Engine {
+            name: "opencode".into(),
+            program: "opencode".into(),
+            // opencode names a new conversation itself: its plugin reports
+            // the id (`session.created`), and the session goes on as it.
+            new_args: vec![],
+            resume_args: strings(&["-s", "{id}"]),
+            store: Store::Opencode(opencode_data_dir(env, home)),
+            model_args: strings(&["-m", "{model}"]),
+            modes: BTreeMap::new(),
+            fork_args: vec![],
+            screen: opencode_screen(),
+        },
+        Engine {
             name: "hosted".into(),
             program: String::new(),
             new_args: vec![],
@@ -491,6 +508,42 @@ fn gemini_root(env: &HashMap<String, String>, home: &Path) -> PathBuf {
         .filter(|v| !v.is_empty())
         .map_or_else(|| home.to_path_buf(), PathBuf::from)
         .join(".gemini")
+}
+
+/// opencode's data directory: `$XDG_DATA_HOME/opencode` (an absolute
+/// path), else `~/.local/share/opencode`.
+fn opencode_data_dir(env: &HashMap<String, String>, home: &Path) -> PathBuf {
+    match env.get("XDG_DATA_HOME").filter(|v| v.starts_with('/')) {
+        Some(dir) => Path::new(dir).join("opencode"),
+        None => home.join(".local/share/opencode"),
+    }
+}
+
+/// opencode 1.18's screen (verified in `tests/agents_opencode.rs`): "esc
+/// interrupt" (then "esc again to interrupt") in the footer while a turn
+/// runs, "△ Permission required" over "Allow once / Allow always /
+/// Reject" for a permission, "ctrl+p commands" in the footer otherwise.
+/// Enter takes the selected "Allow once"; Esc rejects.
+fn opencode_screen() -> Option<Arc<ScreenRules>> {
+    let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let screen = ScreenEntry {
+        busy: list(&["esc (again to )?interrupt"]),
+        waiting: list(&["Permission required"]),
+        idle: list(&["ctrl\\+p commands"]),
+        debounce_ms: Some(800),
+    };
+    let prompt = PromptEntry {
+        paste: Some("bracketed".into()),
+        enter_delay_ms: Some(300),
+    };
+    let answers = AnswersEntry {
+        approve: Some("\r".into()),
+        deny: Some("\u{1b}".into()),
+    };
+    screen_rules("opencode", screen, Some(prompt), Some(answers))
+        .inspect_err(|e| log::error!("opencode's built-in screen rules: {}", e.message))
+        .ok()
+        .map(Arc::new)
 }
 
 /// Gemini CLI 0.61's screen at 120 columns (verified in
@@ -722,6 +775,27 @@ mod tests {
         assert_eq!(
             t.get("gemini").unwrap().store,
             Store::Gemini("/g/.gemini".into())
+        );
+    }
+
+    #[test]
+    fn opencode_is_built_in_with_its_store_and_screen() {
+        let t = table(&[], None).unwrap();
+        let opencode = t.get("opencode").unwrap();
+        assert_eq!(opencode.argv("x", false), vec!["opencode"]);
+        assert_eq!(
+            opencode.argv("ses_1", true),
+            vec!["opencode", "-s", "ses_1"]
+        );
+        assert_eq!(
+            opencode.store,
+            Store::Opencode("/home/u/.local/share/opencode".into())
+        );
+        assert!(opencode.screen.is_some());
+        let t = table(&[("XDG_DATA_HOME", "/d")], None).unwrap();
+        assert_eq!(
+            t.get("opencode").unwrap().store,
+            Store::Opencode("/d/opencode".into())
         );
     }
 

@@ -1,8 +1,10 @@
 //! The agents' own hooks, injected per session without touching the user's
 //! files: Claude Code's `--settings` file, Gemini CLI's system settings file
-//! (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`) and Codex's `-c notify=[...]` all
-//! run `sessionfs hook --events FILE --session KEY`, which appends one capped
-//! JSON line per event to FILE for the daemon to follow.
+//! (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`), Codex's `-c notify=[...]` and an
+//! opencode plugin in a per-session config directory
+//! (`OPENCODE_CONFIG_DIR`) all run `sessionfs hook --events FILE --session
+//! KEY`, which appends one capped JSON line per event to FILE for the daemon
+//! to follow.
 
 use super::state::HookEvent;
 use serde_json::{json, Map, Value};
@@ -161,6 +163,105 @@ pub fn write_gemini_settings(
     let base = gemini_machine_settings(Path::new("/etc/gemini-cli/settings.json"));
     let settings = gemini_settings(base, exe, events_file, key, locks).to_string();
     crate::atomic::replace(path, settings.as_bytes())
+}
+
+/// The opencode events the plugin reports (1.18: each verified in
+/// `tests/agents_opencode.rs`).
+pub const OPENCODE_EVENTS: &[&str] = &[
+    "session.created",
+    "session.status",
+    "session.idle",
+    "session.error",
+    "permission.asked",
+    "permission.updated",
+    "permission.replied",
+];
+
+/// The per-session opencode plugin: for each event in [`OPENCODE_EVENTS`]
+/// it runs the hook command with a payload of `hook_event_name`,
+/// `session_id`, `reason` (the status, the error, the reply) and
+/// `tool_name` (what a permission is for), one at a time in the order the
+/// events came. A subagent's `session.created` (it has a parent) is not
+/// reported.
+pub fn opencode_plugin(exe: &Path, events_file: &Path, key: &str, locks: &Path) -> String {
+    let argv = json!([
+        exe.to_string_lossy(),
+        "hook",
+        "--events",
+        events_file.to_string_lossy(),
+        "--session",
+        key,
+        "--locks",
+        locks.to_string_lossy(),
+    ]);
+    let wanted = json!(OPENCODE_EVENTS);
+    format!(
+        r#"// sessionfs: reports this session's state to the sessionfs daemon.
+const HOOK = {argv};
+const WANTED = new Set({wanted});
+let queue = Promise.resolve();
+function run(payload) {{
+  const argv = [...HOOK, JSON.stringify(payload)];
+  try {{
+    if (typeof Bun !== "undefined") {{
+      const child = Bun.spawn(argv, {{ stdin: "ignore", stdout: "ignore", stderr: "ignore" }});
+      return child.exited.catch(() => {{}});
+    }}
+  }} catch (e) {{}}
+  return import("node:child_process")
+    .then((cp) => new Promise((done) => {{
+      const child = cp.spawn(argv[0], argv.slice(1), {{ stdio: "ignore" }});
+      child.on("close", done);
+      child.on("error", done);
+    }}))
+    .catch(() => {{}});
+}}
+export const SessionfsState = async () => ({{
+  event: async ({{ event }}) => {{
+    if (!event || !WANTED.has(event.type)) return;
+    const p = event.properties || {{}};
+    const info = p.info || {{}};
+    if (event.type === "session.created" && info.parentID) return;
+    const error = p.error || {{}};
+    const payload = {{
+      hook_event_name: event.type,
+      session_id: p.sessionID || info.sessionID || info.id || null,
+      reason: (p.status && p.status.type) || error.name || p.reply || p.response || null,
+      tool_name: p.permission || p.type || null,
+    }};
+    queue = queue.then(() => run(payload));
+    await queue;
+  }},
+}});
+"#
+    )
+}
+
+/// The per-session opencode config directory's `opencode.json`: a tool
+/// call asks before a command runs or a file is edited.
+pub fn opencode_config() -> Value {
+    json!({"permission": {"bash": "ask", "edit": "ask"}})
+}
+
+/// Writes the per-session opencode config directory `dir` (mode 0700):
+/// `opencode.json` ([`opencode_config`]) and `plugin/sessionfs.js`
+/// ([`opencode_plugin`]), each replaced atomically.
+pub fn write_opencode_config(
+    dir: &Path,
+    exe: &Path,
+    events_file: &Path,
+    key: &str,
+    locks: &Path,
+) -> std::io::Result<()> {
+    crate::atomic::private_dir(&dir.join("plugin"))?;
+    crate::atomic::replace(
+        &dir.join("opencode.json"),
+        opencode_config().to_string().as_bytes(),
+    )?;
+    crate::atomic::replace(
+        &dir.join("plugin").join("sessionfs.js"),
+        opencode_plugin(exe, events_file, key, locks).as_bytes(),
+    )
 }
 
 /// The value of Codex's `-c` option that makes it run the hook on every

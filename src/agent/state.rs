@@ -389,7 +389,10 @@ impl Tracker {
         self.last_hook_ms = Some(now_ms);
         // Anything but another announcement means the question announced
         // before is behind the agent (a tool ran, the turn ended).
-        if !matches!(event.name.as_str(), "PermissionRequest" | "Notification") {
+        if !matches!(
+            event.name.as_str(),
+            "PermissionRequest" | "Notification" | "permission.asked" | "permission.updated"
+        ) {
             self.announced_ms = None;
         }
         let detail = hook_detail(event);
@@ -410,6 +413,15 @@ impl Tracker {
             // Gemini CLI: AfterAgent when the turn's answer is complete.
             "Stop" | "StopFailure" | "AfterAgent" => (State::Idle, Source::Hook),
             "agent-turn-complete" => (State::Idle, Source::Notify),
+            // opencode's plugin: its session's status (`busy`, `retry`,
+            // `idle`), its turn's end, a tool's permission asked (answered:
+            // the status that follows says what came of it).
+            "session.status" => match event.reason.as_deref() {
+                Some("busy" | "retry") => (State::Busy, Source::Hook),
+                _ => return Outcome::Unchanged,
+            },
+            "session.idle" => (State::Idle, Source::Hook),
+            "permission.asked" | "permission.updated" => return self.announce(now_ms),
             // `/clear` and `/resume` end one conversation and go on with the
             // next in the same program; any other end means the program is
             // on its way out.

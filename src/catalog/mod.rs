@@ -1,6 +1,8 @@
 //! Conversations found in the engines' own stores (SPEC §2): every Claude
-//! Code and Codex session already on the machine shows up without being
-//! asked. Nothing is ever written into a store.
+//! Code, Codex, Gemini and opencode session already on the machine shows
+//! up without being asked. Nothing is ever written into a store; opencode's
+//! SQLite store is read into files of sessionfs's own
+//! ([`opencode_mirror`]), which are indexed as the other stores' files are.
 //!
 //! The catalog is an index, not a scan: one entry per conversation with its
 //! file's size, mtime and inode and a summary read from a bounded head and
@@ -12,6 +14,8 @@
 //! outside the index's lock; their results are merged under it.
 
 mod decoded;
+pub mod opencode_db;
+pub mod opencode_mirror;
 mod persist;
 mod summary;
 mod walk;
@@ -212,6 +216,8 @@ pub struct CatalogStats {
 #[derive(Debug)]
 pub struct Catalog {
     roots: Vec<Root>,
+    /// opencode's stores, mirrored into files under the state directory.
+    mirrors: Vec<opencode_mirror::Mirror>,
     index: Mutex<Index>,
     watcher: Mutex<Option<Watcher>>,
     walking: AtomicBool,
@@ -241,14 +247,31 @@ fn prefer(kind: StoreKind, old: (&Path, u64), new: (&Path, u64)) -> bool {
 }
 
 impl Catalog {
-    fn roots(engines: &EngineTable) -> Vec<Root> {
-        engines
+    /// The roots of the engines' stores; an opencode store's is its mirror
+    /// under `state_dir` (none without one).
+    fn roots(
+        engines: &EngineTable,
+        state_dir: Option<&Path>,
+    ) -> (Vec<Root>, Vec<opencode_mirror::Mirror>) {
+        let mut mirrors = Vec::new();
+        let roots = engines
             .iter()
             .filter_map(|e| {
                 let (kind, path) = match &e.store {
                     Store::Claude(root) => (StoreKind::Claude, root.clone()),
                     Store::Codex(root) => (StoreKind::Codex, root.clone()),
                     Store::Gemini(root) => (StoreKind::Gemini, root.clone()),
+                    Store::Opencode(data) => {
+                        let base = state_dir?.join("stores").join(&e.name);
+                        let mirror = opencode_mirror::Mirror::new(
+                            data.clone(),
+                            base.join("mirror"),
+                            base.join("scratch"),
+                        );
+                        let path = mirror.dir().to_path_buf();
+                        mirrors.push(mirror);
+                        (StoreKind::Opencode, path)
+                    }
                     Store::None | Store::Hosted => return None,
                 };
                 Some(Root {
@@ -258,14 +281,29 @@ impl Catalog {
                     header_ids: Default::default(),
                 })
             })
-            .collect()
+            .collect();
+        (roots, mirrors)
+    }
+
+    /// Brings the mirrored stores up to date (each only if its database
+    /// changed since it was last read).
+    fn sync_mirrors(&self) {
+        for m in &self.mirrors {
+            m.sync();
+        }
     }
 
     /// An index that walks the stores when consulted (no inotify, nothing
     /// saved); the first walk happens at the first use.
     pub fn new(engines: &EngineTable) -> Catalog {
+        Self::with_state(engines, None)
+    }
+
+    fn with_state(engines: &EngineTable, state_dir: Option<&Path>) -> Catalog {
+        let (roots, mirrors) = Self::roots(engines, state_dir);
         Catalog {
-            roots: Self::roots(engines),
+            roots,
+            mirrors,
             index: Mutex::new(Index::default()),
             watcher: Mutex::new(None),
             walking: AtomicBool::new(false),
@@ -280,7 +318,8 @@ impl Catalog {
     /// (a `stat` per file). With `watch`, inotify watches every directory
     /// from before it is walked.
     pub fn open(engines: &EngineTable, state_dir: &Path, watch: bool) -> Catalog {
-        let mut catalog = Catalog::new(engines);
+        let mut catalog = Catalog::with_state(engines, Some(state_dir));
+        catalog.sync_mirrors();
         let saved = state_dir.join("catalog.json");
         {
             let loaded = persist::load(&saved, &catalog.roots);
@@ -502,6 +541,7 @@ impl Catalog {
     /// threads applying batches (no lock is held meanwhile) never undo a
     /// newer one.
     pub fn sync(&self) {
+        self.sync_mirrors();
         // Bound first: a guard in a match's scrutinee would live through its arms.
         let drained = {
             let mut watcher = lock(&self.watcher);
@@ -876,7 +916,7 @@ pub fn store_cwd(file: &StoreFile) -> Option<String> {
             continue;
         };
         let cwd = match file.kind {
-            StoreKind::Claude => row.get("cwd"),
+            StoreKind::Claude | StoreKind::Opencode => row.get("cwd"),
             StoreKind::Codex => row.get("payload").and_then(|p| p.get("cwd")),
             StoreKind::Gemini => {
                 if let Some(cwd) = crate::transcript::gemini_row_cwd(&row) {

@@ -31,6 +31,7 @@ impl Root {
             StoreKind::Claude => "projects",
             StoreKind::Codex => "sessions",
             StoreKind::Gemini => "tmp",
+            StoreKind::Opencode => super::opencode_mirror::TOP,
         }
     }
 
@@ -42,13 +43,14 @@ impl Root {
             StoreKind::Claude => 2,
             StoreKind::Codex => 4,
             StoreKind::Gemini => 3,
+            StoreKind::Opencode => 1,
         }
     }
 
     /// Whether a file's name is that of a conversation.
     pub fn is_conversation_name(&self, name: &str) -> bool {
         match self.kind {
-            StoreKind::Claude => name.ends_with(".jsonl"),
+            StoreKind::Claude | StoreKind::Opencode => name.ends_with(".jsonl"),
             StoreKind::Codex => codex_rollout_id(name).is_some(),
             StoreKind::Gemini => name.starts_with("session-") && name.ends_with(".jsonl"),
         }
@@ -59,7 +61,9 @@ impl Root {
     /// first line says it (read, bounded).
     pub fn id_of(&self, path: &Path, name: &str) -> Option<String> {
         match self.kind {
-            StoreKind::Claude => name.strip_suffix(".jsonl").map(str::to_string),
+            StoreKind::Claude | StoreKind::Opencode => {
+                name.strip_suffix(".jsonl").map(str::to_string)
+            }
             StoreKind::Codex => codex_rollout_id(name).map(str::to_string),
             StoreKind::Gemini if self.is_conversation_name(name) => self.gemini_id(path, name),
             StoreKind::Gemini => None,

@@ -19,6 +19,7 @@ use super::claude;
 use super::codex;
 use super::gemini;
 use super::model::{Message, ParseOptions};
+use super::opencode;
 use super::scan::{
     is_blank, last_timestamp, line_text, parse_line, title_from_text, MAX_LINE_BYTES,
 };
@@ -544,6 +545,11 @@ impl TurnIndex {
             },
             // A long Gemini row is an answer or a tool's output, or the
             // `$set` copy of the messages a resume writes: never a prompt.
+            // A long opencode line is an answer: never a prompt or its end.
+            StoreKind::Opencode => {
+                !prefix.starts_with(b"{\"type\":\"user\"")
+                    && !prefix.starts_with(b"{\"type\":\"session\"")
+            }
             StoreKind::Gemini => {
                 !prefix.starts_with(b"{\"id\"")
                     || memchr::memmem::find(prefix, b"\"type\":\"user\"").is_none()
@@ -568,6 +574,7 @@ impl TurnIndex {
         match self.kind {
             StoreKind::Claude => self.claude_line(line, offset, ctx),
             StoreKind::Gemini => self.gemini_line(line, offset, ctx),
+            StoreKind::Opencode => self.opencode_line(line, offset, ctx),
             StoreKind::Codex => {
                 if codex::prefilter(line) == codex::Pre::Reject {
                     return;
@@ -622,6 +629,36 @@ impl TurnIndex {
                 }
                 if self.info.cwd.is_none() {
                     self.info.cwd = cwd;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn opencode_line(&mut self, line: &[u8], offset: u64, ctx: &mut Ctx<'_>) {
+        let Some(v) = self.parse(line, ctx) else {
+            return;
+        };
+        if let Some(done) = opencode::turn_end(&v) {
+            let ms = super::scan::timestamp_ms(done).unwrap_or(0);
+            self.last_end = Some((self.starts.len(), ms));
+            return;
+        }
+        let opts = ParseOptions {
+            turns_only: true,
+            ..ParseOptions::default()
+        };
+        match opencode::classify(&v, &opts) {
+            opencode::Row::Prompt(m) => self.push_turn(offset, &m),
+            opencode::Row::Meta { id, cwd, title, .. } => {
+                if self.info.session_id.is_none() {
+                    self.info.session_id = id;
+                }
+                if self.info.cwd.is_none() {
+                    self.info.cwd = cwd;
+                }
+                if title.is_some() {
+                    self.info.ai_title = title;
                 }
             }
             _ => {}

@@ -31,6 +31,7 @@ mod codex;
 mod gemini;
 mod index;
 pub mod model;
+mod opencode;
 mod page;
 mod parse;
 mod render;

@@ -7,6 +7,7 @@ use super::claude;
 use super::codex;
 use super::gemini;
 use super::model::{Builder, Divider, ParseOptions, Segment};
+use super::opencode;
 use super::scan::{is_blank, line_text, parse_line, read_line_capped, NextLine};
 use super::store::StoreKind;
 
@@ -102,6 +103,27 @@ impl<'a> RowReader<'a> {
                     gemini::Row::Message(m) => b.put_message(m),
                     gemini::Row::Notice(n) => b.add_notice(n),
                     gemini::Row::Meta { .. } | gemini::Row::Skip => {}
+                }
+            }
+            StoreKind::Opencode => {
+                let v = match parse_line(line) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        warn(e);
+                        return None;
+                    }
+                };
+                match opencode::classify(&v, &self.opts) {
+                    opencode::Row::Prompt(m) => return b.start_turn(m),
+                    opencode::Row::Reply(messages, notice) => {
+                        for m in messages {
+                            b.add_message(m);
+                        }
+                        if let Some(n) = notice {
+                            b.add_notice(n);
+                        }
+                    }
+                    opencode::Row::Meta { .. } | opencode::Row::Skip => {}
                 }
             }
         }

@@ -7,6 +7,7 @@ use super::claude::{self, TitleKind};
 use super::codex;
 use super::gemini;
 use super::model::ParseOptions;
+use super::opencode;
 use super::scan::{is_blank, line_text, parse_line, timestamp_ms, title_from_text};
 use super::store::StoreKind;
 use serde::{Deserialize, Serialize};
@@ -67,6 +68,11 @@ impl Skim {
                 StoreKind::Gemini => {
                     if let Ok(row) = parse_line(line) {
                         self.gemini_row(&row);
+                    }
+                }
+                StoreKind::Opencode => {
+                    if let Ok(row) = parse_line(line) {
+                        self.opencode_row(&row);
                     }
                 }
             }
@@ -132,6 +138,37 @@ impl Skim {
 }
 
 impl Skim {
+    fn opencode_row(&mut self, row: &Value) {
+        let opts = ParseOptions {
+            turns_only: true,
+            ..ParseOptions::default()
+        };
+        match opencode::classify(row, &opts) {
+            opencode::Row::Prompt(m) if self.first_prompt.is_none() => {
+                self.first_prompt =
+                    title_from_text(&m.text()).or_else(|| Some("[image]".to_string()));
+            }
+            opencode::Row::Meta {
+                id,
+                cwd,
+                title,
+                created,
+            } => {
+                self.created_from(created.as_deref());
+                if self.session_id.is_none() {
+                    self.session_id = id;
+                }
+                if self.cwd.is_none() {
+                    self.cwd = cwd;
+                }
+                if title.is_some() {
+                    self.ai_title = title;
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn gemini_row(&mut self, row: &Value) {
         self.created_from(row.get("timestamp").and_then(Value::as_str));
         match gemini::classify(row, &ParseOptions::default()) {

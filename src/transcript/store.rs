@@ -15,6 +15,9 @@ pub enum StoreKind {
     Codex,
     /// Gemini CLI: `tmp/<project>/chats/session-<time>-<id8>.jsonl`.
     Gemini,
+    /// opencode: sessionfs's own mirror of its SQLite store,
+    /// `sessions/<ses_id>.jsonl` (`catalog::opencode_mirror`).
+    Opencode,
 }
 
 /// True for a compressed store.

@@ -286,6 +286,7 @@ fn gen(kind: StoreKind, shape: &Shape) -> Vec<u8> {
         StoreKind::Codex => testgen::codex(shape),
         // Gemini's store is tested over its own rows (`gemini.rs`).
         StoreKind::Gemini => unreachable!("no generated Gemini stores"),
+        StoreKind::Opencode => unreachable!("no generated opencode stores"),
     }
 }
 
@@ -330,7 +331,7 @@ fn nothing_injected_is_shown_and_text_appears_once() {
                 let reply = match kind {
                     StoreKind::Claude => format!("reply #{k} done"),
                     StoreKind::Codex => format!("reply #{k} text"),
-                    StoreKind::Gemini => unreachable!(),
+                    StoreKind::Gemini | StoreKind::Opencode => unreachable!(),
                 };
                 assert_eq!(
                     text.matches(&format!("{reply}\n")).count(),
@@ -503,7 +504,7 @@ fn half_written_last_line_waits_for_its_end() {
         let rest: &[u8] = match kind {
             StoreKind::Claude => b"\"}}\n",
             StoreKind::Codex => b"\"}]}}\n",
-            StoreKind::Gemini => unreachable!(),
+            StoreKind::Gemini | StoreKind::Opencode => unreachable!(),
         };
         append(&p, rest);
         assert_eq!(idx.refresh(&p).unwrap(), Refresh::Grew { new_turns: 1 });
@@ -598,7 +599,7 @@ fn a_line_over_the_cap_is_skipped_and_its_page_says_so() {
                 b"{\"timestamp\":\"2026\",\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"prompt #",
                 b"\"}]}}\n",
             ),
-            StoreKind::Gemini => unreachable!(),
+            StoreKind::Gemini | StoreKind::Opencode => unreachable!(),
         };
         data.extend_from_slice(head);
         data.extend_from_slice(b"7 ");

@@ -19,6 +19,9 @@ const KEY_GAP: Duration = Duration::from_millis(60);
 /// How long the agent has to leave the question (or the turn) before the
 /// keys are sent again, once.
 const LEAVE_WITHIN: Duration = Duration::from_millis(1500);
+/// How long `interrupt` waits for the turn to show on an opencode screen
+/// before its first Esc.
+const TURN_SHOWS_WITHIN: Duration = Duration::from_millis(1500);
 /// How often the screen is looked at meanwhile.
 const LOOK_EVERY: Duration = Duration::from_millis(40);
 const ESC: &[u8] = b"\x1b";
@@ -104,6 +107,16 @@ impl Core {
         let client = rt.live_client().ok_or_else(|| nothing_runs(key))?;
         if !matches!(rt.agent.state(), State::Busy | State::Waiting) {
             return Err(nothing_runs(key));
+        }
+        // opencode's plugin says `busy` before its TUI draws the turn, and
+        // an Esc before that is not taken as an interrupt: the turn is
+        // given a moment to show first.
+        if matches!(self.engine(key)?.store, crate::engine::Store::Opencode(_)) {
+            let working = |rt: &SessionRuntime| {
+                crate::agent::screen_rules::verdict(&tui, &rt.screen_text())
+                    == crate::agent::state::Verdict::Working
+            };
+            self.screen_shows(&rt, TURN_SHOWS_WITHIN, &working);
         }
         let stopped = |rt: &SessionRuntime| {
             let screen = rt.screen_text();

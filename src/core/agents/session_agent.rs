@@ -12,7 +12,7 @@
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{
     codex_notify_arg, gemini_reads_settings_under, parse_hook_line, write_claude_settings,
-    write_gemini_settings,
+    write_gemini_settings, write_opencode_config,
 };
 use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
@@ -70,7 +70,7 @@ const RECORD_WAIT: Duration = Duration::from_secs(2);
 fn is_turn_end(event: &HookEvent) -> bool {
     matches!(
         event.name.as_str(),
-        "Stop" | "agent-turn-complete" | "AfterAgent"
+        "Stop" | "agent-turn-complete" | "AfterAgent" | "session.idle"
     )
 }
 
@@ -84,6 +84,8 @@ pub(in crate::core) enum AgentKind {
     /// Gemini CLI: hooks from its per-session system settings, then its
     /// screen rules.
     Gemini,
+    /// opencode: its per-session plugin's events, then its screen rules.
+    Opencode,
     /// A terminal agent from the config file: its screen rules only.
     Screen,
     /// A shell or any other program: the terminal's foreground group.
@@ -99,6 +101,7 @@ impl AgentKind {
             Store::Claude(_) => AgentKind::Claude,
             Store::Codex(_) => AgentKind::Codex,
             Store::Gemini(_) if gemini_reads_settings_under(state_dir) => AgentKind::Gemini,
+            Store::Opencode(_) => AgentKind::Opencode,
             Store::Gemini(_) if engine.screen.is_some() => AgentKind::Screen,
             Store::None if engine.screen.is_some() => AgentKind::Screen,
             Store::None | Store::Gemini(_) | Store::Hosted => AgentKind::Shell,
@@ -110,7 +113,7 @@ impl AgentKind {
     fn has_hooks(self) -> bool {
         matches!(
             self,
-            AgentKind::Claude | AgentKind::Codex | AgentKind::Gemini
+            AgentKind::Claude | AgentKind::Codex | AgentKind::Gemini | AgentKind::Opencode
         )
     }
 
@@ -120,6 +123,9 @@ impl AgentKind {
             // BeforeAgent and AfterAgent as Claude's prompt and Stop; its
             // Notification comes with the question drawn.
             AgentKind::Gemini => Tracker::new(state, now, Coverage::CLAUDE),
+            // `session.status` busy and `session.idle` as Claude's prompt
+            // and Stop; `permission.asked` comes with the question drawn.
+            AgentKind::Opencode => Tracker::new(state, now, Coverage::CLAUDE),
             AgentKind::Codex => Tracker::new(state, now, Coverage::CODEX_NOTIFY),
             // Its screen is all there is: the config's debounce for every
             // verdict, and nothing for the screen to wait on.
@@ -147,7 +153,9 @@ pub(in crate::core) fn tui_of(engine: &Engine) -> Option<Tui> {
     match &engine.store {
         Store::Claude(_) => Some(Tui::Claude),
         Store::Codex(_) => Some(Tui::Codex),
-        Store::None | Store::Gemini(_) => engine.screen.clone().map(Tui::Rules),
+        Store::None | Store::Gemini(_) | Store::Opencode(_) => {
+            engine.screen.clone().map(Tui::Rules)
+        }
         Store::Hosted => None,
     }
 }
@@ -727,6 +735,24 @@ impl Core {
                     Err(e) => log::warn!("{key}: no hooks: {e}"),
                 }
             }
+            AgentKind::Opencode => {
+                let dir = files.dir().join("opencode");
+                match write_opencode_config(
+                    &dir,
+                    &self.wrapper,
+                    &files.hooks,
+                    key.as_str(),
+                    &self.config.lock_dir,
+                ) {
+                    // Its config directory is given in the environment
+                    // (the user's own config is read as well).
+                    Ok(()) => {
+                        let var = format!("OPENCODE_CONFIG_DIR={}", dir.display());
+                        argv.splice(0..0, ["env".to_string(), var]);
+                    }
+                    Err(e) => log::warn!("{key}: no plugin: {e}"),
+                }
+            }
             AgentKind::Screen | AgentKind::Shell => {}
         }
     }
@@ -1053,6 +1079,17 @@ impl Core {
                             "a turn ended in a thread whose rollout it writes".into(),
                         )
                     }),
+                // A top-level conversation the process made (at the first
+                // prompt of a new session, or at `/new`): the plugin
+                // reports its id; a hook line names the process it ran in.
+                AgentKind::Opencode => event
+                    .session_id
+                    .clone()
+                    .filter(|_| event.name == "session.created")
+                    .filter(|_| {
+                        event.pid.is_none() || agent_pid.is_none() || event.pid == agent_pid
+                    })
+                    .map(|to| (to, "its plugin's session.created".into())),
                 AgentKind::Gemini | AgentKind::Screen | AgentKind::Shell => None,
             };
             if let Some(to) = to {

@@ -79,7 +79,7 @@ impl Core {
     /// launch resumes it rather than starting a new one.
     pub(in crate::core) fn conversation_exists(&self, key: &SessionKey, engine: &Engine) -> bool {
         match &engine.store {
-            Store::Claude(_) | Store::Codex(_) | Store::Gemini(_) => {
+            Store::Claude(_) | Store::Codex(_) | Store::Gemini(_) | Store::Opencode(_) => {
                 self.catalog.refresh();
                 self.store_file(key).is_some()
             }

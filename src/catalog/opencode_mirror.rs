@@ -1,0 +1,373 @@
+//! opencode's conversations as files: one JSONL file per top-level session,
+//! `MIRROR/sessions/<ses_id>.jsonl`, in sessionfs's own state directory,
+//! so the catalog lists, skims, watches and pages them as it does every
+//! other store's files. A file is rewritten whole (atomically) when its
+//! session changed in the database; a session gone from the database takes
+//! its file with it. The database is read again when its `-wal` or the
+//! database file itself changed (size or mtime), looked at whenever the
+//! catalog is consulted and on the catalog thread's ticks.
+//!
+//! Lines: a header `{"type":"session","id","title","cwd","version",
+//! "timestamp"}`, then one line per message: `{"type":"user","id",
+//! "timestamp","text":[…]}` or `{"type":"assistant","id","timestamp",
+//! "model","provider","tokens","finish","completed","error","parts":[…]}`
+//! where parts are `text`, `reasoning` and `tool` (`tool`, `call`,
+//! `input`, `status`, `output`, `error`).
+
+use super::opencode_db::{Db, DbMessage, DbSession, DB_NAME};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The directory under the mirror that holds the files.
+pub const TOP: &str = "sessions";
+
+/// A text part is cut to this many bytes; a tool's output to
+/// [`OUTPUT_MAX`].
+const TEXT_MAX: usize = 256 << 10;
+const OUTPUT_MAX: usize = 64 << 10;
+
+/// The database is read at most this often while it keeps changing.
+const READ_EVERY: Duration = Duration::from_millis(100);
+
+/// The size and mtime (ns) of the database and of its `-wal`.
+type FilesStamp = [(u64, i64); 2];
+
+#[derive(Debug, Default)]
+struct State {
+    files: Option<FilesStamp>,
+    /// Per session, what its file was made from.
+    made: HashMap<String, SessionStamp>,
+    read_at: Option<Instant>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SessionStamp {
+    title: String,
+    time_updated: i64,
+    rows: (i64, i64),
+}
+
+/// One opencode data directory mirrored into a directory of sessionfs's.
+#[derive(Debug)]
+pub struct Mirror {
+    data_dir: PathBuf,
+    dir: PathBuf,
+    scratch: PathBuf,
+    state: Mutex<State>,
+}
+
+fn stamp_of(path: &Path) -> (u64, i64) {
+    std::fs::metadata(path).map_or((0, 0), |m| {
+        (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec())
+    })
+}
+
+impl Mirror {
+    /// `dir` holds the mirror's files, `scratch` the private copies a read
+    /// may need (both sessionfs's own).
+    pub fn new(data_dir: PathBuf, dir: PathBuf, scratch: PathBuf) -> Mirror {
+        Mirror {
+            data_dir,
+            dir,
+            scratch,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The directory the catalog walks (its files are under [`TOP`]).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn files_stamp(&self) -> FilesStamp {
+        let db = self.data_dir.join(DB_NAME);
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        [stamp_of(&db), stamp_of(Path::new(&wal))]
+    }
+
+    /// Brings the mirror up to date if the database changed since the last
+    /// read. A sync running on another thread is not waited for.
+    pub fn sync(&self) {
+        let Ok(mut state) = self.state.try_lock() else {
+            return;
+        };
+        let now = self.files_stamp();
+        if state.files == Some(now) {
+            return;
+        }
+        if state.read_at.is_some_and(|t| t.elapsed() < READ_EVERY) {
+            return;
+        }
+        state.read_at = Some(Instant::now());
+        match self.sync_now(&mut state) {
+            Ok(()) => state.files = Some(now),
+            Err(e) => log::warn!("opencode store {}: {e}", self.data_dir.display()),
+        }
+    }
+
+    fn sync_now(&self, state: &mut State) -> Result<(), String> {
+        let files = self.dir.join(TOP);
+        crate::atomic::private_dir(&files)
+            .map_err(|e| format!("cannot make {}: {e}", files.display()))?;
+        let Some(db) = Db::open(&self.data_dir, &self.scratch)? else {
+            self.remove_all_but(&files, &HashMap::new(), state);
+            return Ok(());
+        };
+        let sessions = db.sessions()?;
+        let stamps = db.stamps()?;
+        let mut live = HashMap::new();
+        for s in &sessions {
+            let stamp = SessionStamp {
+                title: s.title.clone(),
+                time_updated: s.time_updated,
+                rows: stamps.get(&s.id).copied().unwrap_or_default(),
+            };
+            let path = files.join(format!("{}.jsonl", s.id));
+            live.insert(s.id.clone(), ());
+            if state.made.get(&s.id) == Some(&stamp) && path.exists() {
+                continue;
+            }
+            if !usable_id(&s.id) {
+                continue;
+            }
+            let messages = match db.messages(&s.id) {
+                Ok(m) => m,
+                Err(e) => {
+                    log::warn!("opencode session {}: {e}", s.id);
+                    continue;
+                }
+            };
+            let text = mirror_text(s, &messages);
+            if std::fs::read(&path).ok().as_deref() != Some(text.as_slice()) {
+                crate::atomic::replace_with(
+                    &path,
+                    &text,
+                    0o600,
+                    crate::atomic::Durability::Unsynced,
+                )
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+            state.made.insert(s.id.clone(), stamp);
+        }
+        self.remove_all_but(&files, &live, state);
+        Ok(())
+    }
+
+    /// Removes the files of sessions not in `live`.
+    fn remove_all_but(&self, files: &Path, live: &HashMap<String, ()>, state: &mut State) {
+        state.made.retain(|id, _| live.contains_key(id));
+        let Ok(entries) = std::fs::read_dir(files) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if !live.contains_key(id) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// An id that names a file and a session key: opencode's are `ses_`
+/// followed by letters and digits.
+fn usable_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| String::new(), |t| t.to_string())
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The whole mirror file of one session.
+pub fn mirror_text(session: &DbSession, messages: &[DbMessage]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let header = json!({
+        "type": "session",
+        "id": session.id,
+        "title": session.title,
+        "cwd": session.directory,
+        "version": session.version,
+        "timestamp": rfc3339(session.time_created),
+    });
+    out.extend_from_slice(header.to_string().as_bytes());
+    out.push(b'\n');
+    for m in messages {
+        if let Some(line) = message_line(m) {
+            out.extend_from_slice(line.to_string().as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// One message's line, or `None` for a role it does not know.
+fn message_line(m: &DbMessage) -> Option<Value> {
+    let data = &m.data;
+    let created = data
+        .pointer("/time/created")
+        .and_then(Value::as_i64)
+        .unwrap_or(m.time_created);
+    match str_of(data, "role")? {
+        "user" => {
+            let text: Vec<Value> = m
+                .parts
+                .iter()
+                .filter(|p| str_of(p, "type") == Some("text"))
+                .filter(|p| !p.get("synthetic").and_then(Value::as_bool).unwrap_or(false))
+                .filter_map(|p| str_of(p, "text"))
+                .map(|t| Value::String(cut(t, TEXT_MAX)))
+                .collect();
+            Some(json!({"type": "user", "id": m.id, "timestamp": rfc3339(created), "text": text}))
+        }
+        "assistant" => {
+            let parts: Vec<Value> = m.parts.iter().filter_map(part_value).collect();
+            let mut line = Map::new();
+            line.insert("type".into(), json!("assistant"));
+            line.insert("id".into(), json!(m.id));
+            line.insert("timestamp".into(), json!(rfc3339(created)));
+            line.insert(
+                "model".into(),
+                data.get("modelID").cloned().unwrap_or(Value::Null),
+            );
+            line.insert(
+                "provider".into(),
+                data.get("providerID").cloned().unwrap_or(Value::Null),
+            );
+            line.insert(
+                "tokens".into(),
+                data.get("tokens").cloned().unwrap_or(Value::Null),
+            );
+            line.insert(
+                "finish".into(),
+                data.get("finish").cloned().unwrap_or(Value::Null),
+            );
+            let completed = data.pointer("/time/completed").and_then(Value::as_i64);
+            line.insert(
+                "completed".into(),
+                completed.map_or(Value::Null, |ms| json!(rfc3339(ms))),
+            );
+            if let Some(error) = data.get("error") {
+                let text = error
+                    .pointer("/data/message")
+                    .and_then(Value::as_str)
+                    .or_else(|| str_of(error, "name"))
+                    .unwrap_or("error");
+                line.insert("error".into(), json!(cut(text, TEXT_MAX)));
+            }
+            line.insert("parts".into(), Value::Array(parts));
+            Some(Value::Object(line))
+        }
+        _ => None,
+    }
+}
+
+/// A part as the mirror keeps it; `None` for parts that show nothing
+/// (step marks, snapshots, patches).
+fn part_value(p: &Value) -> Option<Value> {
+    match str_of(p, "type")? {
+        "text" if !p.get("synthetic").and_then(Value::as_bool).unwrap_or(false) => {
+            Some(json!({"type": "text", "text": cut(str_of(p, "text")?, TEXT_MAX)}))
+        }
+        "reasoning" => {
+            Some(json!({"type": "reasoning", "text": cut(str_of(p, "text")?, TEXT_MAX)}))
+        }
+        "tool" => {
+            let state = p.get("state").cloned().unwrap_or(Value::Null);
+            let mut input = state.get("input").cloned().unwrap_or(Value::Null);
+            if input.to_string().len() > OUTPUT_MAX {
+                input = json!(cut(&input.to_string(), OUTPUT_MAX));
+            }
+            Some(json!({
+                "type": "tool",
+                "tool": str_of(p, "tool").unwrap_or("?"),
+                "call": str_of(p, "callID"),
+                "input": input,
+                "status": str_of(&state, "status"),
+                "output": str_of(&state, "output").map(|o| cut(o, OUTPUT_MAX)),
+                "error": str_of(&state, "error").map(|o| cut(o, OUTPUT_MAX)),
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// Makes the mirror of `data_dir` in `dir` once, now (tests and one-shot
+/// readers).
+pub fn sync_once(data_dir: &Path, dir: &Path, scratch: &Path) -> Mirror {
+    let m = Mirror::new(
+        data_dir.to_path_buf(),
+        dir.to_path_buf(),
+        scratch.to_path_buf(),
+    );
+    m.sync();
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::lock;
+
+    /// The sessions the mirror has a file of.
+    fn made_ids(m: &Mirror) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&m.state).made.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real/opencode")
+    }
+
+    #[test]
+    fn the_recorded_store_is_mirrored_one_file_per_session() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::copy(fixture().join(DB_NAME), data.join(DB_NAME)).unwrap();
+        let state = tmp.path().join("state");
+        let m = sync_once(&data, &state.join("mirror"), &state.join("scratch"));
+        let ids = made_ids(&m);
+        assert_eq!(ids.len(), 4, "{ids:?}");
+        for id in &ids {
+            let text =
+                std::fs::read_to_string(state.join("mirror").join(TOP).join(format!("{id}.jsonl")))
+                    .unwrap();
+            let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+            assert_eq!(first["type"], "session");
+            assert_eq!(first["id"], id.as_str());
+            assert!(text.contains("\"model\":\"fake-model\""), "{text}");
+            assert!(text.contains("\"tokens\":{"), "{text}");
+        }
+        // The scratch copy is gone once read.
+        let left: Vec<_> = std::fs::read_dir(state.join("scratch")).unwrap().collect();
+        assert!(left.is_empty());
+    }
+}
