@@ -161,10 +161,17 @@ fn read_configured(rules: &ScreenRules, screen: &str, lines: &[&str]) -> Option<
     };
     Some(Dialog {
         kind: Kind::Permission,
-        // Drawn inside a box (Gemini): its sides are not the question.
+        // Drawn inside a box (Gemini) or beside a bar (opencode): its
+        // sides and marks are not the question.
         text: lines
             .get(at)
-            .map_or("", |l| l.trim().trim_matches('│').trim())
+            .map_or("", |l| {
+                l.trim()
+                    .trim_matches(['│', '┃'])
+                    .trim()
+                    .trim_start_matches('△')
+                    .trim()
+            })
             .to_string(),
         tool: None,
         detail: None,

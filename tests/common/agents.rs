@@ -13,7 +13,7 @@ pub const CLAUDE_KEY: &str = "sk-ant-api03-offline-test-key-0123456789abcdefghij
 pub const CODEX_KEY_VAR: &str = "SESSIONFS_TEST_MODEL_KEY";
 
 /// The programs `scripts/agents` installs, pinned.
-pub const AGENT_PROGRAMS: [&str; 4] = ["claude", "codex", "gemini", "qwen"];
+pub const AGENT_PROGRAMS: [&str; 5] = ["claude", "codex", "gemini", "qwen", "opencode"];
 
 /// The model Qwen Code asks the stand-in for.
 pub const QWEN_MODEL: &str = "fake-model";
@@ -96,7 +96,33 @@ impl AgentEnv {
         env.write_codex_config();
         env.write_qwen_config();
         env.write_gemini_config();
+        env.write_opencode_config();
         env
+    }
+
+    /// opencode 1.18.33's user config (`~/.config/opencode/opencode.json`):
+    /// a provider `fake` whose OpenAI-compatible API is the stand-in's, its
+    /// model the default; no updates, no sharing.
+    fn write_opencode_config(&self) {
+        let dir = self.home.join(".config/opencode");
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = serde_json::json!({
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": false,
+            "share": "disabled",
+            "model": "fake/fake-model",
+            "provider": {"fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": format!("{}/v1", self.api_url), "apiKey": "offline-test-key"},
+                "models": {"fake-model": {"name": "fake"}}
+            }}
+        });
+        std::fs::write(dir.join("opencode.json"), config.to_string()).unwrap();
+    }
+
+    /// opencode's data directory (its SQLite store `opencode.db`).
+    pub fn opencode_data(&self) -> PathBuf {
+        self.home.join(".local/share/opencode")
     }
 
     /// Gemini CLI 0.61.0's user settings: the API key auth chosen, and no
@@ -253,6 +279,19 @@ trust_level = "trusted"
             ("DISABLE_TELEMETRY", "1"),
             ("DISABLE_AUTOUPDATER", "1"),
             ("DISABLE_ERROR_REPORTING", "1"),
+            // opencode: its config and store under this home, whatever
+            // the runner's own XDG directories are; no update checks and
+            // no model catalog fetched.
+            (
+                "XDG_CONFIG_HOME",
+                &format!("{}/.config", self.home.display()),
+            ),
+            (
+                "XDG_DATA_HOME",
+                &format!("{}/.local/share", self.home.display()),
+            ),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+            ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
             ("TERM", "xterm-256color"),
         ]
         .iter()

@@ -702,7 +702,8 @@ fn openai_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Valu
     ev
 }
 
-/// OpenAI-compatible streamed chat completions (Qwen Code, opencode):
+/// OpenAI-compatible streamed chat completions (Qwen Code, opencode; the
+/// latter's title request offers no tools and is answered "Greeting"):
 /// `chat.completion.chunk`s, a last one with `usage`, then `[DONE]`. A
 /// shell call goes to the offered tool whose name has `shell` in it.
 fn chat_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Value)> {
@@ -747,9 +748,9 @@ fn chat_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Value)
     ev
 }
 
-/// The name of the tool a request offers whose name has `shell` in it
-/// (`names` reads the names one entry of `tools` offers), else Gemini's
-/// and Qwen's own name for it.
+/// The name of the tool a request offers whose name has `shell` in it, or
+/// is `bash` (opencode's), (`names` reads the names one entry of `tools`
+/// offers), else Gemini's and Qwen's own name for it.
 fn offered_shell_tool(request: &Value, names: impl Fn(&Value) -> Vec<&str>) -> String {
     request
         .get("tools")
@@ -757,7 +758,7 @@ fn offered_shell_tool(request: &Value, names: impl Fn(&Value) -> Vec<&str>) -> S
         .into_iter()
         .flatten()
         .flat_map(names)
-        .find(|n| n.contains("shell"))
+        .find(|n| n.contains("shell") || *n == "bash")
         .unwrap_or("run_shell_command")
         .to_string()
 }
