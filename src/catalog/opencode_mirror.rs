@@ -370,4 +370,140 @@ mod tests {
         let left: Vec<_> = std::fs::read_dir(state.join("scratch")).unwrap().collect();
         assert!(left.is_empty());
     }
+
+    /// Every file of `dir`: its name, size and a digest of its bytes.
+    fn files_of(dir: &Path) -> Vec<(String, usize, u64)> {
+        let mut out: Vec<(String, usize, u64)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let bytes = std::fs::read(e.path()).unwrap_or_default();
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, bytes.len(), xxhash_rust::xxh3::xxh3_64(&bytes))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Names the store the helper below writes into, as opencode would.
+    const WRITER_VAR: &str = "SESSIONFS_TEST_OPENCODE_WRITER";
+
+    /// A helper run as a process of its own by the test below (SQLite
+    /// shares one `-shm` mapping among a process's connections, so a
+    /// writer in the test's own process would write for the reader): puts
+    /// the store in WAL mode with rows whose data is not JSON, says
+    /// `ready SESSION`, and keeps its connection open until stdin closes.
+    /// Does nothing unless [`WRITER_VAR`] is set.
+    #[test]
+    fn opencode_writer_helper() {
+        let Ok(dir) = std::env::var(WRITER_VAR) else {
+            return;
+        };
+        let writer = rusqlite::Connection::open(Path::new(&dir).join(DB_NAME)).unwrap();
+        writer
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+            .unwrap();
+        let session: String = writer
+            .query_row(
+                "SELECT id FROM session ORDER BY time_created LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        writer
+            .execute(
+                "INSERT INTO message (id, session_id, time_created, time_updated, data) \
+                 VALUES ('msg_zzbad', ?1, 9999999999999, 9999999999999, 'not json {')",
+                [&session],
+            )
+            .unwrap();
+        let good: String = writer
+            .query_row(
+                "SELECT id FROM message WHERE session_id = ?1 LIMIT 1",
+                [&session],
+                |r| r.get(0),
+            )
+            .unwrap();
+        writer
+            .execute(
+                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) \
+                 VALUES ('prt_zzbad', ?1, ?2, 1, 1, '{\"type\":\"text\",\"text\":')",
+                [&good, &session],
+            )
+            .unwrap();
+        println!("ready {session}");
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        // Ended as a killed opencode would: `-wal` and `-shm` left.
+        std::process::exit(0);
+    }
+
+    #[test]
+    fn the_store_is_read_without_a_byte_of_it_changed_and_bad_rows_are_skipped() {
+        use std::io::BufRead;
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::copy(fixture().join(DB_NAME), data.join(DB_NAME)).unwrap();
+        // opencode running: another process holds the store open in WAL
+        // mode (its `-wal` and `-shm` there).
+        let mut writer = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "catalog::opencode_mirror::tests::opencode_writer_helper",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(WRITER_VAR, &data)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(writer.stdout.take().unwrap());
+        let session = loop {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the writer ended");
+            // After the harness's "test NAME ... " on the same line.
+            if let Some((_, id)) = line.trim().split_once("ready ") {
+                break id.to_string();
+            }
+        };
+        assert!(data.join("opencode.db-wal").exists());
+        assert!(data.join("opencode.db-shm").exists());
+        // The same store with no `-shm` (no opencode running).
+        let data2 = tmp.path().join("data2");
+        std::fs::create_dir(&data2).unwrap();
+        for name in [DB_NAME, "opencode.db-wal"] {
+            std::fs::copy(data.join(name), data2.join(name)).unwrap();
+        }
+        for dir in [&data, &data2] {
+            let before = files_of(dir);
+            let state = tmp.path().join(format!(
+                "state-{}",
+                dir.file_name().unwrap().to_string_lossy()
+            ));
+            let m = sync_once(dir, &state.join("mirror"), &state.join("scratch"));
+            assert_eq!(made_ids(&m).len(), 4, "{}", dir.display());
+            let text = std::fs::read_to_string(
+                state
+                    .join("mirror")
+                    .join(TOP)
+                    .join(format!("{session}.jsonl")),
+            )
+            .unwrap();
+            // The good rows are there, the bad ones are not.
+            assert!(text.contains("\"type\":\"assistant\""), "{text}");
+            assert!(!text.contains("msg_zzbad"), "{text}");
+            assert_eq!(files_of(dir), before, "{} changed", dir.display());
+            // Read again: still nothing written.
+            lock(&m.state).files = None;
+            lock(&m.state).made.clear();
+            lock(&m.state).read_at = None;
+            m.sync();
+            assert_eq!(made_ids(&m).len(), 4, "{}", dir.display());
+            assert_eq!(files_of(dir), before, "{} changed", dir.display());
+        }
+        drop(writer.stdin.take());
+        writer.wait().unwrap();
+    }
 }
