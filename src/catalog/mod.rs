@@ -1013,6 +1013,56 @@ mod tests {
         assert_eq!(store_cwd(&entry.file).as_deref(), Some("/tmp/gx/proj"));
     }
 
+    #[test]
+    fn opencode_conversations_are_listed_from_the_mirror_with_their_titles() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("share/opencode");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::copy(
+            fixtures().join("opencode/opencode.db"),
+            data.join("opencode.db"),
+        )
+        .unwrap();
+        let env: Map<String, String> = [(
+            "XDG_DATA_HOME".to_string(),
+            dir.path().join("share").to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        // Without a state directory there is no mirror, and so none listed.
+        assert!(Catalog::new(&engines)
+            .summarised()
+            .keys()
+            .all(|k| k.engine() != "opencode"));
+        let catalog = Catalog::open(&engines, &dir.path().join("state"), false);
+        let all = catalog.summarised();
+        let mut ids: Vec<&str> = all
+            .keys()
+            .filter(|k| k.engine() == "opencode")
+            .map(|k| k.id())
+            .collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            [
+                "ses_dc65617ccffeU6hKtTLqxR8T0S",
+                "ses_dc6565eebffeCQTY5tKnH2eIoz",
+                "ses_dc657275effe6U6t0ZcxDq3HFk",
+                "ses_dc6575822ffeTWJ17WUcNZlj0I"
+            ]
+        );
+        let key = SessionKey::parse("opencode:ses_dc657275effe6U6t0ZcxDq3HFk").unwrap();
+        let entry = all.get(&key).unwrap();
+        assert_eq!(entry.title(), Some("Greeting"));
+        assert_eq!(entry.cwd(), Some("/tmp/ocx/proj"));
+        assert_eq!(store_cwd(&entry.file).as_deref(), Some("/tmp/ocx/proj"));
+        let idx =
+            crate::transcript::TurnIndex::build(StoreKind::Opencode, &entry.file.path).unwrap();
+        assert_eq!(idx.turn_count(), 1);
+        assert_eq!(idx.title().as_deref(), Some("Greeting"));
+    }
+
     /// A Claude store root in a temporary directory, and its engines.
     fn claude_world() -> (tempfile::TempDir, EngineTable) {
         let dir = tempfile::tempdir().unwrap();

@@ -136,7 +136,7 @@ pub(crate) fn turn_end(v: &Value) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::{parse_store, StoreKind, TurnIndex};
+    use crate::transcript::{parse_store, render_conversation, StoreKind, TurnIndex};
     use serde_json::json;
 
     fn lines() -> Vec<Value> {
@@ -176,5 +176,35 @@ mod tests {
             classify(&v, &ParseOptions::default()),
             Row::Meta { title: None, .. }
         ));
+    }
+
+    #[test]
+    fn the_recorded_store_renders_its_turns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fixture =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real/opencode");
+        let mirror = tmp.path().join("mirror");
+        crate::catalog::opencode_mirror::sync_once(&fixture, &mirror, &tmp.path().join("s"));
+        let file = |id: &str| mirror.join("sessions").join(format!("{id}.jsonl"));
+        // `opencode run`: the prompt, the tool call with its output, the answer.
+        let conv = parse_store(
+            StoreKind::Opencode,
+            &file("ses_dc657275effe6U6t0ZcxDq3HFk"),
+            ParseOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(conv.turns.len(), 1);
+        let text = render_conversation(&conv);
+        assert!(text.contains("please RUN it"), "{text}");
+        assert!(text.contains("echo hi > made.txt"), "{text}");
+        assert!(text.contains("ANSWER to (no output)"), "{text}");
+        // The TUI's: one call allowed, one rejected, a turn interrupted.
+        let path = file("ses_dc65617ccffeU6hKtTLqxR8T0S");
+        let idx = TurnIndex::build(StoreKind::Opencode, &path).unwrap();
+        assert_eq!(idx.turn_count(), 3);
+        let conv = parse_store(StoreKind::Opencode, &path, ParseOptions::default()).unwrap();
+        let text = render_conversation(&conv);
+        assert!(text.contains("rejected permission"), "{text}");
+        assert!(text.contains("Aborted"), "{text}");
     }
 }
