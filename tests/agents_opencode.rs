@@ -98,7 +98,7 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     let conversation = status["conversation"].as_str().unwrap().to_string();
     assert!(conversation.starts_with("ses_"), "{status}");
     assert!(lines.contains(&conversation), "{conversation}: {lines}");
-    assert_eq!(listed_opencode(&a), [outside.clone()]);
+    assert_eq!(listed_opencode(&a), std::slice::from_ref(&outside));
 
     // A tool's permission: waiting, approved once, the command run.
     // In the project: a path outside it asks for that first.
