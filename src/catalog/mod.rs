@@ -1056,6 +1056,8 @@ mod tests {
         let entry = all.get(&key).unwrap();
         assert_eq!(entry.title(), Some("Greeting"));
         assert_eq!(entry.cwd(), Some("/tmp/ocx/proj"));
+        // The session's own creation time.
+        assert_eq!(entry.created_ms().map(|ms| ms / 1000), Some(1_796_263_696));
         assert_eq!(store_cwd(&entry.file).as_deref(), Some("/tmp/ocx/proj"));
         let idx =
             crate::transcript::TurnIndex::build(StoreKind::Opencode, &entry.file.path).unwrap();
