@@ -1,14 +1,18 @@
 //! opencode's conversations as files: one JSONL file per top-level session,
 //! `MIRROR/sessions/<ses_id>.jsonl`, in sessionfs's own state directory,
 //! so the catalog lists, skims, watches and pages them as it does every
-//! other store's files. A file is rewritten whole (atomically) when its
-//! session changed in the database; a session gone from the database takes
-//! its file with it. The database is read again when its `-wal` or the
+//! other store's files. When a session changed in the database, what its
+//! file lacks is appended if the file's lines are the start of the
+//! session's (a reader following it sees it grow), else the file is
+//! rewritten whole, atomically; a session gone from the database takes its
+//! file with it. The database is read again when its `-wal` or the
 //! database file itself changed (size or mtime), looked at whenever the
 //! catalog is consulted and on the catalog thread's ticks.
 //!
-//! Lines: a header `{"type":"session","id","title","cwd","version",
-//! "timestamp"}`, then one line per message: `{"type":"user","id",
+//! Lines: a header `{"type":"session","id","cwd","version","timestamp"}`,
+//! `{"type":"title","title"}` (again whenever the title changes; the last
+//! one counts), and one line per message (the newest only once it is
+//! complete): `{"type":"user","id",
 //! "timestamp","text":[…]}` or `{"type":"assistant","id","timestamp",
 //! "model","provider","tokens","finish","completed","error","parts":[…]}`
 //! where parts are `text`, `reasoning` and `tool` (`tool`, `call`,
@@ -142,16 +146,8 @@ impl Mirror {
                     continue;
                 }
             };
-            let text = mirror_text(s, &messages);
-            if std::fs::read(&path).ok().as_deref() != Some(text.as_slice()) {
-                crate::atomic::replace_with(
-                    &path,
-                    &text,
-                    0o600,
-                    crate::atomic::Durability::Unsynced,
-                )
+            write_mirror(&path, s, &messages)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            }
             state.made.insert(s.id.clone(), stamp);
         }
         self.remove_all_but(&files, &live, state);
@@ -205,26 +201,125 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// The whole mirror file of one session.
-pub fn mirror_text(session: &DbSession, messages: &[DbMessage]) -> Vec<u8> {
+/// The start of a title line.
+const TITLE_LINE: &[u8] = b"{\"type\":\"title\"";
+
+/// The mirror's lines of one session but its title: the header, then a
+/// line per message. The newest message is left out while it is being
+/// written (an answer not complete yet, a prompt with no text yet), so the
+/// lines of a session only grow while it runs.
+pub fn mirror_body(session: &DbSession, messages: &[DbMessage]) -> Vec<u8> {
     let mut out = Vec::new();
     let header = json!({
         "type": "session",
         "id": session.id,
-        "title": session.title,
         "cwd": session.directory,
         "version": session.version,
         "timestamp": rfc3339(session.time_created),
     });
-    out.extend_from_slice(header.to_string().as_bytes());
-    out.push(b'\n');
-    for m in messages {
+    out.extend_from_slice(&typed_line(header));
+    for (i, m) in messages.iter().enumerate() {
+        let newest = i + 1 == messages.len();
+        if newest && !is_written(m) {
+            break;
+        }
         if let Some(line) = message_line(m) {
-            out.extend_from_slice(line.to_string().as_bytes());
-            out.push(b'\n');
+            out.extend_from_slice(&typed_line(line));
         }
     }
     out
+}
+
+/// Whether a message is all there: an answer that completed, a prompt
+/// with its text.
+fn is_written(m: &DbMessage) -> bool {
+    match str_of(&m.data, "role") {
+        Some("assistant") => m.data.pointer("/time/completed").is_some(),
+        Some("user") => m.parts.iter().any(|p| str_of(p, "type") == Some("text")),
+        _ => true,
+    }
+}
+
+/// The title line of a session (none while opencode's placeholder stands).
+fn title_line(session: &DbSession) -> Vec<u8> {
+    typed_line(json!({"type": "title", "title": session.title}))
+}
+
+/// One line of JSON with its `type` first (a reader tells a line's kind
+/// from its first bytes, without parsing it), and a newline.
+fn typed_line(mut v: Value) -> Vec<u8> {
+    let kind = v
+        .as_object_mut()
+        .and_then(|o| o.remove("type"))
+        .unwrap_or(Value::Null);
+    let rest = v.to_string();
+    let mut out = format!("{{\"type\":{kind}").into_bytes();
+    match rest.strip_prefix('{') {
+        Some("}") | None => out.push(b'}'),
+        Some(fields) => {
+            out.push(b',');
+            out.extend_from_slice(fields.as_bytes());
+        }
+    }
+    out.push(b'\n');
+    out
+}
+
+/// The whole mirror file of one session, made afresh: the header, the
+/// title, the messages.
+pub fn mirror_text(session: &DbSession, messages: &[DbMessage]) -> Vec<u8> {
+    let body = mirror_body(session, messages);
+    let header_end = memchr::memchr(b'\n', &body).map_or(body.len(), |i| i + 1);
+    let mut out = body[..header_end].to_vec();
+    out.extend_from_slice(&title_line(session));
+    out.extend_from_slice(&body[header_end..]);
+    out
+}
+
+/// A mirror file's lines but its titles, and its last title line.
+fn split_titles(file: &[u8]) -> (Vec<u8>, Option<&[u8]>) {
+    let mut body = Vec::with_capacity(file.len());
+    let mut title = None;
+    for line in file.split_inclusive(|b| *b == b'\n') {
+        if line.starts_with(TITLE_LINE) {
+            title = Some(line);
+        } else {
+            body.extend_from_slice(line);
+        }
+    }
+    (body, title)
+}
+
+/// Brings one session's mirror file up to date: what it lacks is appended
+/// when its lines are the start of the session's (new messages, a new
+/// title), so a reader following the file sees it grow; anything else
+/// replaces the file whole, atomically.
+fn write_mirror(path: &Path, session: &DbSession, messages: &[DbMessage]) -> std::io::Result<()> {
+    use std::io::Write;
+    let body = mirror_body(session, messages);
+    let title = title_line(session);
+    if let Ok(old) = std::fs::read(path) {
+        let (old_body, old_title) = split_titles(&old);
+        let complete = old.ends_with(b"\n");
+        if complete && body.starts_with(&old_body) {
+            let mut add = body[old_body.len()..].to_vec();
+            if old_title != Some(title.as_slice()) {
+                add.extend_from_slice(&title);
+            }
+            if add.is_empty() {
+                return Ok(());
+            }
+            let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+            // One write: a reader sees whole lines, or a last one unfinished.
+            return f.write_all(&add);
+        }
+    }
+    crate::atomic::replace_with(
+        path,
+        &mirror_text(session, messages),
+        0o600,
+        crate::atomic::Durability::Unsynced,
+    )
 }
 
 /// One message's line, or `None` for a role it does not know.
@@ -334,6 +429,7 @@ pub fn sync_once(data_dir: &Path, dir: &Path, scratch: &Path) -> Mirror {
 mod tests {
     use super::*;
     use crate::sync::lock;
+    use crate::transcript::StoreKind;
 
     /// The sessions the mirror has a file of.
     fn made_ids(m: &Mirror) -> Vec<String> {
@@ -505,5 +601,77 @@ mod tests {
         }
         drop(writer.stdin.take());
         writer.wait().unwrap();
+    }
+
+    #[test]
+    fn new_messages_and_titles_are_appended_and_anything_else_rewrites() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::copy(fixture().join(DB_NAME), data.join(DB_NAME)).unwrap();
+        let state = tmp.path().join("state");
+        let m = sync_once(&data, &state.join("mirror"), &state.join("scratch"));
+        let id = "ses_dc6575822ffeTWJ17WUcNZlj0I";
+        let file = state.join("mirror").join(TOP).join(format!("{id}.jsonl"));
+        let ino = || std::fs::metadata(&file).unwrap().ino();
+        let first = std::fs::read(&file).unwrap();
+        let first_ino = ino();
+        let db = rusqlite::Connection::open(data.join(DB_NAME)).unwrap();
+        let resync = || {
+            lock(&m.state).read_at = None;
+            m.sync();
+        };
+        // A prompt, then its answer: appended, the file's inode kept.
+        db.execute(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES \
+             ('msg_zz1', ?1, 1796263999000, 1796263999000, '{\"role\":\"user\",\"time\":{\"created\":1796263999000}}')",
+            [id],
+        )
+        .unwrap();
+        resync();
+        // A prompt without its text yet is not there.
+        assert_eq!(std::fs::read(&file).unwrap(), first);
+        db.execute(
+            "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES \
+             ('prt_zz1', 'msg_zz1', ?1, 1796263999001, 1796263999001, '{\"type\":\"text\",\"text\":\"one more\"}')",
+            [id],
+        )
+        .unwrap();
+        resync();
+        let grown = std::fs::read(&file).unwrap();
+        assert!(
+            grown.starts_with(&first) && grown.len() > first.len(),
+            "{}\n---\n{}",
+            String::from_utf8_lossy(&first),
+            String::from_utf8_lossy(&grown)
+        );
+        assert!(String::from_utf8_lossy(&grown).contains("one more"));
+        assert_eq!(ino(), first_ino);
+        // A new title: a title line appended.
+        db.execute("UPDATE session SET title = 'Renamed' WHERE id = ?1", [id])
+            .unwrap();
+        resync();
+        let titled = std::fs::read(&file).unwrap();
+        assert!(titled.starts_with(&grown));
+        assert!(titled.ends_with(b"{\"type\":\"title\",\"title\":\"Renamed\"}\n"));
+        assert_eq!(ino(), first_ino);
+        let idx = crate::transcript::TurnIndex::build(StoreKind::Opencode, &file).unwrap();
+        assert_eq!(idx.title().as_deref(), Some("Renamed"));
+        assert_eq!(idx.turn_count(), 2);
+        // A message gone (an undo): the file made afresh.
+        db.execute("DELETE FROM message WHERE id = 'msg_zz1'", [])
+            .unwrap();
+        resync();
+        assert_ne!(ino(), first_ino);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("one more"), "{text}");
+        assert_eq!(
+            crate::transcript::TurnIndex::build(StoreKind::Opencode, &file)
+                .unwrap()
+                .title()
+                .as_deref(),
+            Some("Renamed")
+        );
     }
 }

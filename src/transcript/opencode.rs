@@ -37,10 +37,17 @@ pub(crate) fn classify(v: &Value, opts: &ParseOptions) -> Row {
         Some("session") => Row::Meta {
             id,
             cwd: str_of(v, "cwd").map(str::to_string),
+            title: None,
+            created: str_of(v, "timestamp").map(str::to_string),
+        },
+        // The title as it was when this line was written; a later one wins.
+        Some("title") => Row::Meta {
+            id: None,
+            cwd: None,
             title: str_of(v, "title")
                 .filter(|t| !t.is_empty() && !t.starts_with(PLACEHOLDER_TITLE))
                 .map(str::to_string),
-            created: str_of(v, "timestamp").map(str::to_string),
+            created: None,
         },
         Some("user") => {
             let blocks: Vec<Block> = v
@@ -141,7 +148,8 @@ mod tests {
 
     fn lines() -> Vec<Value> {
         vec![
-            json!({"type": "session", "id": "ses_1", "title": "Greeting", "cwd": "/w", "version": "1.18.33", "timestamp": "2026-12-03T02:08:04Z"}),
+            json!({"type": "session", "id": "ses_1", "cwd": "/w", "version": "1.18.33", "timestamp": "2026-12-03T02:08:04Z"}),
+            json!({"type": "title", "title": "Greeting"}),
             json!({"type": "user", "id": "msg_1", "timestamp": "2026-12-03T02:08:04Z", "text": ["please RUN it"]}),
             json!({"type": "assistant", "id": "msg_2", "timestamp": "2026-12-03T02:08:05Z", "model": "fake-model", "tokens": {"input": 100, "output": 10}, "finish": "tool-calls", "completed": "2026-12-03T02:08:06Z",
                    "parts": [{"type": "tool", "tool": "bash", "call": "call_1", "input": {"command": "echo hi"}, "status": "completed", "output": "hi\n", "error": null}]}),
@@ -171,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_placeholder_title_is_no_title() {
-        let v = json!({"type": "session", "id": "s", "title": "New session - 2026-12-03T02:09:07.860Z"});
+        let v = json!({"type": "title", "title": "New session - 2026-12-03T02:09:07.860Z"});
         assert!(matches!(
             classify(&v, &ParseOptions::default()),
             Row::Meta { title: None, .. }
