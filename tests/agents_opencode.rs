@@ -6,7 +6,8 @@
 //! events (the id it reports is the conversation's); a slow turn is busy;
 //! a tool's permission is `waiting`, approved once and denied once; a
 //! running turn is interrupted; after a stop a prompt resumes it with its
-//! history; the conversation found resumes from its own directory.
+//! history; the conversation found resumes from its own directory, and
+//! archived, still reads.
 
 mod common;
 
@@ -195,6 +196,14 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
         a.read(&outside, "transcript/last")
             .contains("Outside again: it was the otter.")
     });
+    // Archived: its process ended, its conversation still read.
+    common::sh_ok(&format!("mv {} {}", a.m.q(&outside), a.m.q("archived/")));
+    let archived = format!("archived/{outside}");
+    common::wait_for(30, "the archived session stopped", || {
+        a.read(&archived, "state") == "stopped\n"
+    });
+    let last = a.read(&archived, "transcript/last");
+    assert!(last.contains("Outside again: it was the otter."), "{last}");
     assert_eq!(
         std::fs::read(&user_config).unwrap(),
         config_before,
