@@ -5,7 +5,8 @@
 //! prompt into `transcript/last` and settles `idle` from its plugin's
 //! events (the id it reports is the conversation's); a slow turn is busy;
 //! a tool's permission is `waiting`, approved once and denied once; a
-//! running turn is interrupted; after a stop a prompt resumes it with its
+//! running turn is interrupted; a new daemon goes on with the live session;
+//! after a stop a prompt resumes it with its
 //! history; the conversation found resumes from its own directory, and
 //! archived, still reads.
 
@@ -31,7 +32,7 @@ fn ctl(a: &common::agent_host::Agents, key: &str, what: &str) {
 #[test]
 fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mount() {
     let test = "the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mount";
-    let Some(a) = common::agent_host::Agents::start(test) else {
+    let Some(mut a) = common::agent_host::Agents::start(test) else {
         return;
     };
     assert!(
@@ -157,6 +158,17 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     };
     assert!(by_hook("busy", "session.status busy"), "{events:?}");
     assert!(by_hook("idle", "session.idle"), "{events:?}");
+
+    // A new daemon: the live session goes on, its plugin's events followed.
+    a.restart();
+    assert_eq!(a.read(&key, "state"), "idle\n");
+    a.api.push_text("opencode: after the restart.");
+    a.prompt(&key, "still there");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the answer after the restart", || {
+        a.read(&key, "transcript/last")
+            .contains("opencode: after the restart.")
+    });
 
     // Stopped, then a prompt: resumed with the history.
     ctl(&a, &key, "stop");
