@@ -71,9 +71,18 @@ pub struct Indexed {
 }
 
 /// A text made once from an unchanging value and kept with it, with the
-/// text's digest. A copy of the value starts empty, as it may be changed.
+/// text's digest. A copy of the value starts empty, as it may be changed;
+/// [`MadeOnce::forget`] empties it when something else the text shows
+/// changed (a conversation's usage counted).
 #[derive(Debug, Default)]
-pub struct MadeOnce(std::sync::OnceLock<(Arc<[u8]>, u64)>);
+pub struct MadeOnce(Mutex<Made>);
+
+#[derive(Debug, Default)]
+struct Made {
+    /// Bumped by every forget: a text made across one is not kept.
+    forgets: u64,
+    text: Option<(Arc<[u8]>, u64)>,
+}
 
 impl Clone for MadeOnce {
     fn clone(&self) -> MadeOnce {
@@ -83,8 +92,28 @@ impl Clone for MadeOnce {
 
 impl MadeOnce {
     /// The text and its digest, made now by `make` if they are not there.
-    pub fn get_or_make(&self, make: impl FnOnce() -> (Arc<[u8]>, u64)) -> &(Arc<[u8]>, u64) {
-        self.0.get_or_init(make)
+    /// `make` runs without the lock held.
+    pub fn get_or_make(&self, make: impl FnOnce() -> (Arc<[u8]>, u64)) -> (Arc<[u8]>, u64) {
+        let forgets = {
+            let made = lock(&self.0);
+            if let Some(text) = &made.text {
+                return text.clone();
+            }
+            made.forgets
+        };
+        let text = make();
+        let mut made = lock(&self.0);
+        if made.forgets == forgets {
+            made.text = Some(text.clone());
+        }
+        text
+    }
+
+    /// Drops the text kept, and any being made now.
+    pub fn forget(&self) {
+        let mut made = lock(&self.0);
+        made.forgets += 1;
+        made.text = None;
     }
 }
 
@@ -793,6 +822,15 @@ impl Catalog {
         }
         self.summarise(vec![(key.clone(), entry)]);
         lock(&self.index).files.get(key).cloned()
+    }
+
+    /// Drops the listing text kept for one conversation: something it
+    /// shows besides its file changed. No walk, no read.
+    pub fn forget_listing_text(&self, key: &SessionKey) {
+        let entry = lock(&self.index).files.get(key).cloned();
+        if let Some(entry) = entry {
+            entry.listing_text.forget();
+        }
     }
 
     /// Every conversation in the stores; `fresh` makes sure what was
