@@ -1328,3 +1328,30 @@ mod tests {
         assert_eq!(codex_rollout_id("notes.jsonl"), None);
     }
 }
+
+#[cfg(test)]
+mod made_once_tests {
+    use super::MadeOnce;
+    use std::sync::Arc;
+
+    fn text(s: &str) -> (Arc<[u8]>, u64) {
+        (Arc::from(s.as_bytes()), s.len() as u64)
+    }
+
+    #[test]
+    fn a_listing_text_made_across_a_forget_is_not_kept() {
+        let made = MadeOnce::default();
+        assert_eq!(&*made.get_or_make(|| text("one")).0, b"one");
+        // Kept: not made again.
+        assert_eq!(&*made.get_or_make(|| unreachable!()).0, b"one");
+        made.forget();
+        // Made while a forget happens: given, not kept.
+        let given = made.get_or_make(|| {
+            made.forget();
+            text("stale")
+        });
+        assert_eq!(&*given.0, b"stale");
+        assert_eq!(&*made.get_or_make(|| text("fresh")).0, b"fresh");
+        assert_eq!(&*made.get_or_make(|| unreachable!()).0, b"fresh");
+    }
+}

@@ -1825,9 +1825,14 @@ impl Files {
         match node {
             Node::Root => {
                 for f in RootFile::ALL {
-                    entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
+                    if f != RootFile::UsageJson {
+                        entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
+                    }
                 }
+                // The two made of every session, after the cheap ones.
                 entries.push(self.entry(&Node::SessionsJson, Kind::File, "sessions.json"));
+                let usage = Node::RootFile(RootFile::UsageJson);
+                entries.push(self.entry(&usage, Kind::File, "usage.json"));
                 let events = Node::Events(self.core.event_stream_file());
                 entries.push(self.entry(&events, Kind::File, "events"));
                 for view in ViewDir::ALL {
@@ -1922,7 +1927,7 @@ impl Files {
 /// directory is counted or rendered from the conversation's store.
 fn costly(parent: &Node, name: &str) -> bool {
     match parent {
-        Node::Root => name == "sessions.json",
+        Node::Root => name == "sessions.json" || name == "usage.json",
         Node::Session(_, SessionFile::Dir) => name == "screen",
         Node::Session(_, SessionFile::TranscriptDir) => true,
         _ => false,
