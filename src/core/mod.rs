@@ -176,6 +176,8 @@ impl Core {
         crate::core::organize::meta_edit::set_own_mount(mountpoint);
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
+        // Counted from the start, so the usage files hold still once it ends.
+        core.usage.request();
         crate::core::organize::rows::start_janitor(&core);
         crate::core::agents::session_agent::start(&core);
         crate::core::agents::discoveries::start(&core);
