@@ -17,7 +17,7 @@ use scan::{FileScan, Models};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,23 @@ pub struct Tracker {
     asked: Mutex<Asked>,
     wake: Condvar,
     on_publish: Option<OnPublish>,
+    /// A pass runs now.
+    passing: AtomicBool,
+    /// Passes finished, and the catalog's version the last one began at
+    /// (`u64::MAX`: none yet): read without the pass's lock.
+    passes: AtomicU64,
+    passed_version: AtomicU64,
+}
+
+/// How far the counter is, for the root `status`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct UsageStats {
+    /// Conversations counted.
+    pub conversations: usize,
+    pub passes: u64,
+    /// Every store is counted as it is now: no pass runs or is asked for.
+    pub settled: bool,
+    pub prices_dated: &'static str,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -87,6 +104,23 @@ impl Tracker {
             asked: Mutex::new(Asked::default()),
             wake: Condvar::new(),
             on_publish,
+            passing: AtomicBool::new(false),
+            passes: AtomicU64::new(0),
+            passed_version: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// How far the counter is; never waits for a pass.
+    pub fn stats(&self) -> UsageStats {
+        let asked = lock(&self.asked).pass;
+        let passed = self.passed_version.load(Ordering::Acquire);
+        UsageStats {
+            conversations: lock(&self.published).len(),
+            passes: self.passes.load(Ordering::Acquire),
+            settled: !asked
+                && !self.passing.load(Ordering::Acquire)
+                && passed == self.catalog.version(),
+            prices_dated: PRICES_DATED,
         }
     }
 
@@ -158,6 +192,7 @@ impl Tracker {
     /// counted is read (its new lines), and the result published.
     fn pass(&self) {
         let mut counting = lock(&self.counting);
+        self.passing.store(true, Ordering::Release);
         let version = self.catalog.version();
         let files: Arc<StoreFiles> = self.catalog.files();
         let mut changed: Vec<(SessionKey, Option<RequestList>)> = Vec::new();
@@ -216,6 +251,9 @@ impl Tracker {
         }
         self.publish(changed);
         counting.passed = Some(version);
+        self.passed_version.store(version, Ordering::Release);
+        self.passes.fetch_add(1, Ordering::AcqRel);
+        self.passing.store(false, Ordering::Release);
     }
 
     fn publish(&self, changed: Vec<(SessionKey, Option<RequestList>)>) {
@@ -294,7 +332,12 @@ fn count_in_background(tracker: Weak<Tracker>) {
                 .wake
                 .wait_timeout_while(asked, LOOK_EVERY, |a| !a.pass)
                 .unwrap_or_else(|p| p.into_inner());
-            std::mem::take(&mut asked.pass)
+            let wanted = std::mem::take(&mut asked.pass);
+            // Taken with the ask, so `stats` never sees neither.
+            if wanted {
+                t.passing.store(true, Ordering::Release);
+            }
+            wanted
         };
         if wanted || t.stores_moved() {
             t.pass();
