@@ -260,11 +260,51 @@ fn real_stores_usage_equals_an_independent_count_and_ccusage() {
     // Read twice with nothing changed: the same bytes.
     assert_eq!(m.read("usage.json"), m.read("usage.json"));
 
-    // `ls --sort cost`: the highest first, through the daemon.
+    // A project's sessions are summed under it.
+    let claude_top = "claude:ae4a77f8-aedd-4bc1-888f-c94edc91af04";
+    sh_ok(&format!(
+        "echo spotter > {}",
+        m.q(&format!("{claude_top}/project"))
+    ));
+    let top_cost = m.json(&format!("{claude_top}/usage"))["cost_usd"]
+        .as_f64()
+        .unwrap();
+    let mut root = Value::Null;
+    wait_for(10, "usage.json to show the project", || {
+        root = m.json("usage.json");
+        root["by_project"]["spotter"].is_object()
+    });
+    assert!(
+        close(
+            root["by_project"]["spotter"]["cost_usd"].as_f64().unwrap(),
+            top_cost
+        ),
+        "{root}"
+    );
+    assert!(
+        close(
+            root["by_project"][""]["cost_usd"].as_f64().unwrap(),
+            total_cost - top_cost
+        ),
+        "{root}"
+    );
+
+    // `ls --sort cost`: the highest first, through the daemon; a session
+    // whose cost is unknown (a shell has no store) last.
+    sh_ok(&format!("mkdir {}", m.q("shell:nocost")));
     let out = host.cli(&["ls", "--sort", "cost", "--keys"]);
     let keys = String::from_utf8_lossy(&out.stdout);
     assert_eq!(keys.lines().next(), Some(key), "{keys}");
-    assert_eq!(keys.lines().count(), 8, "{keys}");
+    assert_eq!(keys.lines().nth(1), Some(claude_top), "{keys}");
+    assert_eq!(keys.lines().last(), Some("shell:nocost"), "{keys}");
+    assert_eq!(keys.lines().count(), 9, "{keys}");
+    let page = host.cli(&[
+        "ls", "--sort", "cost", "--keys", "--limit", "1", "--offset", "1",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&page.stdout),
+        format!("{claude_top}\n")
+    );
     let table = String::from_utf8_lossy(&host.cli(&["ls", "--sort", "cost"]).stdout).to_string();
     assert!(table.lines().next().unwrap().contains("COST"), "{table}");
     assert!(table.contains("$8.37"), "{table}");
@@ -390,6 +430,17 @@ fn a_model_without_a_price_has_no_cost_and_a_config_price_is_used() {
         let row = table.lines().find(|l| l.starts_with(key)).unwrap();
         assert!(row.contains("  -  "), "{table}");
     }
+    // Without a daemon, `ls --sort cost` counts the stores itself.
+    let out = host
+        .state_env(&mut std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs")))
+        .env("CLAUDE_CONFIG_DIR", &claude)
+        .args(["ls", "--sort", "cost", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listing["sessions"][0]["key"], key, "{listing}");
+    assert_eq!(listing["sessions"][0]["tokens"], 26, "{listing}");
     let config = host.path("config.json");
     std::fs::write(
         &config,
