@@ -432,7 +432,9 @@ fn a_model_without_a_price_has_no_cost_and_a_config_price_is_used() {
     }
     // Without a daemon, `ls --sort cost` counts the stores itself.
     let out = host
-        .state_env(&mut std::process::Command::new(env!("CARGO_BIN_EXE_sessionfs")))
+        .state_env(&mut std::process::Command::new(env!(
+            "CARGO_BIN_EXE_sessionfs"
+        )))
         .env("CLAUDE_CONFIG_DIR", &claude)
         .args(["ls", "--sort", "cost", "--json"])
         .output()

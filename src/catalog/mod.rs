@@ -151,6 +151,12 @@ impl Indexed {
         self.summary.as_ref().and_then(|s| s.skim.cwd.as_deref())
     }
 
+    /// The index's version (see [`Catalog::version`]) when this entry last
+    /// changed: an entry not changed since a version needs no second look.
+    pub fn changed_at(&self) -> u64 {
+        self.seq
+    }
+
     /// The time of the store's first row.
     pub fn created_ms(&self) -> Option<u64> {
         self.created_ms

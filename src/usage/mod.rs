@@ -28,19 +28,24 @@ const LOOK_EVERY: Duration = Duration::from_secs(2);
 /// Claude's subagents' files counted with their conversation, at most.
 const MAX_SUBAGENT_FILES: usize = 1_000;
 
-/// One conversation's files as counted.
+/// One conversation's files as counted: its own (whose path the catalog
+/// holds) and, for Claude, its subagents'.
 struct Counted {
     stamp: Stamp,
-    files: Vec<(PathBuf, FileScan)>,
+    main: FileScan,
+    subagents: Vec<(Box<Path>, FileScan)>,
 }
+
+/// Each model's name and price, by number.
+pub type ModelTable = Arc<Vec<(Arc<str>, Option<ModelPrice>)>>;
 
 /// What only the pass that holds it touches.
 #[derive(Default)]
 struct Counting {
     counted: HashMap<SessionKey, Counted>,
     models: Models,
-    /// The catalog's version the last pass began at.
-    passed: Option<u64>,
+    /// The catalog's version and keys' version the last pass began at.
+    passed: Option<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -59,6 +64,8 @@ pub struct Tracker {
     prices: Prices,
     catalog: Arc<Catalog>,
     published: Mutex<Arc<HashMap<SessionKey, RequestList>>>,
+    /// Grows before `published` names a new model.
+    models: Mutex<ModelTable>,
     version: AtomicU64,
     counting: Mutex<Counting>,
     asked: Mutex<Asked>,
@@ -99,6 +106,7 @@ impl Tracker {
             prices,
             catalog,
             published: Mutex::new(Arc::default()),
+            models: Mutex::new(Arc::default()),
             version: AtomicU64::new(0),
             counting: Mutex::new(Counting::default()),
             asked: Mutex::new(Asked::default()),
@@ -178,14 +186,24 @@ impl Tracker {
         Some(scan::merge(&lists))
     }
 
+    /// Each model's name and price, by number.
+    pub fn models(&self) -> ModelTable {
+        lock(&self.models).clone()
+    }
+
+    /// The tokens and cost of some requests.
+    pub fn account(&self, requests: &[(u64, Request)]) -> Account {
+        let models = self.models();
+        let mut account = Account::default();
+        for (_, r) in requests {
+            account.add(r, price_in(&models, r.model));
+        }
+        account
+    }
+
     /// The total tokens and cost of a session's conversations.
     pub fn totals_of(&self, conversations: &[SessionKey]) -> Option<Account> {
-        let requests = self.requests_of_all(conversations)?;
-        let mut account = Account::default();
-        for (_, r) in requests.iter() {
-            account.add(r, self.prices.of(&r.model));
-        }
-        Some(account)
+        Some(self.account(&self.requests_of_all(conversations)?))
     }
 
     /// One pass: every conversation whose file changed since it was last
@@ -193,67 +211,102 @@ impl Tracker {
     fn pass(&self) {
         let mut counting = lock(&self.counting);
         self.passing.store(true, Ordering::Release);
+        let keys_version = self.catalog.keys_version();
         let version = self.catalog.version();
         let files: Arc<StoreFiles> = self.catalog.files();
         let mut changed: Vec<(SessionKey, Option<RequestList>)> = Vec::new();
         let mut last_publish = Instant::now();
         let Counting {
-            counted, models, ..
+            counted,
+            models,
+            passed,
         } = &mut *counting;
+        let before = *passed;
         for (key, indexed) in files.iter() {
+            // Unchanged since the last pass began: counted then, no lookup.
+            if before.is_some_and(|(v, _)| indexed.changed_at() <= v) {
+                continue;
+            }
             if counted.get(key).is_some_and(|c| c.stamp == indexed.stamp) {
                 continue;
             }
+            let kind = indexed.file.kind;
             let entry = counted.entry(key.clone()).or_insert_with(|| Counted {
                 stamp: indexed.stamp,
-                files: Vec::new(),
+                main: FileScan::new(kind),
+                subagents: Vec::new(),
             });
             entry.stamp = indexed.stamp;
-            let paths = files_of(indexed.file.kind, &indexed.file.path);
-            entry.files.retain(|(p, _)| paths.contains(p));
-            let mut moved = false;
-            for path in paths {
-                let at = match entry.files.iter().position(|(p, _)| *p == path) {
+            let mut moved = read_logged(&mut entry.main, &indexed.file.path, models);
+            let subagents = subagent_files(kind, &indexed.file.path);
+            let before = entry.subagents.len();
+            entry
+                .subagents
+                .retain(|(p, _)| subagents.iter().any(|s| **s == **p));
+            moved |= entry.subagents.len() != before;
+            for path in subagents {
+                let at = match entry.subagents.iter().position(|(p, _)| **p == *path) {
                     Some(at) => at,
                     None => {
                         entry
-                            .files
-                            .push((path.clone(), FileScan::new(indexed.file.kind)));
+                            .subagents
+                            .push((path.into_boxed_path(), FileScan::new(kind)));
                         moved = true;
-                        entry.files.len() - 1
+                        entry.subagents.len() - 1
                     }
                 };
-                match entry.files[at].1.read(&path, models) {
-                    Ok(true) => moved = true,
-                    Ok(false) => {}
-                    Err(e) => log::debug!("usage: cannot read {}: {e}", path.display()),
-                }
+                let (path, scan) = &mut entry.subagents[at];
+                moved |= read_logged(scan, path, models);
             }
             if moved {
-                let lists: Vec<&RequestList> =
-                    entry.files.iter().map(|(_, f)| f.requests()).collect();
+                let mut lists: Vec<&RequestList> = vec![entry.main.requests()];
+                lists.extend(entry.subagents.iter().map(|(_, f)| f.requests()));
                 changed.push((key.clone(), Some(scan::merge(&lists))));
             }
             if last_publish.elapsed() >= PUBLISH_EVERY {
+                self.publish_models(models);
                 self.publish(std::mem::take(&mut changed));
                 last_publish = Instant::now();
             }
         }
-        // Conversations that left the stores.
-        let gone: Vec<SessionKey> = counted
-            .keys()
-            .filter(|k| !files.contains_key(*k))
-            .cloned()
-            .collect();
+        // Conversations that left the stores, looked for when some did.
+        let gone: Vec<SessionKey> = if before.is_some_and(|(_, k)| k == keys_version) {
+            Vec::new()
+        } else {
+            counted
+                .keys()
+                .filter(|k| !files.contains_key(*k))
+                .cloned()
+                .collect()
+        };
         for key in gone {
             counted.remove(&key);
             changed.push((key, None));
         }
+        self.publish_models(models);
+        let any = !changed.is_empty();
         self.publish(changed);
-        counting.passed = Some(version);
+        drop(files);
+        counting.passed = Some((version, keys_version));
         self.passed_version.store(version, Ordering::Release);
         self.passes.fetch_add(1, Ordering::AcqRel);
         self.passing.store(false, Ordering::Release);
+        if any {
+            crate::sync::give_back_freed_memory();
+        }
+    }
+
+    /// Names and prices the models numbered since the last publication.
+    fn publish_models(&self, models: &Models) {
+        let mut table = lock(&self.models);
+        if table.len() == models.names().len() {
+            return;
+        }
+        let mut grown: Vec<(Arc<str>, Option<ModelPrice>)> = table.as_ref().clone();
+        for name in &models.names()[grown.len()..] {
+            grown.push((name.clone(), self.prices.of(name)));
+        }
+        *table = Arc::new(grown);
     }
 
     fn publish(&self, changed: Vec<(SessionKey, Option<RequestList>)>) {
@@ -283,15 +336,31 @@ impl Tracker {
 
     /// Whether the stores changed since the last pass began.
     fn stores_moved(&self) -> bool {
-        let passed = lock(&self.counting).passed;
+        let passed = lock(&self.counting).passed.map(|(v, _)| v);
         passed != Some(self.catalog.version())
     }
 }
 
-/// The files one conversation's usage is read from: its own, and for
-/// Claude its subagents' (`ID/subagents/*.jsonl`), whose requests it made.
-fn files_of(kind: StoreKind, path: &Path) -> Vec<PathBuf> {
-    let mut paths = vec![path.to_path_buf()];
+/// Reads what a file added; true when its requests changed.
+fn read_logged(scan: &mut FileScan, path: &Path, models: &mut Models) -> bool {
+    match scan.read(path, models) {
+        Ok(changed) => changed,
+        Err(e) => {
+            log::debug!("usage: cannot read {}: {e}", path.display());
+            false
+        }
+    }
+}
+
+/// The price of model number `model` in `models`.
+pub fn price_in(models: &[(Arc<str>, Option<ModelPrice>)], model: u32) -> Option<ModelPrice> {
+    models.get(model as usize).and_then(|(_, p)| *p)
+}
+
+/// The files besides its own one conversation's usage is read from: for
+/// Claude, its subagents' (`ID/subagents/*.jsonl`), whose requests it made.
+fn subagent_files(kind: StoreKind, path: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
     if kind == StoreKind::Claude {
         let dir = path.with_extension("").join("subagents");
         if let Ok(entries) = std::fs::read_dir(dir) {
@@ -385,10 +454,11 @@ pub struct Account {
 
 impl Account {
     pub fn add(&mut self, request: &Request, price: Option<ModelPrice>) {
+        let tokens = request.tokens();
         self.requests += 1;
-        self.tokens.add(&request.tokens);
+        self.tokens.add(&tokens);
         match price {
-            Some(p) => self.cost.0 = self.cost.0.saturating_add(cost_of(&request.tokens, &p).0),
+            Some(p) => self.cost.0 = self.cost.0.saturating_add(cost_of(&tokens, &p).0),
             None => self.unpriced = true,
         }
     }
@@ -464,14 +534,14 @@ impl Tracker {
     /// The `usage` document of a session's conversations (`ids` as shown).
     pub fn usage_doc(&self, conversations: &[SessionKey]) -> Option<UsageDoc> {
         let requests = self.requests_of_all(conversations)?;
+        let models = self.models();
         let mut by_model: BTreeMap<&str, Account> = BTreeMap::new();
         let mut all = Account::default();
         for (_, r) in requests.iter() {
-            let price = self.prices.of(&r.model);
-            let name = if r.model.is_empty() {
-                UNKNOWN_MODEL
-            } else {
-                &r.model
+            let price = price_in(&models, r.model);
+            let name = match models.get(r.model as usize) {
+                Some((name, _)) if !name.is_empty() => name,
+                _ => UNKNOWN_MODEL,
             };
             by_model.entry(name).or_default().add(r, price);
             all.add(r, price);

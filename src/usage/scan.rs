@@ -48,40 +48,93 @@ impl Tokens {
     }
 }
 
-/// One request to a model, as the store recorded it.
+/// One request to a model, as the store recorded it: 32 bytes, as a
+/// hundred thousand conversations hold millions of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     /// Days since the epoch (UTC) of the row that recorded it.
     pub day: u32,
-    pub model: Arc<str>,
-    pub tokens: Tokens,
+    /// The model's number in [`Models`].
+    pub model: u32,
+    /// Input, output, cache write, its hour part, cache read, reasoning
+    /// (a request's counts fit; larger ones are held at the most).
+    counts: [u32; 6],
+}
+
+impl Request {
+    pub fn new(day: u32, model: u32, t: &Tokens) -> Request {
+        let c = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        Request {
+            day,
+            model,
+            counts: [
+                c(t.input),
+                c(t.output),
+                c(t.cache_write),
+                c(t.cache_write_1h),
+                c(t.cache_read),
+                c(t.reasoning),
+            ],
+        }
+    }
+
+    pub fn tokens(&self) -> Tokens {
+        let [input, output, cache_write, cache_write_1h, cache_read, reasoning] =
+            self.counts.map(u64::from);
+        Tokens {
+            input,
+            output,
+            cache_write,
+            cache_write_1h,
+            cache_read,
+            reasoning,
+        }
+    }
 }
 
 /// Requests by id, sorted by id: an id names one request however many rows
 /// (or files) repeat it.
 pub type RequestList = Arc<[(u64, Request)]>;
 
-/// Model names shared by every request that names them.
+/// The models' names, each numbered once: requests hold the number.
 #[derive(Debug, Default)]
-pub struct Models(HashMap<Box<str>, Arc<str>>);
+pub struct Models {
+    index: HashMap<Box<str>, u32>,
+    names: Vec<Arc<str>>,
+}
+
+/// More models than any store names: past it, a name is `unknown`.
+const MAX_MODELS: usize = 65_536;
 
 impl Models {
-    pub fn get(&mut self, name: &str) -> Arc<str> {
-        if let Some(m) = self.0.get(name) {
-            return m.clone();
+    /// The number of `name` (0 is the empty name: no model recorded).
+    pub fn get(&mut self, name: &str) -> u32 {
+        if self.names.is_empty() {
+            self.names.push(Arc::from(""));
+            self.index.insert("".into(), 0);
         }
-        let shared: Arc<str> = Arc::from(name);
-        if self.0.len() < 100_000 {
-            self.0.insert(name.into(), shared.clone());
+        if let Some(n) = self.index.get(name) {
+            return *n;
         }
-        shared
+        if self.names.len() >= MAX_MODELS {
+            return 0;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(Arc::from(name));
+        self.index.insert(name.into(), n);
+        n
+    }
+
+    /// Every name, by number.
+    pub fn names(&self) -> &[Arc<str>] {
+        &self.names
     }
 }
 
 /// What a Codex rollout's earlier lines said that later ones need.
 #[derive(Debug, Default, Clone)]
 struct CodexCarry {
-    model: Option<Arc<str>>,
+    model: Option<u32>,
     total: Option<CodexTokens>,
     count: u64,
 }
@@ -399,13 +452,10 @@ impl Feed<'_> {
             cache_read: usage.cache_read_input_tokens,
             reasoning: 0,
         };
-        let request = Request {
-            day: day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day),
-            model: self.models.get(model),
-            tokens,
-        };
+        let day = day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day);
+        let request = Request::new(day, self.models.get(model), &tokens);
         match self.requests.get(&id) {
-            Some(old) if old.tokens.total() >= tokens.total() => {}
+            Some(old) if old.tokens().total() >= tokens.total() => {}
             _ => {
                 self.requests.insert(id, request);
             }
@@ -458,22 +508,19 @@ impl Feed<'_> {
         )
         .unwrap_or(self.fallback_day);
         let cached = last.cached_input_tokens.min(last.input_tokens);
-        let request = Request {
-            day,
-            model: self
-                .codex
-                .model
-                .clone()
-                .unwrap_or_else(|| self.models.get("")),
-            tokens: Tokens {
-                input: last.input_tokens - cached,
-                output: last.output_tokens,
-                cache_write: 0,
-                cache_write_1h: 0,
-                cache_read: cached,
-                reasoning: last.reasoning_output_tokens,
-            },
+        let tokens = Tokens {
+            input: last.input_tokens - cached,
+            output: last.output_tokens,
+            cache_write: 0,
+            cache_write_1h: 0,
+            cache_read: cached,
+            reasoning: last.reasoning_output_tokens,
         };
+        let model = match self.codex.model {
+            Some(m) => m,
+            None => self.models.get(""),
+        };
+        let request = Request::new(day, model, &tokens);
         self.requests.insert(self.codex.count, request);
     }
 
@@ -494,18 +541,20 @@ impl Feed<'_> {
             return;
         };
         let cached = t.cached.min(t.input);
-        let request = Request {
-            day: day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day),
-            model: self.models.get(row.model.as_deref().unwrap_or("")),
-            tokens: Tokens {
-                input: (t.input - cached).saturating_add(t.tool),
-                output: t.output.saturating_add(t.thoughts),
-                cache_write: 0,
-                cache_write_1h: 0,
-                cache_read: cached,
-                reasoning: t.thoughts,
-            },
+        let tokens = Tokens {
+            input: (t.input - cached).saturating_add(t.tool),
+            output: t.output.saturating_add(t.thoughts),
+            cache_write: 0,
+            cache_write_1h: 0,
+            cache_read: cached,
+            reasoning: t.thoughts,
         };
+        let day = day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day);
+        let request = Request::new(
+            day,
+            self.models.get(row.model.as_deref().unwrap_or("")),
+            &tokens,
+        );
         self.requests.insert(hash_of(&[id]), request);
     }
 }
@@ -525,7 +574,7 @@ pub fn merge(lists: &[&RequestList]) -> RequestList {
                 lists.iter().flat_map(|l| l.iter().cloned()).collect();
             all.sort_by(|a, b| {
                 a.0.cmp(&b.0)
-                    .then(b.1.tokens.total().cmp(&a.1.tokens.total()))
+                    .then(b.1.tokens().total().cmp(&a.1.tokens().total()))
             });
             all.dedup_by_key(|(id, _)| *id);
             Arc::from(all)
@@ -549,7 +598,7 @@ mod tests {
     fn totals(scan: &FileScan) -> (usize, Tokens) {
         let mut t = Tokens::default();
         for (_, r) in scan.requests().iter() {
-            t.add(&r.tokens);
+            t.add(&r.tokens());
         }
         (scan.requests().len(), t)
     }
@@ -612,7 +661,11 @@ mod tests {
         assert_eq!(t.cache_read, 140);
         assert_eq!(t.output, 12);
         assert_eq!(t.reasoning, 4);
-        assert_eq!(&*scan.requests()[0].1.model, "gpt-5.5");
+        assert_eq!(
+            scan.requests()[0].1.model,
+            1,
+            "gpt-5.5, the first model named"
+        );
     }
 
     #[test]
@@ -649,18 +702,20 @@ mod tests {
 
     #[test]
     fn merged_lists_keep_one_request_per_id_with_the_larger_count() {
-        let req = |out| Request {
-            day: 1,
-            model: Arc::from("m"),
-            tokens: Tokens {
-                output: out,
-                ..Tokens::default()
-            },
+        let req = |out| {
+            Request::new(
+                1,
+                1,
+                &Tokens {
+                    output: out,
+                    ..Tokens::default()
+                },
+            )
         };
         let a: RequestList = Arc::from(vec![(1, req(5)), (2, req(1))]);
         let b: RequestList = Arc::from(vec![(1, req(9)), (3, req(1))]);
         let merged = merge(&[&a, &b]);
         assert_eq!(merged.len(), 3);
-        assert_eq!(merged[0].1.tokens.output, 9);
+        assert_eq!(merged[0].1.tokens().output, 9);
     }
 }

@@ -70,11 +70,7 @@ impl Core {
         if row.meta.conversations.is_empty() && row.meta.conversation.is_none() {
             // Most rows: one conversation, no merge.
             let requests = self.usage.requests_of(&row.key)?;
-            let mut account = Account::default();
-            for (_, r) in requests.iter() {
-                account.add(r, self.usage.prices().of(&r.model));
-            }
-            return Some(account);
+            return Some(self.usage.account(&requests));
         }
         self.usage.totals_of(&self.conversations_of(row))
     }
@@ -121,6 +117,7 @@ impl Core {
         let mut by_project: BTreeMap<String, Account> = BTreeMap::new();
         let mut total = Account::default();
         let mut sessions = 0;
+        let models = self.usage.models();
         for row in rows.iter() {
             let conversations = self.conversations_of(row);
             let Some(requests) = self.usage.requests_of_all(&conversations) else {
@@ -133,7 +130,7 @@ impl Core {
             let project = row.meta.project.clone().unwrap_or_default();
             let mut session = Account::default();
             for (_, r) in requests.iter() {
-                let price = self.usage.prices().of(&r.model);
+                let price = crate::usage::price_in(&models, r.model);
                 by_day.entry(r.day).or_default().add(r, price);
                 session.add(r, price);
             }
