@@ -32,7 +32,7 @@ In order, for each N:
      the same single changes again with those archived.
 """
 
-import errno, json, math, os, shutil, signal, statistics, subprocess, sys, threading, time
+import errno, json, math, os, random, shutil, signal, statistics, subprocess, sys, threading, time
 
 PROJECTS = 50
 BASE_S = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -89,6 +89,30 @@ class Stat:
                 f"{n} rounds)")
 
 
+# Each generated reply's tokens, as Claude records them.
+USAGE = {"input_tokens": 3, "output_tokens": 40, "cache_creation_input_tokens": 500,
+         "cache_read_input_tokens": 2000}
+
+
+def usage_counted(mnt, n, timeout=900):
+    """Seconds until usage.json counts every conversation (None for a daemon
+    without one), checking its totals."""
+    path = os.path.join(mnt, "usage.json")
+    if not os.path.exists(path):
+        return None
+    t0 = time.perf_counter()
+    while True:
+        doc = read_json(path)
+        if doc["total"]["requests"] == n:
+            break
+        if time.perf_counter() - t0 > timeout:
+            broke(f"usage.json counted {doc['total']['requests']} of {n} after {timeout} s")
+        time.sleep(0.2)
+    if doc["total"]["tokens"]["output"] != n * USAGE["output_tokens"]:
+        broke(f"usage.json: {doc['total']}")
+    return time.perf_counter() - t0
+
+
 def generate(root, n):
     """n small conversations; conversation i starts i minutes after BASE and
     was written 30 s later."""
@@ -105,7 +129,10 @@ def generate(root, n):
             {"type": "user", "sessionId": sid, "cwd": f"/work/p{p}", "timestamp": ts,
              "uuid": f"u{i}", "message": {"role": "user", "content": f"prompt number {i}"}},
             {"type": "assistant", "sessionId": sid, "timestamp": ts, "uuid": f"a{i}",
-             "message": {"role": "assistant", "content": [{"type": "text", "text": f"reply {i}"}]}},
+             "requestId": f"req_{i}",
+             "message": {"id": f"msg_{i}", "model": "claude-sonnet-4-5", "role": "assistant",
+                         "content": [{"type": "text", "text": f"reply {i}"}],
+                         "usage": USAGE}},
         ]
         path = os.path.join(root, "projects", f"-work-p{p}", f"{sid}.jsonl")
         with open(path, "w") as f:
@@ -548,6 +575,8 @@ def run(binary, work, n, prev=None):
             time.sleep(0.01)
 
         print(f"bench: {n}: the catalog complete", file=sys.stderr)
+        # The daemon counts usage from its start: measured once it has.
+        counted_after = usage_counted(mnt, n)
         # ls -f of the mount and of tmpfs take turns, so load falls on both.
         ls_t, tmpfs_t = [], []
         for _ in range(ROUNDS):
@@ -574,6 +603,11 @@ def run(binary, work, n, prev=None):
         # What every `ls -l` of the root and every look at the daemon asks:
         # answered from what is kept, not from a look at every conversation.
         stat_sj = each(lambda: os.stat(os.path.join(mnt, "sessions.json")))
+        usage_json_t = usage_one_t = None
+        if counted_after is not None:
+            usage_json_t, _ = timed(["cat", os.path.join(mnt, "usage.json")], keep=False)
+            usage_one_t = each(lambda: read_json(os.path.join(
+                mnt, f"claude:{ids[random.randrange(n)]}", "usage")))
         status_t = each(lambda: d.status())
         rss = vm(d.proc.pid, "VmRSS")
         hwm = vm(d.proc.pid, "VmHWM")
@@ -651,6 +685,11 @@ def run(binary, work, n, prev=None):
         ("  one meta.json", meta_t.fmt(), "< 5 ms", meta_t.median < 0.005),
         ("  stat sessions.json", stat_sj.fmt(), "< 5 ms", stat_sj.median < 0.005),
         ("  cat status (the root's)", status_t.fmt(), "< 5 ms", status_t.median < 0.005),
+        ("  usage counted, waited after the catalog completed",
+         "-" if counted_after is None else f"{counted_after:.1f} s", "-", None),
+        ("  cat usage.json", "-" if usage_json_t is None else usage_json_t.fmt(), "-", None),
+        ("  one KEY/usage", "-" if usage_one_t is None else usage_one_t.fmt(), "< 5 ms",
+         None if usage_one_t is None else usage_one_t.median < 0.005),
         ("  daemon RSS after all of the above", f"{rss / MiB:.1f} MiB (peak {hwm / MiB:.1f})",
          f"< {rss_target // MiB} MiB", rss < rss_target),
         (f"  ls -l projects/web ({FACET_LINKS} links)", ls_facet.fmt(), "-", None),

@@ -46,6 +46,8 @@ pub struct Config {
     /// directory inside the repository; absolute, a directory holding one
     /// directory per repository (named as the repository's).
     pub worktrees: PathBuf,
+    /// The config file's `prices` over the shipped table.
+    pub prices: crate::usage::Prices,
 }
 
 /// Sessions' worktrees, unless the config file's `worktrees` says otherwise.
@@ -78,6 +80,20 @@ fn worktrees_of(config_file: Option<&Path>) -> Result<PathBuf> {
             path.display()
         ))),
     }
+}
+
+/// The config file's `prices`, checked.
+fn prices_of(config_file: Option<&Path>) -> Result<crate::usage::Prices> {
+    let Some(path) = config_file else {
+        return Ok(crate::usage::Prices::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), &e))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::invalid(format!("config {} is not valid: {e}", path.display())).with_source(e)
+    })?;
+    crate::usage::Prices::from_config(doc.get("prices"))
+        .map_err(|e| Error::invalid(format!("config {}: {}", path.display(), e.message)))
 }
 
 /// Reads a variable as a positive number of seconds (fractions allowed).
@@ -161,6 +177,7 @@ impl Config {
             absolute(env, "AGENT_SESSIONS_LOCK_DIR")?.unwrap_or_else(|| runtime_dir.join("locks"));
         let engines = EngineTable::load(env, &home, config_file)?;
         let worktrees = worktrees_of(config_file)?;
+        let prices = prices_of(config_file)?;
         let config = Config {
             scrollback_bytes: number(
                 env,
@@ -205,6 +222,7 @@ impl Config {
             home,
             engines,
             worktrees,
+            prices,
         };
         Ok(config)
     }

@@ -383,6 +383,10 @@ struct ConfigFile {
     #[serde(default)]
     #[allow(dead_code)]
     worktrees: Option<String>,
+    /// Prices per model (read by `Config`).
+    #[serde(default)]
+    #[allow(dead_code)]
+    prices: Option<serde_json::Value>,
 }
 
 /// All engines by name.

@@ -28,4 +28,5 @@ pub mod sync;
 pub mod terminal;
 pub mod test_hooks;
 pub mod transcript;
+pub mod usage;
 pub mod work;

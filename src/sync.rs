@@ -42,13 +42,29 @@ pub fn drop_elsewhere<T: Send + 'static>(value: T) {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Freed>(2);
         std::thread::Builder::new()
             .name("drop".into())
-            .spawn(move || rx.iter().for_each(drop))
+            .spawn(move || {
+                for freed in rx.iter() {
+                    drop(freed);
+                    give_back_freed_memory();
+                }
+            })
             .ok()
             .map(|_| tx)
     });
     if let Some(tx) = queue {
         // Full or gone: the value comes back in the error, freed here.
         let _ = tx.try_send(Box::new(value));
+    }
+}
+
+/// Hands the pages of freed memory back to the system: after a big
+/// structure is freed (a listing, a count of every store), glibc keeps them
+/// in the arena of the thread that freed them.
+pub fn give_back_freed_memory() {
+    // SAFETY: malloc_trim takes a byte count to keep and only rearranges
+    // the allocator's free lists; it touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

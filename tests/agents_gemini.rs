@@ -421,6 +421,47 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     let page = a.read(&key, "transcript/page-0");
     assert!(page.contains("remember the word zebra"), "{page}");
 
+    // Its usage: each reply the store recorded, once (a row written again
+    // is the same reply), with the tokens the stand-in reported.
+    let mut replies: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    for file in a.env.gemini_stores() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if !text.contains("6e000000-0000-4000-8000-0000000000e1") {
+            continue;
+        }
+        for row in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            let t = &row["tokens"];
+            if row["type"] == "gemini" && t.is_object() {
+                let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                replies.insert(
+                    row["id"].as_str().unwrap().to_string(),
+                    (
+                        n("input") - n("cached") + n("tool"),
+                        n("output") + n("thoughts"),
+                    ),
+                );
+            }
+        }
+    }
+    assert!(replies.len() >= 3, "{replies:?}");
+    let input: u64 = replies.values().map(|r| r.0).sum();
+    let output: u64 = replies.values().map(|r| r.1).sum();
+    assert_eq!(
+        input,
+        100 * replies.len() as u64,
+        "the stand-in's prompt count"
+    );
+    let mut usage = Value::Null;
+    common::wait_for(20, "the session's usage counted", || {
+        usage = a.m.json(&format!("{key}/usage"));
+        usage["requests"] == replies.len() as u64
+    });
+    assert_eq!(usage["tokens"]["input"], input, "{usage}");
+    assert_eq!(usage["tokens"]["output"], output, "{usage}");
+
     // The conversation made outside resumes from its own directory (the
     // workspace its store names) with its history.
     a.api.push_text("Outside again: it was the otter.");

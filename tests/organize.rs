@@ -20,7 +20,7 @@ fn listing_of(m: &Mount, dir: &str) -> Vec<String> {
     names
 }
 
-const SESSION_FILES: [&str; 15] = [
+const SESSION_FILES: [&str; 16] = [
     "archive",
     "ctl",
     "diff",
@@ -35,6 +35,7 @@ const SESSION_FILES: [&str; 15] = [
     "state",
     "status",
     "title",
+    "usage",
     "wait",
 ];
 

@@ -128,6 +128,11 @@ fn ten_thousand_conversations_list_alike_everywhere_with_created_from_the_store(
     by_name.sort();
     assert_eq!(sorted, by_name);
 
+    // The counter has read every store (it began at the mount), so the
+    // listing and each meta.json are of one count.
+    wait_for(60, "usage counted", || {
+        m.json("status")["usage"]["settled"] == true
+    });
     let json = m.json("sessions.json");
     assert_eq!(json["total"], N);
     assert_eq!(keys_of(&json), root);

@@ -106,6 +106,11 @@ fn times_hold_still_while_idle_and_tar_and_rsync_are_clean() {
     m.wait_output_line(key, "ready");
     let transcript = format!("claude:{ID}");
 
+    // The counter reads the stores from the daemon's start; once it has,
+    // a stored conversation's `usage` holds still.
+    wait_for(30, "the stored conversation's usage counted", || {
+        m.read(&format!("{transcript}/usage")) != "null\n"
+    });
     // A session that never ran and a stored conversation: their times
     // agree at once, two stats 2 s apart.
     for dir in ["shell:quiet", transcript.as_str()] {

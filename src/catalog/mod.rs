@@ -75,9 +75,18 @@ pub struct Indexed {
 }
 
 /// A text made once from an unchanging value and kept with it, with the
-/// text's digest. A copy of the value starts empty, as it may be changed.
+/// text's digest. A copy of the value starts empty, as it may be changed;
+/// [`MadeOnce::forget`] empties it when something else the text shows
+/// changed (a conversation's usage counted).
 #[derive(Debug, Default)]
-pub struct MadeOnce(std::sync::OnceLock<(Arc<[u8]>, u64)>);
+pub struct MadeOnce(Mutex<Made>);
+
+#[derive(Debug, Default)]
+struct Made {
+    /// Bumped by every forget: a text made across one is not kept.
+    forgets: u64,
+    text: Option<(Arc<[u8]>, u64)>,
+}
 
 impl Clone for MadeOnce {
     fn clone(&self) -> MadeOnce {
@@ -87,8 +96,28 @@ impl Clone for MadeOnce {
 
 impl MadeOnce {
     /// The text and its digest, made now by `make` if they are not there.
-    pub fn get_or_make(&self, make: impl FnOnce() -> (Arc<[u8]>, u64)) -> &(Arc<[u8]>, u64) {
-        self.0.get_or_init(make)
+    /// `make` runs without the lock held.
+    pub fn get_or_make(&self, make: impl FnOnce() -> (Arc<[u8]>, u64)) -> (Arc<[u8]>, u64) {
+        let forgets = {
+            let made = lock(&self.0);
+            if let Some(text) = &made.text {
+                return text.clone();
+            }
+            made.forgets
+        };
+        let text = make();
+        let mut made = lock(&self.0);
+        if made.forgets == forgets {
+            made.text = Some(text.clone());
+        }
+        text
+    }
+
+    /// Drops the text kept, and any being made now.
+    pub fn forget(&self) {
+        let mut made = lock(&self.0);
+        made.forgets += 1;
+        made.text = None;
     }
 }
 
@@ -124,6 +153,12 @@ impl Indexed {
     /// The directory the agent ran in.
     pub fn cwd(&self) -> Option<&str> {
         self.summary.as_ref().and_then(|s| s.skim.cwd.as_deref())
+    }
+
+    /// The index's version (see [`Catalog::version`]) when this entry last
+    /// changed: an entry not changed since a version needs no second look.
+    pub fn changed_at(&self) -> u64 {
+        self.seq
     }
 
     /// The time of the store's first row.
@@ -835,6 +870,15 @@ impl Catalog {
         lock(&self.index).files.get(key).cloned()
     }
 
+    /// Drops the listing text kept for one conversation: something it
+    /// shows besides its file changed. No walk, no read.
+    pub fn forget_listing_text(&self, key: &SessionKey) {
+        let entry = lock(&self.index).files.get(key).cloned();
+        if let Some(entry) = entry {
+            entry.listing_text.forget();
+        }
+    }
+
     /// Every conversation in the stores; `fresh` makes sure what was
     /// written before this call is in it.
     pub fn all(&self, fresh: bool) -> HashMap<SessionKey, StoreFile> {
@@ -1380,5 +1424,32 @@ mod tests {
         );
         assert_eq!(codex_rollout_id("rollout-x.jsonl"), None);
         assert_eq!(codex_rollout_id("notes.jsonl"), None);
+    }
+}
+
+#[cfg(test)]
+mod made_once_tests {
+    use super::MadeOnce;
+    use std::sync::Arc;
+
+    fn text(s: &str) -> (Arc<[u8]>, u64) {
+        (Arc::from(s.as_bytes()), s.len() as u64)
+    }
+
+    #[test]
+    fn a_listing_text_made_across_a_forget_is_not_kept() {
+        let made = MadeOnce::default();
+        assert_eq!(&*made.get_or_make(|| text("one")).0, b"one");
+        // Kept: not made again.
+        assert_eq!(&*made.get_or_make(|| unreachable!()).0, b"one");
+        made.forget();
+        // Made while a forget happens: given, not kept.
+        let given = made.get_or_make(|| {
+            made.forget();
+            text("stale")
+        });
+        assert_eq!(&*given.0, b"stale");
+        assert_eq!(&*made.get_or_make(|| text("fresh")).0, b"fresh");
+        assert_eq!(&*made.get_or_make(|| unreachable!()).0, b"fresh");
     }
 }

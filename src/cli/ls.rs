@@ -27,6 +27,10 @@ pub struct Args {
     /// idle, busy, waiting, exited).
     #[arg(long, value_name = "STATE")]
     pub state: Option<String>,
+    /// Order: `activity` (favourites first, then the newest activity; the
+    /// default) or `cost` (the highest cost first, unknown costs last).
+    #[arg(long, value_name = "ORDER", default_value = "activity", value_parser = ["activity", "cost"])]
+    pub sort: String,
     /// Only the keys, one a line.
     #[arg(long)]
     pub keys: bool,
@@ -50,10 +54,14 @@ pub fn run(args: Args, json: bool) -> ExitCode {
         limit,
         offset,
         state,
+        sort,
         keys,
         paths,
         config,
     } = args;
+    let by_cost = sort == "cost";
+    // Sorted here: the whole scope is listed, then filtered and paged.
+    let whole = state.is_some() || by_cost;
     init_logging("warn");
     if let Some(s) = state.as_deref() {
         if crate::agent::state::State::parse(s).is_none() {
@@ -61,14 +69,13 @@ pub fn run(args: Args, json: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    // With a state, the whole scope is listed, then filtered and paged here.
     let query = crate::core::organize::query::Query {
         q,
         project,
         engine,
         archived,
-        limit: if state.is_some() { None } else { limit },
-        offset: if state.is_some() { 0 } else { offset },
+        limit: if whole { None } else { limit },
+        offset: if whole { 0 } else { offset },
     };
     let listing = Config::from_env(config.as_deref()).and_then(|config| {
         // A daemon on the same state knows its live sessions' activity.
@@ -76,6 +83,10 @@ pub fn run(args: Args, json: bool) -> ExitCode {
             return Ok(listing);
         }
         crate::core::Core::for_listing(config).map(|core| {
+            if by_cost {
+                // No daemon has counted: every store is read now.
+                core.count_usage_now();
+            }
             let listing = core.listing(&query);
             // What it had to read is kept for the next listing.
             core.save_catalog();
@@ -87,6 +98,11 @@ pub fn run(args: Args, json: bool) -> ExitCode {
             listing
                 .sessions
                 .retain(|m| m["agent_state"].as_str() == Some(s.as_str()));
+        }
+        if by_cost {
+            crate::core::organize::query::order_by_cost(&mut listing.sessions);
+        }
+        if whole {
             listing.total = listing.sessions.len();
             listing.sessions = std::mem::take(&mut listing.sessions)
                 .into_iter()

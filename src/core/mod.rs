@@ -62,6 +62,8 @@ pub struct Core {
     config: Config,
     paths: RuntimePaths,
     catalog: Arc<Catalog>,
+    /// Tokens and cost counted from the stores, in the background.
+    usage: Arc<crate::usage::Tracker>,
     /// Plain copies of compressed rollouts, for the index and the pages.
     decoded: crate::catalog::DecodedCopies,
     wrapper: PathBuf,
@@ -174,6 +176,8 @@ impl Core {
         crate::core::organize::meta_edit::set_own_mount(mountpoint);
         let core = Self::build(config, mountpoint, dtach, true)?;
         core.catalog.start();
+        // Counted from the start, so the usage files hold still once it ends.
+        core.usage.request();
         crate::core::organize::rows::start_janitor(&core);
         crate::core::agents::session_agent::start(&core);
         crate::core::agents::discoveries::start(&core);
@@ -224,8 +228,24 @@ impl Core {
         }
         let wrapper = std::env::current_exe()
             .map_err(|e| Error::io("cannot find the sessionfs binary", &e))?;
+        let catalog = Arc::new(Catalog::open(&config.engines, &config.state_dir, watch));
+        let forget_in = Arc::downgrade(&catalog);
+        // A count changes what a conversation's listing text shows.
+        let on_publish: crate::usage::OnPublish = Box::new(move |keys| {
+            if let Some(catalog) = forget_in.upgrade() {
+                for key in keys {
+                    catalog.forget_listing_text(key);
+                }
+            }
+        });
+        let usage = Arc::new(crate::usage::Tracker::new(
+            config.prices.clone(),
+            catalog.clone(),
+            Some(on_publish),
+        ));
         Ok(Arc::new(Core {
-            catalog: Arc::new(Catalog::open(&config.engines, &config.state_dir, watch)),
+            catalog,
+            usage,
             decoded: crate::catalog::DecodedCopies::new(config.runtime_dir.join("decoded")),
             sessions: sessions::SessionsState::default(),
             agents: agents::AgentsState::new(event_stream),

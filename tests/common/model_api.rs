@@ -576,8 +576,18 @@ fn stream(
 
 const MODEL: &str = "claude-sonnet-4-5";
 
+/// What each Messages answer reports: input, output (the last count, sent
+/// with `message_delta`), cache write and cache read tokens. `tests/usage.rs`
+/// checks a session's `usage` against these.
+pub const CLAUDE_USAGE: [u64; 4] = [100, 10, 1000, 10000];
+
+/// What each Responses answer reports: input (of which `[1]` cached),
+/// output (of which `[3]` reasoning).
+pub const CODEX_USAGE: [u64; 4] = [300, 200, 20, 5];
+
 fn usage() -> Value {
-    json!({"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+    let [input, output, write, read] = CLAUDE_USAGE;
+    json!({"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": write, "cache_read_input_tokens": read})
 }
 
 fn bash_input(command: &str) -> Value {
@@ -630,7 +640,7 @@ fn anthropic_events(id: u64, answer: &Answer) -> Vec<(String, Value)> {
     ));
     ev.push((
         "message_delta".into(),
-        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 10}}),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": CLAUDE_USAGE[1]}}),
     ));
     ev.push(("message_stop".into(), json!({"type": "message_stop"})));
     ev
@@ -696,8 +706,9 @@ fn openai_events(id: u64, answer: &Answer, request: &Value) -> Vec<(String, Valu
     ev.push((
         "response.completed".into(),
         json!({"type": "response.completed", "response": {"id": resp_id, "object": "response", "status": "completed", "output": [],
-               "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
-                         "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}}}),
+               "usage": {"input_tokens": CODEX_USAGE[0], "input_tokens_details": {"cached_tokens": CODEX_USAGE[1]},
+                         "output_tokens": CODEX_USAGE[2], "output_tokens_details": {"reasoning_tokens": CODEX_USAGE[3]},
+                         "total_tokens": CODEX_USAGE[0] + CODEX_USAGE[2]}}}),
     ));
     ev
 }

@@ -11,6 +11,7 @@ pub mod query;
 pub(in crate::core) mod rows;
 pub(in crate::core) mod run_stamps;
 pub mod sidecar;
+pub(in crate::core) mod usage_files;
 pub mod views;
 
 use crate::core::{HookSlot, MovesHook, SessionHook};
@@ -35,6 +36,8 @@ pub(in crate::core) struct OrganizeState {
     pub(in crate::core) members_hook: HookSlot<SessionHook>,
     /// What the last `archive-older` did or would do: root `status`'s
     /// `archive_older`.
+    /// The last root `usage.json`.
+    pub(in crate::core) usage_json: usage_files::UsageJsonCache,
     pub(in crate::core) last_archive_older: std::sync::Mutex<Option<changes::ArchiveOlderReport>>,
 }
 
@@ -46,6 +49,7 @@ impl OrganizeState {
             members: Default::default(),
             moved_hook: HookSlot::default(),
             members_hook: HookSlot::default(),
+            usage_json: Default::default(),
             last_archive_older: Default::default(),
         }
     }

@@ -333,9 +333,43 @@ fn state_cell(meta: &Value) -> String {
 
 /// The table `sessionfs ls` prints: one line per session, the title last and
 /// never cut, then how many of how many are shown.
+/// A session's cost in dollars (`meta.json`'s `cost_usd`), if known.
+pub fn cost_of(meta: &Value) -> Option<f64> {
+    meta.get("cost_usd").and_then(Value::as_f64)
+}
+
+/// Sorts by cost, highest first, unknown costs last; equal costs keep
+/// their order.
+pub fn order_by_cost(sessions: &mut [Value]) {
+    sessions.sort_by(|a, b| match (cost_of(a), cost_of(b)) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+}
+
+/// A cost cell: dollars to the cent (a fraction of a cent shows as
+/// `<$0.01`), `-` while unknown.
+fn cost_cell(value: Option<&Value>) -> String {
+    match value.and_then(Value::as_f64) {
+        None => "-".to_string(),
+        Some(c) if c > 0.0 && c < 0.005 => "<$0.01".to_string(),
+        Some(c) => format!("${c:.2}"),
+    }
+}
+
 pub fn render_table(listing: &Listing) -> String {
-    const HEADER: [&str; 6] = ["KEY", "STATE", "FAV", "PROJECT", "LAST ACTIVITY", "TITLE"];
-    let rows: Vec<[String; 6]> = listing
+    const HEADER: [&str; 7] = [
+        "KEY",
+        "STATE",
+        "FAV",
+        "PROJECT",
+        "LAST ACTIVITY",
+        "COST",
+        "TITLE",
+    ];
+    let rows: Vec<[String; 7]> = listing
         .sessions
         .iter()
         .map(|meta| {
@@ -350,6 +384,7 @@ pub fn render_table(listing: &Listing) -> String {
                 fav,
                 cell(meta.get("project")),
                 activity_cell(meta.get("last_activity")),
+                cost_cell(meta.get("cost_usd")),
                 cell(meta.get("title")),
             ]
         })
@@ -363,7 +398,7 @@ pub fn render_table(listing: &Listing) -> String {
                 *width = (*width).max(text.chars().count());
             }
         }
-        let mut line = |row: [&str; 6]| {
+        let mut line = |row: [&str; 7]| {
             let mut text = String::new();
             for (i, value) in row.iter().enumerate() {
                 if i + 1 == row.len() {

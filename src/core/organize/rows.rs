@@ -85,6 +85,9 @@ pub(crate) struct MetaDoc<'a> {
     conversation: &'a str,
     /// The ones it wrote before, oldest first.
     conversations: &'a [String],
+    /// What its requests cost, in US dollars; null until counted, or
+    /// while a model has no price.
+    cost_usd: Option<crate::usage::Dollars>,
     created: UtcText,
     engine: &'a str,
     favourite: bool,
@@ -105,6 +108,8 @@ pub(crate) struct MetaDoc<'a> {
     project: Option<&'a str>,
     state: &'a str,
     title: Option<&'a str>,
+    /// Every token its requests used; null until counted.
+    tokens: Option<u64>,
     /// The question the agent shows while `waiting`, else null.
     waiting_for: Option<crate::agent::dialogs::Dialog>,
     workspace: Cow<'a, str>,
@@ -173,6 +178,8 @@ pub(in crate::core) struct Stamp {
     runtimes: u64,
     /// The hosted runs' transcripts.
     hosted: u64,
+    /// The usage counter's publications.
+    usage: u64,
 }
 
 /// One cached result: what it was made from, when, and it.
@@ -366,7 +373,7 @@ impl Core {
     }
 
     /// What the listing depends on, as of now.
-    fn listing_stamp(&self) -> Stamp {
+    pub(in crate::core) fn listing_stamp(&self) -> Stamp {
         let mut runtimes = std::collections::hash_map::DefaultHasher::new();
         std::fs::metadata(&self.config.runtime_dir)
             .and_then(|m| m.modified())
@@ -400,6 +407,7 @@ impl Core {
             sidecar: self.organize.sidecar.generation(),
             runtimes: runtimes.finish(),
             hosted: hosted.finish(),
+            usage: self.usage.version(),
         }
     }
 
@@ -418,7 +426,11 @@ impl Core {
 
     /// [`rows`](Self::rows) once the launched sessions are bound and, with
     /// `summaries`, the summaries read; `stamp` taken after that.
-    fn rows_as_of(&self, stamp: Stamp, summaries: bool) -> Arc<Vec<SessionRow>> {
+    pub(in crate::core) fn rows_as_of(
+        &self,
+        stamp: Stamp,
+        summaries: bool,
+    ) -> Arc<Vec<SessionRow>> {
         if !summaries {
             if let Some(rows) = cached(&self.organize.listings.rows, stamp) {
                 return rows;
@@ -699,11 +711,13 @@ impl Core {
             // A home that is not UTF-8 still makes a document.
             (None, None) => self.config.home.to_string_lossy(),
         };
+        let account = self.account_of(row);
         MetaDoc {
             agent_state: row.agent_state,
             archived: row.meta.archived,
             conversation: row.meta.conversation.as_deref().unwrap_or(row.key.id()),
             conversations: &row.meta.conversations,
+            cost_usd: account.and_then(|a| a.cost()),
             created: UtcText(row.created_ms),
             engine: row.key.engine(),
             favourite: row.meta.favourite,
@@ -717,6 +731,7 @@ impl Core {
             project: row.meta.project.as_deref(),
             state: row.state,
             title: row.title(),
+            tokens: account.map(|a| a.tokens.total()),
             waiting_for: (row.agent_state == "waiting")
                 .then(|| self.waiting_for(&row.key))
                 .flatten(),
@@ -739,6 +754,7 @@ impl Core {
     /// The session's `meta.json`.
     pub fn meta_json(&self, key: &SessionKey) -> Result<Vec<u8>> {
         self.require(key)?;
+        self.want_usage();
         let row = self.row(key);
         let mut text =
             serde_json::to_vec_pretty(&self.meta_doc(&row)).expect("meta.json serialises");
@@ -751,6 +767,7 @@ impl Core {
     /// `stat` and the `open` after it cost one listing; a new version
     /// writes again only the documents that changed.
     pub fn sessions_json(&self) -> Arc<PiecedText> {
+        self.want_usage();
         self.bind_launched();
         self.catalog.summarised();
         let stamp = self.listing_stamp();
@@ -833,7 +850,7 @@ impl Core {
                     let version = xxhash_rust::xxh3::xxh3_64(&text);
                     (Arc::from(text), version)
                 });
-                (text.clone(), *version, None)
+                (text, version, None)
             }
             None => {
                 let doc = self.meta_doc(row);

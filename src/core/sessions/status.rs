@@ -132,6 +132,7 @@ impl Core {
             // conversation change no member, so no gathering for them.
             "sessions": self.membership().sessions(),
             "catalog": self.catalog.stats(),
+            "usage": self.usage.stats(),
             // Sessions holding a ring and a VT mirror here: only those opened.
             "runtimes": lock(&self.sessions.runtimes).len(),
             "live": live,

@@ -20,21 +20,34 @@ pub enum RootFile {
     Readme,
     Status,
     Ctl,
+    /// `usage.json`: tokens and cost by day, project and engine.
+    UsageJson,
 }
 
 impl RootFile {
-    pub const ALL: [RootFile; 3] = [RootFile::Readme, RootFile::Status, RootFile::Ctl];
+    pub const ALL: [RootFile; 4] = [
+        RootFile::Readme,
+        RootFile::Status,
+        RootFile::Ctl,
+        RootFile::UsageJson,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             RootFile::Readme => "README",
             RootFile::Status => "status",
             RootFile::Ctl => "ctl",
+            RootFile::UsageJson => "usage.json",
         }
     }
 
     pub fn ino(self) -> u64 {
-        2 + self as u64
+        match self {
+            RootFile::Readme => 2,
+            RootFile::Status => 3,
+            RootFile::Ctl => 4,
+            RootFile::UsageJson => USAGE_JSON,
+        }
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
@@ -71,13 +84,15 @@ pub enum SessionFile {
     /// What the session changed in its git workspace (`git diff`), made
     /// at `open` in the pool.
     Diff,
+    /// Its tokens and cost, JSON (`core::organize::usage_files`).
+    Usage,
 }
 
 impl SessionFile {
     /// In listing order: `screen` last, as a listing with attributes
     /// gives it only at the head of a reply (its size is the VT mirror's
     /// text), so the files before it come in the first.
-    pub const FILES: [SessionFile; 15] = [
+    pub const FILES: [SessionFile; 16] = [
         SessionFile::Scrollback,
         SessionFile::Input,
         SessionFile::Status,
@@ -92,6 +107,7 @@ impl SessionFile {
         SessionFile::Events,
         SessionFile::Prompt,
         SessionFile::Diff,
+        SessionFile::Usage,
         SessionFile::Screen,
     ];
 
@@ -113,6 +129,7 @@ impl SessionFile {
             SessionFile::Prompt => "prompt",
             SessionFile::TranscriptLast => "last",
             SessionFile::Diff => "diff",
+            SessionFile::Usage => "usage",
         }
     }
 
@@ -142,6 +159,7 @@ impl SessionFile {
             SessionFile::Prompt => 16,
             SessionFile::TranscriptLast => 17,
             SessionFile::Diff => 18,
+            SessionFile::Usage => 19,
         }
     }
 
@@ -352,12 +370,14 @@ impl Node {
             Node::Session(_, SessionFile::Dir) => DIR,
             Node::Session(_, SessionFile::TranscriptDir) | Node::Earlier(..) => READ_DIR,
             Node::Session(_, SessionFile::Latest) | Node::ViewLink(..) | Node::Written(_) => LINK,
-            Node::RootFile(RootFile::Readme | RootFile::Status) | Node::SessionsJson => GENERATED,
+            Node::RootFile(RootFile::Readme | RootFile::Status | RootFile::UsageJson)
+            | Node::SessionsJson => GENERATED,
             Node::Events(_) => GENERATED,
             Node::Page(..) | Node::EarlierPage(..) => GENERATED,
-            Node::Session(_, SessionFile::Screen | SessionFile::Status | SessionFile::Diff) => {
-                GENERATED
-            }
+            Node::Session(
+                _,
+                SessionFile::Screen | SessionFile::Status | SessionFile::Diff | SessionFile::Usage,
+            ) => GENERATED,
             Node::Session(
                 _,
                 SessionFile::State
@@ -467,6 +487,8 @@ const TRANSCRIPTS_DIR: u64 = 6;
 const RUN_FILE: u64 = 7;
 const SESSIONS_JSON: u64 = 8;
 const FIRST_VIEW: u64 = 9;
+/// After the four views.
+const USAGE_JSON: u64 = 13;
 /// The root `events`: this bit and the low bits of its file's inode on
 /// disk, so each file it was has a number of its own, none kept in a table.
 const EVENTS_SPACE: u64 = 1 << 40;

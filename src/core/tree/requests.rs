@@ -367,9 +367,10 @@ impl Files {
                 | SessionFile::Status
                 | SessionFile::State
                 | SessionFile::Wait
-                | SessionFile::Events,
+                | SessionFile::Events
+                | SessionFile::Usage,
             )
-            | Node::RootFile(RootFile::Readme | RootFile::Status)
+            | Node::RootFile(RootFile::Readme | RootFile::Status | RootFile::UsageJson)
             | Node::SessionsJson => Fixed::Entry,
             _ => Fixed::Nothing,
         };
@@ -614,6 +615,9 @@ impl Files {
             Node::RootFile(RootFile::Status) => {
                 self.dated_text(ino, &self.core.root_status(self.usage()), || started)
             }
+            Node::RootFile(RootFile::UsageJson) => {
+                self.dated_text(ino, &self.core.usage_json(), || started)
+            }
             Node::HostedFile(id) => {
                 let path = self.core.slots().transcript_path(id);
                 let at = std::fs::metadata(path)
@@ -674,6 +678,9 @@ impl Files {
                     Some(text) => self.dated_text(ino, &text, || self.core.output_changed(key)),
                     None => (0, self.core.output_changed(key)),
                 },
+                SessionFile::Usage => self.dated_text(ino, &self.core.session_usage(key)?, || {
+                    self.core.created_at(key)
+                }),
                 // What the last turn shows changes only with the store.
                 SessionFile::TranscriptLast => (
                     self.core.transcript_last(key)?.len() as u64,
@@ -943,6 +950,7 @@ impl Files {
             Node::EarlierPage(key, id, n) => self.core.earlier_page(key, id, *n as usize),
             Node::RootFile(RootFile::Readme) => Ok(self.core.readme()),
             Node::RootFile(RootFile::Status) => Ok(self.core.root_status(self.usage())),
+            Node::RootFile(RootFile::UsageJson) => Ok(self.core.usage_json().to_vec()),
             Node::Session(key, SessionFile::Screen) => self.core.screen(key),
             Node::Session(key, SessionFile::Status) => self.core.status(key),
             Node::Session(key, SessionFile::State) => self.core.state_line(key),
@@ -950,6 +958,7 @@ impl Files {
             Node::Session(key, SessionFile::Meta) => self.core.meta_json(key),
             // Callers without a mount only: `open_request` makes it in the pool.
             Node::Session(key, SessionFile::Diff) => self.core.session_diff(key),
+            Node::Session(key, SessionFile::Usage) => self.core.session_usage(key),
             Node::Session(key, SessionFile::Field(f)) => self.core.field_text(key, *f),
             _ => Err(Error::new(libc::EISDIR, "a directory")),
         }
@@ -1816,9 +1825,14 @@ impl Files {
         match node {
             Node::Root => {
                 for f in RootFile::ALL {
-                    entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
+                    if f != RootFile::UsageJson {
+                        entries.push(self.entry(&Node::RootFile(f), Kind::File, f.name()));
+                    }
                 }
+                // The two made of every session, after the cheap ones.
                 entries.push(self.entry(&Node::SessionsJson, Kind::File, "sessions.json"));
+                let usage = Node::RootFile(RootFile::UsageJson);
+                entries.push(self.entry(&usage, Kind::File, "usage.json"));
                 let events = Node::Events(self.core.event_stream_file());
                 entries.push(self.entry(&events, Kind::File, "events"));
                 for view in ViewDir::ALL {
@@ -1913,7 +1927,7 @@ impl Files {
 /// directory is counted or rendered from the conversation's store.
 fn costly(parent: &Node, name: &str) -> bool {
     match parent {
-        Node::Root => name == "sessions.json",
+        Node::Root => name == "sessions.json" || name == "usage.json",
         Node::Session(_, SessionFile::Dir) => name == "screen",
         Node::Session(_, SessionFile::TranscriptDir) => true,
         _ => false,
