@@ -768,7 +768,10 @@ mod tests {
         scan.read(&path, &mut models).unwrap();
         let (n, t) = totals(&scan);
         assert_eq!(n, 2);
-        assert_eq!((t.input, t.output, t.cache_read, t.cache_write), (200, 20, 0, 0));
+        assert_eq!(
+            (t.input, t.output, t.cache_read, t.cache_write),
+            (200, 20, 0, 0)
+        );
         // Reasoning is billed as output; the cache apart.
         let row = r#"{"type":"assistant","id":"msg_1","timestamp":"2026-05-01T00:00:00Z","model":"m","tokens":{"input":50,"output":7,"reasoning":3,"cache":{"read":40,"write":2}},"parts":[]}"#;
         let (_f, scan) = self::scan(StoreKind::Opencode, &format!("{row}\n{row}\n"));

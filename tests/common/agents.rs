@@ -13,9 +13,7 @@ pub const CLAUDE_KEY: &str = "sk-ant-api03-offline-test-key-0123456789abcdefghij
 pub const CODEX_KEY_VAR: &str = "SESSIONFS_TEST_MODEL_KEY";
 
 /// The programs `scripts/agents` installs, pinned.
-pub const AGENT_PROGRAMS: [&str; 6] = [
-    "claude", "codex", "gemini", "qwen", "opencode", "ccusage",
-];
+pub const AGENT_PROGRAMS: [&str; 6] = ["claude", "codex", "gemini", "qwen", "opencode", "ccusage"];
 
 /// The model Qwen Code asks the stand-in for.
 pub const QWEN_MODEL: &str = "fake-model";
