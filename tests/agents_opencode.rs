@@ -7,8 +7,8 @@
 //! a tool's permission is `waiting`, approved once and denied once; a
 //! running turn is interrupted; a new daemon goes on with the live session;
 //! after a stop a prompt resumes it with its
-//! history; the conversation found resumes from its own directory, and
-//! archived, still reads.
+//! history, and its usage counts what the store records; the conversation
+//! found resumes from its own directory, and archived, still reads.
 
 mod common;
 
@@ -23,6 +23,42 @@ fn listed_opencode(a: &common::agent_host::Agents) -> Vec<String> {
         .filter(|l| l.starts_with("opencode:ses_"))
         .map(str::to_string)
         .collect()
+}
+
+/// The answers opencode's store records for `conversation` with tokens:
+/// how many, their input and their output (reasoning included), read
+/// from a copy of the store (the test's own connection never touches it).
+fn recorded_usage(data: &std::path::Path, conversation: &str) -> (u64, u64, u64) {
+    let copy = tempfile::tempdir().unwrap();
+    for name in ["opencode.db", "opencode.db-wal"] {
+        if data.join(name).exists() {
+            std::fs::copy(data.join(name), copy.path().join(name)).unwrap();
+        }
+    }
+    let db = rusqlite::Connection::open(copy.path().join("opencode.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT data FROM message WHERE session_id = ?1")
+        .unwrap();
+    let rows: Vec<String> = stmt
+        .query_map([conversation], |r| r.get(0))
+        .unwrap()
+        .flatten()
+        .collect();
+    let (mut n, mut input, mut output) = (0, 0, 0);
+    for data in rows {
+        let v: Value = serde_json::from_str(&data).unwrap();
+        if v["role"] != "assistant" {
+            continue;
+        }
+        let t = |k: &str| v["tokens"][k].as_u64().unwrap_or(0);
+        if t("input") + t("output") == 0 {
+            continue;
+        }
+        n += 1;
+        input += t("input");
+        output += t("output") + t("reasoning");
+    }
+    (n, input, output)
 }
 
 fn ctl(a: &common::agent_host::Agents, key: &str, what: &str) {
@@ -191,6 +227,19 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     });
     let page = a.read(&key, "transcript/page-0");
     assert!(page.contains("remember the word zebra"), "{page}");
+
+    // Its usage: one request per answer opencode recorded, with the
+    // tokens the stand-in reported (100 in, 10 out each).
+    let (requests, input, output) = recorded_usage(&a.env.opencode_data(), &conversation);
+    assert!(requests >= 5, "{requests}");
+    assert_eq!(input, 100 * requests, "the stand-in's prompt count");
+    let mut usage = Value::Null;
+    common::wait_for(20, "the session's usage counted", || {
+        usage = a.m.json(&format!("{key}/usage"));
+        usage["requests"] == requests
+    });
+    assert_eq!(usage["tokens"]["input"], input, "{usage}");
+    assert_eq!(usage["tokens"]["output"], output, "{usage}");
 
     // The conversation made outside resumes from its own directory with
     // its history.
