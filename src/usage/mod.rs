@@ -232,13 +232,16 @@ impl Tracker {
                 continue;
             }
             let kind = indexed.file.kind;
+            // A conversation counted for the first time is published, even
+            // with no request in it: known to have none.
+            let mut moved = !counted.contains_key(key);
             let entry = counted.entry(key.clone()).or_insert_with(|| Counted {
                 stamp: indexed.stamp,
                 main: FileScan::new(kind),
                 subagents: Vec::new(),
             });
             entry.stamp = indexed.stamp;
-            let mut moved = read_logged(&mut entry.main, &indexed.file.path, models);
+            moved |= read_logged(&mut entry.main, &indexed.file.path, models);
             let subagents = subagent_files(kind, &indexed.file.path);
             let before = entry.subagents.len();
             entry
