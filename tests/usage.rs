@@ -345,10 +345,23 @@ fn rows_repeated_as_claude_repeats_them_count_once_and_a_growing_store_is_follow
         claude_row("msg_2", "req_2", "claude-sonnet-4-5", 7),
     ];
     std::fs::write(&file, rows.join("\n") + "\n").unwrap();
+    // A conversation with no reply yet: known to have used nothing.
+    let quiet = user.to_string().replace(
+        "c0ffee00-0000-4000-8000-000000000001",
+        "c0ffee00-0000-4000-8000-000000000002",
+    );
+    std::fs::write(
+        projects.join("c0ffee00-0000-4000-8000-000000000002.jsonl"),
+        quiet + "\n",
+    )
+    .unwrap();
     let claude = host.path("claude");
     let host = host.with_env("CLAUDE_CONFIG_DIR", claude.to_str().unwrap());
     let m = host.mount("mnt");
     let key = "claude:c0ffee00-0000-4000-8000-000000000001";
+    let none = usage_of(&m, "claude:c0ffee00-0000-4000-8000-000000000002", |_| true);
+    assert_eq!(none["requests"], 0, "{none}");
+    assert_eq!(none["cost_usd"], 0.0, "{none}");
     let usage = usage_of(&m, key, |_| true);
     assert_eq!(usage["requests"], 2, "{usage}");
     assert_eq!(kinds_of(&usage), [6, 47, 0, 0]);

@@ -141,24 +141,25 @@ impl Tracker {
         self.version.load(Ordering::Acquire)
     }
 
-    /// Asks for a pass over the stores, in the background: from now on
-    /// the counter follows the stores as they change. Never waits. A
-    /// daemon asks at its start; a read of a usage file asks again.
+    /// Starts counting in the background, once: a first pass over the
+    /// stores, then one whenever they change. Never waits. A daemon starts
+    /// it at its start; a read of a usage file, where nothing did.
     pub fn request(self: &Arc<Self>) {
         let mut asked = lock(&self.asked);
-        asked.pass = true;
-        if !asked.running {
-            asked.running = true;
-            let weak = Arc::downgrade(self);
-            let started = std::thread::Builder::new()
-                .name("usage".into())
-                .spawn(move || count_in_background(weak));
-            if let Err(e) = started {
-                log::warn!("usage: cannot start the counting thread: {e}");
-                asked.running = false;
-            }
+        if asked.running {
+            // It follows the stores already: a read asks for nothing more.
+            return;
         }
-        self.wake.notify_one();
+        asked.pass = true;
+        asked.running = true;
+        let weak = Arc::downgrade(self);
+        let started = std::thread::Builder::new()
+            .name("usage".into())
+            .spawn(move || count_in_background(weak));
+        if let Err(e) = started {
+            log::warn!("usage: cannot start the counting thread: {e}");
+            asked.running = false;
+        }
     }
 
     /// Counts everything now, on this thread (the command line, which has
@@ -231,13 +232,16 @@ impl Tracker {
                 continue;
             }
             let kind = indexed.file.kind;
+            // A conversation counted for the first time is published, even
+            // with no request in it: known to have none.
+            let mut moved = !counted.contains_key(key);
             let entry = counted.entry(key.clone()).or_insert_with(|| Counted {
                 stamp: indexed.stamp,
                 main: FileScan::new(kind),
                 subagents: Vec::new(),
             });
             entry.stamp = indexed.stamp;
-            let mut moved = read_logged(&mut entry.main, &indexed.file.path, models);
+            moved |= read_logged(&mut entry.main, &indexed.file.path, models);
             let subagents = subagent_files(kind, &indexed.file.path);
             let before = entry.subagents.len();
             entry
