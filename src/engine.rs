@@ -529,25 +529,13 @@ fn opencode_data_dir(env: &HashMap<String, String>, home: &Path) -> PathBuf {
 /// Reject" for a permission, "ctrl+p commands" in the footer otherwise.
 /// Enter takes the selected "Allow once"; Esc rejects.
 fn opencode_screen() -> Option<Arc<ScreenRules>> {
-    let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let screen = ScreenEntry {
-        busy: list(&["esc (again to )?interrupt"]),
-        waiting: list(&["Permission required"]),
-        idle: list(&["ctrl\\+p commands"]),
-        debounce_ms: Some(800),
-    };
-    let prompt = PromptEntry {
-        paste: Some("bracketed".into()),
-        enter_delay_ms: Some(300),
-    };
-    let answers = AnswersEntry {
-        approve: Some("\r".into()),
-        deny: Some("\u{1b}".into()),
-    };
-    screen_rules("opencode", screen, Some(prompt), Some(answers))
-        .inspect_err(|e| log::error!("opencode's built-in screen rules: {}", e.message))
-        .ok()
-        .map(Arc::new)
+    builtin_screen(
+        "opencode",
+        &["esc (again to )?interrupt"],
+        &["Permission required"],
+        &["ctrl\\+p commands"],
+        800,
+    )
 }
 
 /// Gemini CLI 0.61's screen at 120 columns (verified in
@@ -555,16 +543,35 @@ fn opencode_screen() -> Option<Arc<ScreenRules>> {
 /// runs, the placeholder "Type your message or @path/to/file" when idle,
 /// "Allow execution of [Shell]?" for a permission.
 fn gemini_screen() -> Option<Arc<ScreenRules>> {
-    let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let screen = ScreenEntry {
-        busy: list(&["esc to cancel"]),
-        waiting: list(&[
+    builtin_screen(
+        "gemini",
+        &["esc to cancel"],
+        &[
             "Allow execution of",
             "Apply this change\\?",
             "Do you want to proceed\\?",
-        ]),
-        idle: list(&["Type your message or @path/to/file"]),
-        debounce_ms: Some(1000),
+        ],
+        &["Type your message or @path/to/file"],
+        1000,
+    )
+}
+
+/// A built-in agent's screen rules: its patterns, a bracketed paste with
+/// Enter 300 ms later, Enter to approve (the first option is selected) and
+/// Esc to deny.
+fn builtin_screen(
+    name: &str,
+    busy: &[&str],
+    waiting: &[&str],
+    idle: &[&str],
+    debounce_ms: u64,
+) -> Option<Arc<ScreenRules>> {
+    let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let screen = ScreenEntry {
+        busy: list(busy),
+        waiting: list(waiting),
+        idle: list(idle),
+        debounce_ms: Some(debounce_ms),
     };
     let prompt = PromptEntry {
         paste: Some("bracketed".into()),
@@ -574,8 +581,8 @@ fn gemini_screen() -> Option<Arc<ScreenRules>> {
         approve: Some("\r".into()),
         deny: Some("\u{1b}".into()),
     };
-    screen_rules("gemini", screen, Some(prompt), Some(answers))
-        .inspect_err(|e| log::error!("gemini's built-in screen rules: {}", e.message))
+    screen_rules(name, screen, Some(prompt), Some(answers))
+        .inspect_err(|e| log::error!("{name}'s built-in screen rules: {}", e.message))
         .ok()
         .map(Arc::new)
 }

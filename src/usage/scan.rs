@@ -471,13 +471,7 @@ impl Feed<'_> {
         if tokens.total() == 0 {
             return;
         }
-        let day = day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day);
-        let request = Request::new(
-            day,
-            self.models.get(row.model.as_deref().unwrap_or("")),
-            &tokens,
-        );
-        self.requests.insert(hash_of(&[id]), request);
+        self.replace_reply(id, row.timestamp.as_deref(), row.model.as_deref(), &tokens);
     }
 
     /// A row with `message.usage`: one request per message id and request
@@ -587,6 +581,20 @@ impl Feed<'_> {
         self.requests.insert(self.codex.count, request);
     }
 
+    /// A reply recorded by its message id: one written again replaces it.
+    fn replace_reply(
+        &mut self,
+        id: &str,
+        time: Option<&str>,
+        model: Option<&str>,
+        tokens: &Tokens,
+    ) {
+        let day = day_of(time).unwrap_or(self.fallback_day);
+        let model = self.models.get(model.unwrap_or(""));
+        self.requests
+            .insert(hash_of(&[id]), Request::new(day, model, tokens));
+    }
+
     /// A `gemini` row with `tokens`: one request per message id (a row
     /// written again later replaces the earlier). Thoughts are billed as
     /// output; the cached part of the input is read from the cache.
@@ -612,13 +620,7 @@ impl Feed<'_> {
             cache_read: cached,
             reasoning: t.thoughts,
         };
-        let day = day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day);
-        let request = Request::new(
-            day,
-            self.models.get(row.model.as_deref().unwrap_or("")),
-            &tokens,
-        );
-        self.requests.insert(hash_of(&[id]), request);
+        self.replace_reply(id, row.timestamp.as_deref(), row.model.as_deref(), &tokens);
     }
 }
 
