@@ -147,3 +147,15 @@ fn a_qwen_permission_waits_for_approve_and_interrupt_ends_a_turn() {
         a.read(&key, "state") == "idle\n"
     });
 }
+
+/// `scripts/bench agents`: Qwen Code from its config entry, judged by its
+/// screen alone.
+#[test]
+#[ignore = "a benchmark: scripts/bench agents"]
+fn bench_qwen_prompt_to_busy_and_last_byte_to_idle() {
+    let Some(a) = start("bench_qwen_prompt_to_busy_and_last_byte_to_idle") else {
+        return;
+    };
+    let key = a.session("qwen", "bench");
+    println!("{}", a.bench_turns("qwen", &key, 5));
+}

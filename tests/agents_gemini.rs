@@ -479,3 +479,22 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
             .contains("Outside again: it was the otter.")
     });
 }
+
+/// `scripts/bench agents`: the built-in Gemini engine, its state from its
+/// hooks.
+#[test]
+#[ignore = "a benchmark: scripts/bench agents"]
+fn bench_gemini_prompt_to_busy_and_last_byte_to_idle() {
+    let test = "bench_gemini_prompt_to_busy_and_last_byte_to_idle";
+    let state = private_dir();
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &[],
+    ) else {
+        return;
+    };
+    let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000b1");
+    println!("{}", a.bench_turns("gemini", &key, 5));
+}

@@ -268,53 +268,13 @@ fn bench_prompt_to_busy_and_last_byte_to_idle() {
     let Some(a) = Agents::start("bench_prompt_to_busy_and_last_byte_to_idle") else {
         return;
     };
-    const ROUNDS: usize = 5;
     for (engine, id) in [
         ("claude", "c1a0de00-0000-4000-8000-0000000000b1"),
         ("codex", "bench"),
+        ("opencode", "bench"),
     ] {
         let key = a.session(engine, id);
-        // The first turn starts the agent; it is not measured.
-        a.api.push_text("warm.");
-        a.prompt(&key, "warm up");
-        assert_eq!(a.wait(&key, 60), "idle\n");
-        let (mut to_busy, mut to_idle, mut close) = (vec![], vec![], vec![]);
-        for round in 0..ROUNDS {
-            a.api.push(
-                Answer::Text(format!("answer {round}")),
-                Duration::from_millis(300),
-            );
-            let seen = a.events(&key).len();
-            let t0_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64;
-            close.push(a.prompt(&key, &format!("question {round}")));
-            let idle_at = loop {
-                if a.read(&key, "state") == "idle\n" {
-                    break Instant::now();
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            };
-            let last_byte = *a.api.answered().last().unwrap();
-            to_idle.push(idle_at.saturating_duration_since(last_byte));
-            let busy = a.events(&key)[seen..]
-                .iter()
-                .find(|e| e["state"] == "busy")
-                .map(|e| e["ts_ms"].as_u64().unwrap())
-                .expect("a busy event");
-            to_busy.push(Duration::from_millis(busy.saturating_sub(t0_ms)));
-        }
-        let show = |v: &mut Vec<Duration>| {
-            v.sort();
-            format!("median {:?}, max {:?}", v[v.len() / 2], v[v.len() - 1])
-        };
-        println!(
-            "{engine}: prompt close -> busy {}; close returned after {}; model's last byte -> idle {}",
-            show(&mut to_busy),
-            show(&mut close),
-            show(&mut to_idle)
-        );
+        println!("{}", a.bench_turns(engine, &key, 5));
     }
 }
 

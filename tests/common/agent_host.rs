@@ -55,6 +55,57 @@ impl Agents {
         Some(Agents { m, env, host, api })
     }
 
+    /// `scripts/bench agents`: over `rounds` turns of an idle session `key`
+    /// (after one turn that starts the agent, not measured), from a
+    /// prompt's close to `busy` (the `events` line's time), how long the
+    /// close took, and from the model's last byte to `idle` (`state` polled
+    /// every 2 ms). One line, `ENGINE: ...`.
+    pub fn bench_turns(&self, engine: &str, key: &str, rounds: usize) -> String {
+        use super::model_api::Answer;
+        self.api.push_text("warm.");
+        self.prompt(key, "warm up");
+        assert_eq!(self.wait(key, 90), "idle\n");
+        let (mut to_busy, mut to_idle, mut close) = (vec![], vec![], vec![]);
+        for round in 0..rounds {
+            self.api.push(
+                Answer::Text(format!("answer {round}")),
+                Duration::from_millis(300),
+            );
+            let seen = self.events(key).len();
+            let t0_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            close.push(self.prompt(key, &format!("question {round}")));
+            let deadline = Instant::now() + Duration::from_secs(90);
+            let idle_at = loop {
+                if self.read(key, "state") == "idle\n" {
+                    break Instant::now();
+                }
+                assert!(Instant::now() < deadline, "{key} never went idle");
+                std::thread::sleep(Duration::from_millis(2));
+            };
+            let last_byte = *self.api.answered().last().unwrap();
+            to_idle.push(idle_at.saturating_duration_since(last_byte));
+            let busy = self.events(key)[seen..]
+                .iter()
+                .find(|e| e["state"] == "busy")
+                .map(|e| e["ts_ms"].as_u64().unwrap())
+                .expect("a busy event");
+            to_busy.push(Duration::from_millis(busy.saturating_sub(t0_ms)));
+        }
+        let show = |v: &mut Vec<Duration>| {
+            v.sort();
+            format!("median {:?}, max {:?}", v[v.len() / 2], v[v.len() - 1])
+        };
+        format!(
+            "{engine}: prompt close -> busy {}; close returned after {}; model's last byte -> idle {}",
+            show(&mut to_busy),
+            show(&mut close),
+            show(&mut to_idle)
+        )
+    }
+
     /// A new session of `engine` that runs in the trusted project directory.
     pub fn session(&self, engine: &str, id: &str) -> String {
         self.session_in(engine, id, &self.env.project)
