@@ -285,10 +285,6 @@ fn bench_prompt_to_busy_and_last_byte_to_idle() {
 #[test]
 #[ignore = "a benchmark: scripts/bench agents"]
 fn bench_approve_and_interrupt() {
-    let Some(a) = Agents::start("bench_approve_and_interrupt") else {
-        return;
-    };
-    a.env.codex_read_only();
     const ROUNDS: usize = 5;
     let show = |v: &mut Vec<Duration>| {
         v.sort();
@@ -298,6 +294,11 @@ fn bench_approve_and_interrupt() {
         ("claude", "c1a0de00-0000-4000-8000-0000000000b2"),
         ("codex", "bench-answers"),
     ] {
+        // A stand-in of its own: an interrupted turn may leave an answer queued.
+        let Some(a) = Agents::start("bench_approve_and_interrupt") else {
+            return;
+        };
+        a.env.codex_read_only();
         let key = a.session(engine, id);
         a.api.push_text("warm.");
         a.prompt(&key, "warm up");
