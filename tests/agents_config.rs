@@ -156,6 +156,6 @@ fn bench_qwen_prompt_to_busy_and_last_byte_to_idle() {
     let Some(a) = start("bench_qwen_prompt_to_busy_and_last_byte_to_idle") else {
         return;
     };
-    let key = a.session("qwen", "bench");
+    let key = a.session("qwen", "9e000000-0000-4000-8000-0000000000b1");
     println!("{}", a.bench_turns("qwen", &key, 5));
 }
