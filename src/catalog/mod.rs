@@ -253,8 +253,6 @@ pub struct Catalog {
     roots: Vec<Root>,
     /// opencode's stores, mirrored into files under the state directory.
     mirrors: Vec<opencode_mirror::Mirror>,
-    /// The catalog thread keeps the mirrors current (set by `start`).
-    mirrored_in_background: AtomicBool,
     index: Mutex<Index>,
     watcher: Mutex<Option<Watcher>>,
     walking: AtomicBool,
@@ -341,7 +339,6 @@ impl Catalog {
         Catalog {
             roots,
             mirrors,
-            mirrored_in_background: AtomicBool::new(false),
             index: Mutex::new(Index::default()),
             watcher: Mutex::new(None),
             walking: AtomicBool::new(false),
@@ -390,16 +387,14 @@ impl Catalog {
                     c.background_tick(&mut looked_at);
                 }
             });
-        match spawned {
-            Ok(_) => self.mirrored_in_background.store(true, Ordering::Release),
-            Err(e) => log::warn!("cannot start the catalog thread: {e}"),
+        if let Err(e) = spawned {
+            log::warn!("cannot start the catalog thread: {e}");
         }
     }
 
     /// `looked_at`: the index's version when every summary was last found
     /// current, so an idle index is not searched every tick.
     fn background_tick(&self, looked_at: &mut Option<u64>) {
-        self.sync_mirrors();
         self.sync();
         let (due, version) = {
             let index = lock(&self.index);
@@ -581,11 +576,7 @@ impl Catalog {
     /// threads applying batches (no lock is held meanwhile) never undo a
     /// newer one.
     pub fn sync(&self) {
-        // A daemon's mirrors are brought up to date by its catalog thread,
-        // never by a request (reading a database is slow work).
-        if !self.mirrored_in_background.load(Ordering::Acquire) {
-            self.sync_mirrors();
-        }
+        self.sync_mirrors();
         // Bound first: a guard in a match's scrutinee would live through its arms.
         let drained = {
             let mut watcher = lock(&self.watcher);
