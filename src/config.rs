@@ -54,16 +54,10 @@ pub struct Config {
 pub const DEFAULT_WORKTREES: &str = ".worktrees";
 
 /// The config file's `worktrees`, checked.
-fn worktrees_of(config_file: Option<&Path>) -> Result<PathBuf> {
-    let Some(path) = config_file else {
+fn worktrees_of(config_file: Option<&Path>, doc: Option<&serde_json::Value>) -> Result<PathBuf> {
+    let Some((path, doc)) = config_file.zip(doc) else {
         return Ok(PathBuf::from(DEFAULT_WORKTREES));
     };
-    // Read and checked whole by the engine table already.
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), &e))?;
-    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::invalid(format!("config {} is not valid: {e}", path.display())).with_source(e)
-    })?;
     match doc.get("worktrees") {
         None | Some(serde_json::Value::Null) => Ok(PathBuf::from(DEFAULT_WORKTREES)),
         Some(serde_json::Value::String(dir))
@@ -83,17 +77,28 @@ fn worktrees_of(config_file: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// The config file's `prices`, checked.
-fn prices_of(config_file: Option<&Path>) -> Result<crate::usage::Prices> {
-    let Some(path) = config_file else {
+fn prices_of(
+    config_file: Option<&Path>,
+    doc: Option<&serde_json::Value>,
+) -> Result<crate::usage::Prices> {
+    let Some((path, doc)) = config_file.zip(doc) else {
         return Ok(crate::usage::Prices::default());
+    };
+    crate::usage::Prices::from_config(doc.get("prices"))
+        .map_err(|e| Error::invalid(format!("config {}: {}", path.display(), e.message)))
+}
+
+/// The config file as JSON, for the settings `Config` reads itself (the
+/// engine table reads and checks it whole first).
+fn config_doc(config_file: Option<&Path>) -> Result<Option<serde_json::Value>> {
+    let Some(path) = config_file else {
+        return Ok(None);
     };
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), &e))?;
-    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    serde_json::from_str(&text).map(Some).map_err(|e| {
         Error::invalid(format!("config {} is not valid: {e}", path.display())).with_source(e)
-    })?;
-    crate::usage::Prices::from_config(doc.get("prices"))
-        .map_err(|e| Error::invalid(format!("config {}: {}", path.display(), e.message)))
+    })
 }
 
 /// Reads a variable as a positive number of seconds (fractions allowed).
@@ -176,8 +181,9 @@ impl Config {
         let lock_dir =
             absolute(env, "AGENT_SESSIONS_LOCK_DIR")?.unwrap_or_else(|| runtime_dir.join("locks"));
         let engines = EngineTable::load(env, &home, config_file)?;
-        let worktrees = worktrees_of(config_file)?;
-        let prices = prices_of(config_file)?;
+        let doc = config_doc(config_file)?;
+        let worktrees = worktrees_of(config_file, doc.as_ref())?;
+        let prices = prices_of(config_file, doc.as_ref())?;
         let config = Config {
             scrollback_bytes: number(
                 env,

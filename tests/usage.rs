@@ -398,6 +398,13 @@ fn rows_repeated_as_claude_repeats_them_count_once_and_a_growing_store_is_follow
     ));
     let usage = usage_of(&m, key, |u| u["requests"] == 4);
     assert_eq!(kinds_of(&usage), [12, 1147, 0, 0]);
+    // The daemon killed and mounted again: counted again from the stores,
+    // nothing lost and nothing counted twice.
+    let mut m = m;
+    m.kill9();
+    let m = host.mount("mnt2");
+    let again = usage_of(&m, key, |u| u["requests"] == 4);
+    assert_eq!(again, usage);
 }
 
 #[test]

@@ -132,10 +132,6 @@ impl Tracker {
         }
     }
 
-    pub fn prices(&self) -> &Prices {
-        &self.prices
-    }
-
     /// Bumped by every publication that changed a count.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
@@ -340,8 +336,7 @@ impl Tracker {
 
     /// Whether the stores changed since the last pass began.
     fn stores_moved(&self) -> bool {
-        let passed = lock(&self.counting).passed.map(|(v, _)| v);
-        passed != Some(self.catalog.version())
+        self.passed_version.load(Ordering::Acquire) != self.catalog.version()
     }
 }
 

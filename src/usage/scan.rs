@@ -182,18 +182,17 @@ impl FileScan {
         let fallback_day = (meta.mtime().max(0) / 86_400) as u32;
         let again =
             (meta.dev(), meta.ino()) != self.identity || meta.len() < self.offset || compressed;
-        let mut requests: HashMap<u64, Request> = if again {
+        if again {
             self.offset = 0;
             self.codex = None;
-            HashMap::new()
-        } else {
-            self.requests.iter().cloned().collect()
-        };
-        let before = requests.clone();
+            self.requests = Arc::from(Vec::new());
+        }
+        let mut added: HashMap<u64, Request> = HashMap::new();
         let mut feed = Feed {
             kind: self.kind,
             models,
-            requests: &mut requests,
+            old: &self.requests,
+            added: &mut added,
             codex: self.codex.take().map(|b| *b).unwrap_or_default(),
             fallback_day,
         };
@@ -213,14 +212,21 @@ impl FileScan {
         }
         self.identity = (meta.dev(), meta.ino());
         self.seen = seen;
-        if requests == before && !again {
-            return Ok(false);
+        if added.is_empty() {
+            // Read again from the start: it changed if it had requests before.
+            return Ok(again && !self.requests.is_empty());
         }
-        let mut sorted: Vec<(u64, Request)> = requests.into_iter().collect();
-        sorted.sort_unstable_by_key(|(id, _)| *id);
-        let changed = *sorted != *self.requests;
-        self.requests = Arc::from(sorted);
-        Ok(changed)
+        // The earlier requests no new row replaced, and the new ones.
+        let mut merged: Vec<(u64, Request)> = self
+            .requests
+            .iter()
+            .filter(|(id, _)| !added.contains_key(id))
+            .cloned()
+            .collect();
+        merged.extend(added);
+        merged.sort_unstable_by_key(|(id, _)| *id);
+        self.requests = Arc::from(merged);
+        Ok(true)
     }
 }
 
@@ -281,7 +287,10 @@ fn read_lines(
 struct Feed<'a> {
     kind: StoreKind,
     models: &'a mut Models,
-    requests: &'a mut HashMap<u64, Request>,
+    /// What earlier reads found, sorted by id.
+    old: &'a [(u64, Request)],
+    /// What this read found that differs from them.
+    added: &'a mut HashMap<u64, Request>,
     codex: CodexCarry,
     fallback_day: u32,
 }
@@ -511,11 +520,28 @@ impl Feed<'_> {
         };
         let day = day_of(row.timestamp.as_deref()).unwrap_or(self.fallback_day);
         let request = Request::new(day, self.models.get(model), &tokens);
-        match self.requests.get(&id) {
-            Some(old) if old.tokens().total() >= tokens.total() => {}
-            _ => {
-                self.requests.insert(id, request);
-            }
+        if self
+            .current(id)
+            .is_none_or(|old| old.tokens().total() < tokens.total())
+        {
+            self.added.insert(id, request);
+        }
+    }
+
+    /// The request `id` as read so far.
+    fn current(&self, id: u64) -> Option<&Request> {
+        self.added.get(&id).or_else(|| {
+            self.old
+                .binary_search_by_key(&id, |(i, _)| *i)
+                .ok()
+                .map(|at| &self.old[at].1)
+        })
+    }
+
+    /// Keeps `request` as `id`'s, unless it is what was read already.
+    fn keep(&mut self, id: u64, request: Request) {
+        if self.current(id) != Some(&request) {
+            self.added.insert(id, request);
         }
     }
 
@@ -578,7 +604,7 @@ impl Feed<'_> {
             None => self.models.get(""),
         };
         let request = Request::new(day, model, &tokens);
-        self.requests.insert(self.codex.count, request);
+        self.keep(self.codex.count, request);
     }
 
     /// A reply recorded by its message id: one written again replaces it.
@@ -591,8 +617,7 @@ impl Feed<'_> {
     ) {
         let day = day_of(time).unwrap_or(self.fallback_day);
         let model = self.models.get(model.unwrap_or(""));
-        self.requests
-            .insert(hash_of(&[id]), Request::new(day, model, tokens));
+        self.keep(hash_of(&[id]), Request::new(day, model, tokens));
     }
 
     /// A `gemini` row with `tokens`: one request per message id (a row
@@ -703,6 +728,15 @@ mod tests {
         assert!(scan.read(file.path(), &mut models).unwrap());
         assert_eq!(scan.requests().len(), 2);
         assert!(!scan.read(file.path(), &mut models).unwrap());
+        // A later row of the first reply, with a larger count, replaces it;
+        // the same row again changes nothing.
+        let larger = CLAUDE_ROW.replace("OUT", "50");
+        writeln!(file, "{larger}").unwrap();
+        assert!(scan.read(file.path(), &mut models).unwrap());
+        writeln!(file, "{larger}").unwrap();
+        assert!(!scan.read(file.path(), &mut models).unwrap());
+        assert_eq!(totals(&scan).0, 2);
+        assert_eq!(totals(&scan).1.output, 51);
     }
 
     #[test]
