@@ -78,6 +78,11 @@ fn a_prompt_to_a_waiting_agent_fails_at_once() {
     // The answer, raw: Enter grants it.
     sh_ok(&format!("printf '\\r' > {}", m.q(&format!("{KEY}/input"))));
     wait_for(10, "the tool run", || made.exists());
+    // Raw input is not an answer the daemon knows of: the state leaves
+    // `waiting` at its next look at the screen, then `wait` ends at idle.
+    wait_for(10, "the dialog gone from the state", || {
+        m.read(&format!("{KEY}/state")) != "waiting\n"
+    });
     let state = sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{KEY}/wait"))));
     assert_eq!(state, "idle\n");
     let (ok, said) = echo_into(&m, &format!("{KEY}/prompt"), "next question");
