@@ -48,6 +48,11 @@ pub struct Config {
     pub worktrees: PathBuf,
     /// The config file's `prices` over the shipped table.
     pub prices: crate::usage::Prices,
+    /// The user's own `OPENCODE_CONFIG_DIR`: opencode reads one such
+    /// directory, so a session's own one links to what is in it.
+    pub opencode_config_dir: Option<PathBuf>,
+    /// The user's own `OPENCODE_PERMISSION`, which a session's is merged into.
+    pub opencode_permission: Option<String>,
 }
 
 /// Sessions' worktrees, unless the config file's `worktrees` says otherwise.
@@ -229,6 +234,11 @@ impl Config {
             engines,
             worktrees,
             prices,
+            opencode_config_dir: absolute(env, "OPENCODE_CONFIG_DIR").ok().flatten(),
+            opencode_permission: env
+                .get("OPENCODE_PERMISSION")
+                .filter(|v| !v.is_empty())
+                .cloned(),
         };
         Ok(config)
     }

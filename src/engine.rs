@@ -71,6 +71,8 @@ pub struct Engine {
     /// The permission modes `new ... mode=NAME` takes, each with the
     /// arguments that ask for it.
     pub modes: BTreeMap<String, Vec<String>>,
+    /// The mode whose arguments are given when `new` asked for none.
+    pub default_mode: Option<String>,
     /// Starts conversation `{id}` as a copy of conversation `{from}`
     /// (`ctl` `fork`); empty: the engine cannot fork.
     pub fork_args: Vec<String>,
@@ -87,6 +89,9 @@ pub struct LaunchOptions<'a> {
     pub mode: Option<&'a str>,
     /// The conversation a new session forks (its first launch only).
     pub fork_from: Option<&'a str>,
+    /// That conversation's store file (`{from_file}`), where the catalog
+    /// has it.
+    pub fork_file: Option<&'a str>,
 }
 
 impl Engine {
@@ -131,15 +136,17 @@ impl Engine {
             _ => (&self.new_args, ""),
         };
         let mut argv: Vec<String> = std::iter::once(self.program.clone())
-            .chain(
-                args.iter()
-                    .map(|a| a.replace("{id}", id).replace("{from}", from)),
-            )
+            .chain(args.iter().map(|a| {
+                a.replace("{id}", id)
+                    .replace("{from_file}", options.fork_file.unwrap_or(""))
+                    .replace("{from}", from)
+            }))
             .collect();
         if let Some(model) = options.model {
             argv.extend(self.model_args.iter().map(|a| a.replace("{model}", model)));
         }
-        if let Some(args) = options.mode.and_then(|m| self.modes.get(m)) {
+        let mode = options.mode.or(self.default_mode.as_deref());
+        if let Some(args) = mode.and_then(|m| self.modes.get(m)) {
             argv.extend(args.iter().cloned());
         }
         argv
@@ -248,7 +255,7 @@ const DEBOUNCE_DEFAULT_MS: u64 = 800;
 const ENTER_DELAY_DEFAULT_MS: u64 = 300;
 
 /// The placeholders argument templates may use.
-const PLACEHOLDERS: [&str; 3] = ["{id}", "{from}", "{model}"];
+const PLACEHOLDERS: [&str; 4] = ["{id}", "{from}", "{from_file}", "{model}"];
 
 /// EINVAL naming the entry when a template has a `{word}` that is not one
 /// of [`PLACEHOLDERS`] (a misspelt `{id}` would start the agent with it).
@@ -433,6 +440,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             store: Store::None,
             model_args: vec![],
             modes: BTreeMap::new(),
+            default_mode: None,
             fork_args: vec![],
             screen: None,
         },
@@ -444,6 +452,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             store: Store::Claude(dir("CLAUDE_CONFIG_DIR", ".claude")),
             model_args: strings(&["--model", "{model}"]),
             modes: claude_modes,
+            default_mode: None,
             // A new conversation under the id given, the old one only read.
             fork_args: strings(&[
                 "--session-id",
@@ -462,6 +471,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             store: Store::Codex(dir("CODEX_HOME", ".codex")),
             model_args: strings(&["--model", "{model}"]),
             modes: codex_modes,
+            default_mode: None,
             // Its new rollout is found as a new session's is.
             fork_args: strings(&["fork", "{from}"]),
             screen: None,
@@ -469,13 +479,20 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
         Engine {
             name: "gemini".into(),
             program: "gemini".into(),
-            // In default approval mode a tool call asks (`waiting`).
-            new_args: strings(&["--session-id", "{id}", "--approval-mode", "default"]),
-            resume_args: strings(&["--resume", "{id}", "--approval-mode", "default"]),
+            new_args: strings(&["--session-id", "{id}"]),
+            resume_args: strings(&["--resume", "{id}"]),
             store: Store::Gemini(gemini_root(env, home)),
             model_args: strings(&["--model", "{model}"]),
-            modes: BTreeMap::new(),
-            fork_args: vec![],
+            modes: GEMINI_MODES
+                .iter()
+                .map(|m| (m.to_string(), strings(&["--approval-mode", m])))
+                .collect(),
+            // In default approval mode a tool call asks (`waiting`), whatever
+            // the user's settings say.
+            default_mode: Some("default".into()),
+            // A new conversation (an id Gemini picks, reported by its
+            // SessionStart hook) loaded with the other's turns.
+            fork_args: strings(&["--session-file", "{from_file}"]),
             screen: gemini_screen(),
         },
         Engine {
@@ -487,8 +504,14 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             resume_args: strings(&["-s", "{id}"]),
             store: Store::Opencode(opencode_data_dir(env, home)),
             model_args: strings(&["-m", "{model}"]),
-            modes: BTreeMap::new(),
-            fork_args: vec![],
+            modes: OPENCODE_MODES
+                .iter()
+                .map(|(mode, args)| (mode.to_string(), strings(args)))
+                .collect(),
+            default_mode: None,
+            // A copy under a new id, reported by its plugin's
+            // `session.created` as a new conversation's is.
+            fork_args: strings(&["-s", "{from}", "--fork"]),
             screen: opencode_screen(),
         },
         Engine {
@@ -499,6 +522,7 @@ fn builtins(env: &HashMap<String, String>, home: &Path) -> Vec<Engine> {
             store: Store::Hosted,
             model_args: vec![],
             modes: BTreeMap::new(),
+            default_mode: None,
             fork_args: vec![],
             screen: None,
         },
@@ -597,6 +621,17 @@ pub const CLAUDE_MODES: [&str; 6] = [
     "plan",
 ];
 
+/// Gemini CLI 0.61's `--approval-mode` choices.
+pub const GEMINI_MODES: [&str; 4] = ["auto_edit", "default", "plan", "yolo"];
+
+/// opencode 1.18's primary agents (`--agent`), and `auto`: the build agent
+/// approving every permission that is not denied outright (`--auto`).
+pub const OPENCODE_MODES: [(&str, &[&str]); 3] = [
+    ("auto", &["--agent", "build", "--auto"]),
+    ("build", &["--agent", "build"]),
+    ("plan", &["--agent", "plan"]),
+];
+
 /// Codex's sandbox policies (`codex --help`, 0.169) and the approval
 /// policy each is paired with.
 pub const CODEX_MODES: [(&str, &str); 3] = [
@@ -647,6 +682,7 @@ impl EngineTable {
                     store: Store::None,
                     model_args: vec![],
                     modes: BTreeMap::new(),
+                    default_mode: None,
                     fork_args: vec![],
                     screen: None,
                 });
@@ -838,6 +874,7 @@ mod tests {
             model: Some("claude-opus-4-1"),
             mode: Some("plan"),
             fork_from: Some("old"),
+            fork_file: None,
         };
         assert_eq!(
             claude.argv_with("new", false, &asked),
@@ -864,6 +901,7 @@ mod tests {
             model: Some("gpt-5"),
             mode: Some("read-only"),
             fork_from: Some("t0"),
+            fork_file: None,
         };
         assert_eq!(
             codex.argv_with("x", false, &asked),
@@ -880,6 +918,42 @@ mod tests {
             ]
         );
         assert!(t.get("shell").unwrap().fork_args.is_empty());
+        // Gemini forks from the store file; with no mode asked its default
+        // approval mode is given, so a tool call asks.
+        let gemini = t.get("gemini").unwrap();
+        let asked = LaunchOptions {
+            fork_from: Some("g0"),
+            fork_file: Some("/s/session-g0.jsonl"),
+            ..Default::default()
+        };
+        assert_eq!(
+            gemini.argv_with("x", false, &asked),
+            [
+                "gemini",
+                "--session-file",
+                "/s/session-g0.jsonl",
+                "--approval-mode",
+                "default"
+            ]
+        );
+        let yolo = LaunchOptions {
+            mode: Some("yolo"),
+            ..Default::default()
+        };
+        assert_eq!(
+            gemini.argv_with("x", true, &yolo),
+            ["gemini", "--resume", "x", "--approval-mode", "yolo"]
+        );
+        let opencode = t.get("opencode").unwrap();
+        let asked = LaunchOptions {
+            mode: Some("plan"),
+            fork_from: Some("ses_0"),
+            ..Default::default()
+        };
+        assert_eq!(
+            opencode.argv_with("x", false, &asked),
+            ["opencode", "-s", "ses_0", "--fork", "--agent", "plan"]
+        );
     }
 
     #[test]

@@ -480,6 +480,163 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     });
 }
 
+/// The process a session runs: its argv, from `status`'s `agent_pid`.
+fn agent_argv(a: &common::agent_host::Agents, key: &str) -> String {
+    let status: Value = serde_json::from_str(&a.read(key, "status")).unwrap();
+    let pid = status["agent_pid"].as_u64().unwrap_or(0);
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&argv).replace('\0', " ")
+}
+
+/// The conversation a session writes now.
+fn conversation(a: &common::agent_host::Agents, key: &str) -> String {
+    let status: Value = serde_json::from_str(&a.read(key, "status")).unwrap();
+    status["conversation"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Gemini's `/clear` starts a new conversation in the same process: the
+/// session follows it (one writer, the new key a link to the session, the
+/// earlier conversation still read); a fork starts from the session's
+/// conversation under an id Gemini picks; `mode=yolo` runs a tool without
+/// asking.
+#[test]
+fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
+    let test = "a_gemini_session_follows_clear_forks_and_takes_a_mode";
+    let state = private_dir();
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &[],
+    ) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+    let id = "6e000000-0000-4000-8000-0000000000c1";
+    let key = a.session("gemini", id);
+    a.api.push_text("Gemini: before the clear.");
+    a.prompt(&key, "first question");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    assert!(
+        agent_argv(&a, &key).contains("--approval-mode default"),
+        "{}",
+        agent_argv(&a, &key)
+    );
+
+    // /clear: the session goes on as the new conversation.
+    a.prompt(&key, "/clear");
+    common::wait_for(30, "the session to follow /clear", || {
+        let now = conversation(&a, &key);
+        !now.is_empty() && now != id
+    });
+    let new_id = conversation(&a, &key);
+    let new_key = format!("gemini:{new_id}");
+    common::wait_for(5, "the earlier conversation recorded", || {
+        a.m.json(&format!("{key}/status"))["conversations"] == serde_json::json!([id])
+    });
+    a.api.push_text("Gemini: after the clear.");
+    a.prompt(&key, "second question");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the answer after the clear", || {
+        a.read(&key, "transcript/last")
+            .contains("Gemini: after the clear.")
+    });
+    let last = a.read(&key, "transcript/last");
+    assert!(!last.contains("first question"), "{last}");
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("second question"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(
+        !turn.body.contains("first question"),
+        "history after /clear"
+    );
+    // The new conversation is a link to the session, not listed apart.
+    common::wait_for(20, "the new conversation's store found", || {
+        std::fs::read_link(a.m.path(&new_key)).is_ok()
+    });
+    assert_eq!(
+        std::fs::read_link(a.m.path(&new_key))
+            .unwrap()
+            .to_string_lossy(),
+        key
+    );
+    let listing = common::sh_ok(&format!("ls {}", a.m.q("")));
+    assert!(!listing.lines().any(|l| l == new_key), "{listing}");
+    let earlier = a.read(&key, &format!("transcript/{id}/page-0"));
+    assert!(earlier.contains("first question"), "{earlier}");
+
+    // A fork of the session's conversation: a new one with its turns.
+    let fork = "gemini:6e000000-0000-4000-8000-0000000000c2";
+    common::sh_ok(&format!(
+        "echo fork id=6e000000-0000-4000-8000-0000000000c2 > {}",
+        a.m.q(&format!("{key}/ctl"))
+    ));
+    let meta: Value = serde_json::from_str(&a.read(fork, "meta.json")).unwrap();
+    assert_eq!(meta["forked_from"], new_id, "{meta}");
+    a.api.push_text("Gemini: forked.");
+    a.prompt(fork, "what came before");
+    assert_eq!(a.wait(fork, 90), "idle\n", "{}", a.read(fork, "screen"));
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("what came before"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(turn.body.contains("second question"), "no history forked");
+    assert!(
+        agent_argv(&a, fork).contains("--session-file"),
+        "{}",
+        agent_argv(&a, fork)
+    );
+    let forked = conversation(&a, fork);
+    assert!(
+        !forked.is_empty() && forked != new_id && !fork.ends_with(&forked),
+        "the fork writes a conversation Gemini named: {forked}"
+    );
+    common::wait_for(20, "the fork's answer", || {
+        a.read(fork, "transcript/last").contains("Gemini: forked.")
+    });
+    // The original is only read.
+    let original = a.read(&key, "transcript/last");
+    assert!(!original.contains("what came before"), "{original}");
+
+    // mode=yolo: the tool runs without asking.
+    let marker = a.host.path("gemini-yolo-ran");
+    let (ok, said) = {
+        let out = common::sh(&format!(
+            "echo 'new gemini id=6e000000-0000-4000-8000-0000000000c3 workspace={} mode=yolo' > {}",
+            a.env.project.display(),
+            a.m.q("ctl")
+        ));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(ok, "{said}");
+    let yolo = "gemini:6e000000-0000-4000-8000-0000000000c3";
+    a.api.push_bash(&format!("touch {}", marker.display()));
+    a.api.push_text("Gemini: ran without asking.");
+    a.prompt(yolo, "run the tool");
+    assert_eq!(a.wait(yolo, 90), "idle\n", "{}", a.read(yolo, "screen"));
+    assert!(marker.exists(), "the tool ran");
+    assert!(
+        !a.states(yolo).iter().any(|s| s == "waiting"),
+        "{:?}",
+        a.states(yolo)
+    );
+    assert!(agent_argv(&a, yolo).contains("--approval-mode yolo"));
+}
+
 /// `scripts/bench agents`: the built-in Gemini engine, its state from its
 /// hooks.
 #[test]

@@ -271,3 +271,213 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
         "the user's config changed"
     );
 }
+
+/// The process a session runs: its argv, from `status`'s `agent_pid`.
+fn agent_argv(a: &common::agent_host::Agents, key: &str) -> String {
+    let pid = a.m.json(&format!("{key}/status"))["agent_pid"]
+        .as_u64()
+        .unwrap_or(0);
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&argv).replace('\0', " ")
+}
+
+/// The conversation a session writes now.
+fn conversation(a: &common::agent_host::Agents, key: &str) -> String {
+    a.m.json(&format!("{key}/status"))["conversation"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The user's own `OPENCODE_CONFIG_DIR` still applies (its plugin runs, the
+/// directory is not written); `/new` inside the TUI is followed (one
+/// writer, the earlier conversation recorded); a fork starts from the
+/// session's conversation; `mode=auto` runs a tool without asking.
+#[test]
+fn opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode() {
+    let test = "opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode";
+    let user = tempfile::tempdir().unwrap();
+    let loaded = user.path().join("..").join(format!(
+        "{}-plugin-loaded",
+        user.path().file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir(user.path().join("plugin")).unwrap();
+    std::fs::write(
+        user.path().join("plugin/mark.js"),
+        format!(
+            "import {{ writeFileSync }} from \"node:fs\";\n\
+             export const Mark = async () => {{ writeFileSync({:?}, \"loaded\"); return {{}}; }};\n",
+            loaded.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let listing = |dir: &std::path::Path| {
+        let mut names: Vec<String> = walk(dir);
+        names.sort();
+        names
+    };
+    let user_before = listing(user.path());
+    let Some(a) = common::agent_host::Agents::start_with(
+        test,
+        &[("OPENCODE_CONFIG_DIR", user.path().to_str().unwrap())],
+    ) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("opencode").exists(),
+        "opencode is missing: run scripts/agents"
+    );
+
+    let key = a.session("opencode", "oc-new");
+    a.api.push_text("opencode: the heron is noted.");
+    a.prompt(&key, "remember the heron");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    let first = conversation(&a, &key);
+    assert!(first.starts_with("ses_"), "{first}");
+    assert!(loaded.exists(), "the user's plugin did not run");
+
+    // /new: the next prompt starts a new conversation in the same process,
+    // and the session goes on as it.
+    a.prompt(&key, "/new");
+    a.api.push_text("opencode: after new.");
+    a.prompt(&key, "second question");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(20, "the session to follow /new", || {
+        let now = conversation(&a, &key);
+        now.starts_with("ses_") && now != first
+    });
+    let second = conversation(&a, &key);
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("second question"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(
+        !turn.body.contains("remember the heron"),
+        "history after /new"
+    );
+    // The key's own id, which opencode never wrote, is not one of them.
+    common::wait_for(5, "the earlier conversation recorded", || {
+        a.m.json(&format!("{key}/status"))["conversations"] == serde_json::json!([first])
+    });
+    common::wait_for(20, "the answer after /new", || {
+        a.read(&key, "transcript/last")
+            .contains("opencode: after new.")
+    });
+    let new_key = format!("opencode:{second}");
+    common::wait_for(20, "the new conversation a link", || {
+        std::fs::read_link(a.m.path(&new_key)).is_ok_and(|l| l.to_string_lossy() == key)
+    });
+    assert!(!listed_opencode(&a).contains(&new_key));
+    let earlier = a.read(&key, &format!("transcript/{first}/page-0"));
+    assert!(earlier.contains("remember the heron"), "{earlier}");
+
+    // A fork of the session's conversation.
+    common::sh_ok(&format!(
+        "echo fork id=oc-fork > {}",
+        a.m.q(&format!("{key}/ctl"))
+    ));
+    let fork = "opencode:oc-fork";
+    a.api.push_text("opencode: forked.");
+    a.prompt(fork, "what came before");
+    assert_eq!(a.wait(fork, 90), "idle\n", "{}", a.read(fork, "screen"));
+    assert!(agent_argv(&a, fork).contains(&format!("-s {second} --fork")));
+    let turn = a
+        .api
+        .turns()
+        .into_iter()
+        .rfind(|r| r.user_words().as_deref() == Some("what came before"))
+        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(turn.body.contains("second question"), "no history forked");
+    common::wait_for(20, "the fork's own conversation", || {
+        let c = conversation(&a, fork);
+        c.starts_with("ses_") && c != second
+    });
+    common::wait_for(20, "the fork's answer", || {
+        a.read(fork, "transcript/last")
+            .contains("opencode: forked.")
+    });
+    assert!(!a.read(&key, "transcript/last").contains("what came before"));
+
+    // mode=auto: the tool runs without asking.
+    let marker = a.env.project.join("opencode-auto-ran");
+    common::sh_ok(&format!(
+        "echo 'new opencode id=oc-auto workspace={} mode=auto' > {}",
+        a.env.project.display(),
+        a.m.q("ctl")
+    ));
+    let auto = "opencode:oc-auto";
+    a.api.push_bash("touch opencode-auto-ran");
+    a.api.push_text("opencode: ran without asking.");
+    a.prompt(auto, "run the tool");
+    assert_eq!(a.wait(auto, 90), "idle\n", "{}", a.read(auto, "screen"));
+    assert!(marker.exists(), "the tool ran");
+    assert!(
+        !a.states(auto).iter().any(|s| s == "waiting"),
+        "{:?}",
+        a.states(auto)
+    );
+    assert!(agent_argv(&a, auto).contains("--auto"));
+
+    // An API error opencode does not retry: its plugin's session.error
+    // ends the turn, with the error's name in the events.
+    a.api.fail_with(Some(400));
+    a.prompt(auto, "this one fails");
+    let ended = || {
+        a.events(auto).iter().any(|e| {
+            e["state"] == "idle"
+                && e["source"] == "hook"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("session.error"))
+        })
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !ended() {
+        let hooks = a
+            .host
+            .path("state")
+            .join("sessionfs/agents")
+            .join(auto)
+            .join("hooks.jsonl");
+        assert!(
+            std::time::Instant::now() < until,
+            "no idle after session.error: {:?}\n{}\n{}\n{}",
+            a.events(auto),
+            std::fs::read_to_string(hooks).unwrap_or_default(),
+            a.read(auto, "screen"),
+            a.api.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    a.api.fail_with(None);
+    assert_eq!(a.wait(auto, 30), "idle\n");
+    assert_eq!(
+        listing(user.path()),
+        user_before,
+        "the user's directory changed"
+    );
+}
+
+/// Every path under `dir`, relative to it.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = vec![];
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        out.push(
+            path.strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+        );
+        if path.is_dir() {
+            out.extend(
+                walk(&path)
+                    .into_iter()
+                    .map(|p| format!("{}/{p}", entry.file_name().to_string_lossy())),
+            );
+        }
+    }
+    out
+}

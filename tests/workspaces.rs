@@ -249,6 +249,13 @@ fn every_refusal_is_an_errno_a_shell_sees_and_nothing_is_half_made() {
     );
     refused(&m, "new claude mode=yolo", invalid, "the modes acceptEdits");
     refused(&m, "new codex mode=plan", invalid, "read-only");
+    refused(&m, "new gemini mode=acceptEdits", invalid, "auto_edit");
+    refused(
+        &m,
+        "new opencode mode=yolo",
+        invalid,
+        "the modes auto, build, plan",
+    );
     refused(&m, "new shell model=x", invalid, "takes no model=");
     // Nothing half made: no session, no branch, no worktree.
     let names = sh_ok(&format!("ls {}", m.q("")));

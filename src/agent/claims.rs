@@ -112,14 +112,12 @@ pub fn end(lock_dir: &Path, conversation: &str, by: &str) {
     }
 }
 
-/// What a Claude hook payload says of a switch inside the agent's own
-/// process: `SessionStart` with `source` `clear` or `resume` names the
-/// conversation it writes from now on (`compact` keeps the same one).
-pub fn claude_switch(
-    event: &str,
-    source: Option<&str>,
-    session_id: Option<&str>,
-) -> Option<String> {
+/// What a Claude or Gemini hook payload says of a switch inside the
+/// agent's own process: `SessionStart` with `source` `clear` or `resume`
+/// names the conversation it writes from now on (`compact` keeps the same
+/// one). Gemini 0.61 fires it so at `/clear` (`/new`) and at a resume,
+/// including the first start of a session loaded from `--session-file`.
+pub fn hook_switch(event: &str, source: Option<&str>, session_id: Option<&str>) -> Option<String> {
     let switched = event == "SessionStart" && matches!(source, Some("clear" | "resume"));
     session_id.filter(|_| switched).map(str::to_string)
 }
@@ -210,16 +208,16 @@ mod tests {
     #[test]
     fn only_clear_and_resume_switch() {
         assert_eq!(
-            claude_switch("SessionStart", Some("clear"), Some("b")),
+            hook_switch("SessionStart", Some("clear"), Some("b")),
             Some("b".into())
         );
         assert_eq!(
-            claude_switch("SessionStart", Some("resume"), Some("b")),
+            hook_switch("SessionStart", Some("resume"), Some("b")),
             Some("b".into())
         );
         for source in [Some("startup"), Some("compact"), None] {
-            assert_eq!(claude_switch("SessionStart", source, Some("b")), None);
+            assert_eq!(hook_switch("SessionStart", source, Some("b")), None);
         }
-        assert_eq!(claude_switch("Stop", Some("clear"), Some("b")), None);
+        assert_eq!(hook_switch("Stop", Some("clear"), Some("b")), None);
     }
 }

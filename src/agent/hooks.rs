@@ -9,7 +9,7 @@
 use super::state::HookEvent;
 use serde_json::{json, Map, Value};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The Claude Code hook events that move the state.
 pub const CLAUDE_EVENTS: &[&str] = &[
@@ -237,31 +237,117 @@ export const SessionfsState = async () => ({{
     )
 }
 
-/// The per-session opencode config directory's `opencode.json`: a tool
-/// call asks before a command runs or a file is edited.
-pub fn opencode_config() -> Value {
-    json!({"permission": {"bash": "ask", "edit": "ask"}})
+/// The permissions a session's opencode runs with (its
+/// `OPENCODE_PERMISSION`, merged by opencode over every config it read): a
+/// tool call asks before a command runs or a file is edited. The user's
+/// own `OPENCODE_PERMISSION`, when it is a JSON object, is kept and wins
+/// where it names the same tool; one that is not is passed on unchanged.
+pub fn opencode_permission(user: Option<&str>) -> String {
+    let mut merged = Map::new();
+    merged.insert("bash".into(), json!("ask"));
+    merged.insert("edit".into(), json!("ask"));
+    match user.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(theirs))) => merged.extend(theirs),
+        Some(_) => return user.unwrap_or_default().to_string(),
+        None => {}
+    }
+    Value::Object(merged).to_string()
 }
 
-/// Writes the per-session opencode config directory `dir` (mode 0700):
-/// `opencode.json` ([`opencode_config`]) and `plugin/sessionfs.js`
-/// ([`opencode_plugin`]), each replaced atomically.
+/// The most entries of the user's own opencode config directory linked.
+const OPENCODE_USER_ENTRIES_MAX: usize = 1024;
+
+/// What opencode itself writes into each config directory it reads (the
+/// plugin SDK it installs there): never linked to the user's, so the
+/// session's opencode never writes through a link into the user's files.
+const OPENCODE_OWN_FILES: &[&str] = &[
+    ".gitignore",
+    "bun.lock",
+    "node_modules",
+    "package-lock.json",
+    "package.json",
+];
+
+/// Writes the per-session opencode config directory `dir` (mode 0700)
+/// with [`opencode_plugin`] in `plugin/sessionfs.js`, replaced atomically.
+/// opencode reads a single `OPENCODE_CONFIG_DIR`: when the user has one
+/// (`user_dir`), each of its entries is a link in `dir` (its plugins one
+/// by one beside this one), so their config, agents, commands and plugins
+/// still apply. Links from an earlier launch are made again.
 pub fn write_opencode_config(
     dir: &Path,
+    user_dir: Option<&Path>,
     exe: &Path,
     events_file: &Path,
     key: &str,
     locks: &Path,
 ) -> std::io::Result<()> {
-    crate::atomic::private_dir(&dir.join("plugin"))?;
+    let plugin_dir = dir.join("plugin");
+    crate::atomic::private_dir(&plugin_dir)?;
+    // The config file an earlier version wrote (permissions now come from
+    // the environment); anything else there is left.
+    let old = dir.join("opencode.json");
+    if std::fs::read(&old).is_ok_and(|b| b == br#"{"permission":{"bash":"ask","edit":"ask"}}"#) {
+        let _ = std::fs::remove_file(&old);
+    }
+    for d in [dir, &plugin_dir, &dir.join("plugins")] {
+        remove_links(d);
+    }
     crate::atomic::replace(
-        &dir.join("opencode.json"),
-        opencode_config().to_string().as_bytes(),
-    )?;
-    crate::atomic::replace(
-        &dir.join("plugin").join("sessionfs.js"),
+        &plugin_dir.join("sessionfs.js"),
         opencode_plugin(exe, events_file, key, locks).as_bytes(),
-    )
+    )?;
+    let Some(user_dir) = user_dir.filter(|u| u.is_dir() && *u != dir) else {
+        return Ok(());
+    };
+    for (name, target) in entries(user_dir) {
+        let plugins = name == "plugin" || name == "plugins";
+        if plugins && target.is_dir() {
+            let ours = dir.join(&name);
+            crate::atomic::private_dir(&ours)?;
+            for (file, target) in entries(&target) {
+                link_if_free(&target, &ours.join(file));
+            }
+        } else if !OPENCODE_OWN_FILES.contains(&name.as_str()) {
+            link_if_free(&target, &dir.join(name));
+        }
+    }
+    Ok(())
+}
+
+/// The entries of `dir` (at most [`OPENCODE_USER_ENTRIES_MAX`]), by name,
+/// each with its path.
+fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(OPENCODE_USER_ENTRIES_MAX)
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+        .collect()
+}
+
+/// Removes the symbolic links directly in `dir`.
+fn remove_links(dir: &Path) {
+    for (_, path) in entries(dir) {
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Links `link` to `target` unless something is there already (the
+/// session's own file, or what opencode made).
+fn link_if_free(target: &Path, link: &Path) {
+    if std::fs::symlink_metadata(link).is_err() {
+        if let Err(e) = std::os::unix::fs::symlink(target, link) {
+            log::warn!(
+                "cannot link {} to {}: {e}",
+                link.display(),
+                target.display()
+            );
+        }
+    }
 }
 
 /// The value of Codex's `-c` option that makes it run the hook on every
@@ -419,7 +505,7 @@ pub fn run_hook(events_file: &Path, key: &str, arg_payload: Option<&str>, locks:
     let Some((engine, id)) = key.split_once(':') else {
         return;
     };
-    let switched = super::claims::claude_switch(
+    let switched = super::claims::hook_switch(
         &event.name,
         event.reason.as_deref(),
         event.session_id.as_deref(),
@@ -455,6 +541,58 @@ fn read_stdin_capped() -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opencode_permission_asks_and_the_users_own_wins() {
+        let ours: Value = serde_json::from_str(&opencode_permission(None)).unwrap();
+        assert_eq!(ours, json!({"bash": "ask", "edit": "ask"}));
+        let merged: Value = serde_json::from_str(&opencode_permission(Some(
+            r#"{"bash":"allow","read":"deny"}"#,
+        )))
+        .unwrap();
+        assert_eq!(
+            merged,
+            json!({"bash": "allow", "edit": "ask", "read": "deny"})
+        );
+        assert_eq!(opencode_permission(Some("not json")), "not json");
+    }
+
+    #[test]
+    fn a_sessions_opencode_dir_links_the_users_own_and_keeps_its_plugin() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user");
+        std::fs::create_dir_all(user.join("plugin")).unwrap();
+        std::fs::create_dir_all(user.join("agent")).unwrap();
+        std::fs::write(user.join("opencode.json"), "{}").unwrap();
+        std::fs::write(user.join("plugin/mine.js"), "").unwrap();
+        std::fs::write(user.join("package.json"), "{}").unwrap();
+        let dir = tmp.path().join("session/opencode");
+        let write = |user: Option<&Path>| {
+            write_opencode_config(
+                &dir,
+                user,
+                Path::new("/bin/sfs"),
+                Path::new("/s/hooks.jsonl"),
+                "opencode:k",
+                Path::new("/l"),
+            )
+            .unwrap()
+        };
+        write(Some(&user));
+        let link = |p: &str| std::fs::read_link(dir.join(p)).ok();
+        assert_eq!(link("opencode.json"), Some(user.join("opencode.json")));
+        assert_eq!(link("agent"), Some(user.join("agent")));
+        assert_eq!(link("plugin/mine.js"), Some(user.join("plugin/mine.js")));
+        assert!(dir.join("plugin/sessionfs.js").is_file());
+        assert!(!dir.join("package.json").exists(), "opencode's own file");
+        // Without it (or with it gone), no link is left.
+        write(None);
+        assert_eq!(link("opencode.json"), None);
+        assert_eq!(link("plugin/mine.js"), None);
+        assert!(dir.join("plugin/sessionfs.js").is_file());
+        let before: Vec<_> = entries(&user).into_iter().map(|e| e.0).collect();
+        assert_eq!(before.len(), 4, "the user's directory is untouched");
+    }
 
     #[test]
     fn claude_settings_run_the_hook_for_every_event() {

@@ -421,6 +421,9 @@ impl Tracker {
                 _ => return Outcome::Unchanged,
             },
             "session.idle" => (State::Idle, Source::Hook),
+            // The turn failed (an API error it does not retry, or an
+            // interrupt): over, with the error's name as the reason.
+            "session.error" => (State::Idle, Source::Hook),
             "permission.asked" | "permission.updated" => return self.announce(now_ms),
             // `/clear` and `/resume` end one conversation and go on with the
             // next in the same program; any other end means the program is

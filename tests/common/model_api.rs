@@ -107,7 +107,7 @@ struct State {
     /// When the last byte of each conversation answer went out, in order.
     answered: Vec<Instant>,
     /// Every conversation request is answered with this HTTP status (500,
-    /// or 529 "overloaded") until cleared; the queue waits.
+    /// 529 "overloaded", or a 4xx refusal) until cleared; the queue waits.
     failing: Option<u16>,
 }
 
@@ -415,15 +415,11 @@ fn respond(out: &mut TcpStream, req: &Request, shared: &Shared) -> std::io::Resu
         }
     };
     if let Some(status) = failing {
-        let kind = if status == 529 {
-            "overloaded_error"
-        } else {
-            "api_error"
-        };
-        let message = if status == 529 {
-            "Overloaded"
-        } else {
-            "Internal server error"
+        // A client error's words say nothing an agent takes for "try again".
+        let (kind, message) = match status {
+            529 => ("overloaded_error", "Overloaded"),
+            400..=499 => ("invalid_request_error", "The stand-in refuses this request"),
+            _ => ("api_error", "Internal server error"),
         };
         return send_json(
             out,
@@ -526,6 +522,7 @@ fn send_json(out: &mut TcpStream, status: u16, v: &Value) -> std::io::Result<()>
     let body = v.to_string();
     let reason = match status {
         200 => "OK",
+        400 => "Bad Request",
         404 => "Not Found",
         529 => "Overloaded",
         _ => "Internal Server Error",

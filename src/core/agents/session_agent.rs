@@ -11,8 +11,8 @@
 
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{
-    codex_notify_arg, gemini_reads_settings_under, parse_hook_line, write_claude_settings,
-    write_gemini_settings, write_opencode_config,
+    codex_notify_arg, gemini_reads_settings_under, opencode_permission, parse_hook_line,
+    write_claude_settings, write_gemini_settings, write_opencode_config,
 };
 use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
@@ -739,16 +739,22 @@ impl Core {
                 let dir = files.dir().join("opencode");
                 match write_opencode_config(
                     &dir,
+                    self.config.opencode_config_dir.as_deref(),
                     &self.wrapper,
                     &files.hooks,
                     key.as_str(),
                     &self.config.lock_dir,
                 ) {
-                    // Its config directory is given in the environment
-                    // (the user's own config is read as well).
+                    // Its config directory and permissions are given in
+                    // the environment (the user's own config is read as
+                    // well).
                     Ok(()) => {
-                        let var = format!("OPENCODE_CONFIG_DIR={}", dir.display());
-                        argv.splice(0..0, ["env".to_string(), var]);
+                        let dir = format!("OPENCODE_CONFIG_DIR={}", dir.display());
+                        let permission = format!(
+                            "OPENCODE_PERMISSION={}",
+                            opencode_permission(self.config.opencode_permission.as_deref())
+                        );
+                        argv.splice(0..0, ["env".to_string(), dir, permission]);
                     }
                     Err(e) => log::warn!("{key}: no plugin: {e}"),
                 }
@@ -1056,7 +1062,7 @@ impl Core {
         let mut found = None;
         for (_, event) in events {
             let to = match kind {
-                AgentKind::Claude => crate::agent::claims::claude_switch(
+                AgentKind::Claude => crate::agent::claims::hook_switch(
                     &event.name,
                     event.reason.as_deref(),
                     event.session_id.as_deref(),
@@ -1090,7 +1096,24 @@ impl Core {
                         event.pid.is_none() || agent_pid.is_none() || event.pid == agent_pid
                     })
                     .map(|to| (to, "its plugin's session.created".into())),
-                AgentKind::Gemini | AgentKind::Screen | AgentKind::Shell => None,
+                // Gemini runs its hooks through `bash -c`, which execs the
+                // hook: its parent is the agent or a process of its session.
+                AgentKind::Gemini => crate::agent::claims::hook_switch(
+                    &event.name,
+                    event.reason.as_deref(),
+                    event.session_id.as_deref(),
+                )
+                .filter(|_| match (event.pid, agent_pid) {
+                    (Some(pid), Some(agent)) => {
+                        pid == agent || crate::procinfo::session_members(agent).contains(&pid)
+                    }
+                    _ => true,
+                })
+                .map(|to| {
+                    let how = event.reason.clone().unwrap_or_default();
+                    (to, format!("its hook's SessionStart, source {how}"))
+                }),
+                AgentKind::Screen | AgentKind::Shell => None,
             };
             if let Some(to) = to {
                 found = Some(to);
@@ -1505,7 +1528,17 @@ impl Core {
             } else {
                 (Instant::now() + again).min(deadline)
             };
-            let taken = sent.is_ok() && self.turn_started(&rt, &tui, shown.then_some(text), until);
+            // Taken once its box no longer holds the text. With screen rules
+            // the box is not known: a slash command (`/clear`, `/new`), which
+            // starts no turn, is taken once the text shows no more often than
+            // before it was typed.
+            let cleared = |screen: &str| match &rules {
+                Some(_) => {
+                    text.starts_with('/') && screen_rules::typed_count(screen, text) <= typed_before
+                }
+                None => shown && composer_cleared(&tui, screen, text),
+            };
+            let taken = sent.is_ok() && self.turn_started(&rt, until, cleared);
             {
                 let mut inner = lock(&rt.agent.inner);
                 if taken {
@@ -1535,14 +1568,13 @@ impl Core {
     }
 
     /// Waits until the turn of a prompt whose Enter is out is seen
-    /// starting ([`Inner::turn_seen`]), or, when the prompt box showed the
-    /// text before the Enter, until the box is drawn without it.
+    /// starting ([`Inner::turn_seen`]), or until `cleared` says the screen
+    /// shows the text taken.
     fn turn_started(
         &self,
         rt: &SessionRuntime,
-        tui: &Tui,
-        shown: Option<&str>,
         until: Instant,
+        cleared: impl Fn(&str) -> bool,
     ) -> bool {
         loop {
             {
@@ -1562,7 +1594,7 @@ impl Core {
                     (until - now).min(TICK),
                 ));
             }
-            if shown.is_some_and(|text| composer_cleared(tui, &rt.screen_text(), text)) {
+            if cleared(&rt.screen_text()) {
                 return true;
             }
         }

@@ -211,10 +211,18 @@ impl Core {
         }
         let resume = self.conversation_exists(key, engine);
         let meta = self.meta(key);
+        let fork_file = meta
+            .fork_of
+            .as_deref()
+            .filter(|_| !resume)
+            .and_then(|from| SessionKey::new(key.engine(), from).ok())
+            .and_then(|from| self.catalog.find(&from))
+            .map(|file| file.path.to_string_lossy().into_owned());
         let options = crate::engine::LaunchOptions {
             model: meta.model.as_deref(),
             mode: meta.mode.as_deref(),
             fork_from: meta.fork_of.as_deref(),
+            fork_file: fork_file.as_deref(),
         };
         let mut argv = engine.argv_with(&self.conversation_id(key), resume, &options);
         self.agent_argv(key, engine, &mut argv);

@@ -143,9 +143,15 @@ impl Core {
         }
         lock(&self.sessions.transcripts).remove(key);
         log::info!("{key}: its agent now writes {to_key} ({why}); before, {from}");
+        // A conversation the store never had (the key's own id, before an
+        // agent that names its conversations wrote its first) is no earlier
+        // conversation of the session.
+        let written = SessionKey::new(key.engine(), &from)
+            .ok()
+            .is_some_and(|from_key| self.catalog.find(&from_key).is_some());
         // The kernel may hold `to` as a directory of its own: it is a link now.
         self.moved(&to_key);
-        self.record_switch(key, rt, from, to_key);
+        self.record_switch(key, rt, from, written, to_key);
         self.record_changed(key);
     }
 
@@ -156,6 +162,7 @@ impl Core {
         key: &SessionKey,
         rt: &Arc<SessionRuntime>,
         from: String,
+        written: bool,
         to: SessionKey,
     ) {
         let sidecar = self.organize.sidecar.clone();
@@ -187,7 +194,7 @@ impl Core {
                     created_ms: created,
                     ..Default::default()
                 });
-                note_switch(meta, key.id(), &from, to.id());
+                note_switch(meta, key.id(), written.then_some(from.as_str()), to.id());
                 Ok(())
             })
         });
@@ -195,11 +202,12 @@ impl Core {
 }
 
 /// Puts a switch from `from` to `to` into a session's record: `to` is
-/// current (none when it is the key's own id), `from` the newest earlier
-/// one, each conversation once.
-fn note_switch(meta: &mut SessionMeta, own_id: &str, from: &str, to: &str) {
-    meta.conversations.retain(|c| c != from && c != to);
-    meta.conversations.push(from.to_string());
+/// current (none when it is the key's own id), `from`, when the store had
+/// it, the newest earlier one, each conversation once.
+fn note_switch(meta: &mut SessionMeta, own_id: &str, from: Option<&str>, to: &str) {
+    meta.conversations
+        .retain(|c| Some(c.as_str()) != from && c != to);
+    meta.conversations.extend(from.map(str::to_string));
     if meta.conversations.len() > EARLIER_MAX {
         let extra = meta.conversations.len() - EARLIER_MAX;
         meta.conversations.drain(..extra);
@@ -225,19 +233,28 @@ mod tests {
     #[test]
     fn a_switch_keeps_each_earlier_conversation_once_oldest_first() {
         let mut meta = SessionMeta::default();
-        note_switch(&mut meta, "a", "a", "b");
+        note_switch(&mut meta, "a", Some("a"), "b");
         assert_eq!(meta.conversation.as_deref(), Some("b"));
         assert_eq!(meta.conversations, ["a"]);
-        note_switch(&mut meta, "a", "b", "c");
+        note_switch(&mut meta, "a", Some("b"), "c");
         assert_eq!(meta.conversations, ["a", "b"]);
         // Back to the key's own conversation.
-        note_switch(&mut meta, "a", "c", "a");
+        note_switch(&mut meta, "a", Some("c"), "a");
         assert_eq!(meta.conversation, None);
         assert_eq!(meta.conversations, ["b", "c"]);
         for i in 0..100 {
-            note_switch(&mut meta, "a", &format!("x{i}"), &format!("x{}", i + 1));
+            let from = format!("x{i}");
+            note_switch(&mut meta, "a", Some(&from), &format!("x{}", i + 1));
         }
         assert_eq!(meta.conversations.len(), EARLIER_MAX);
         assert_eq!(meta.conversations.last().map(String::as_str), Some("x99"));
+    }
+
+    #[test]
+    fn a_conversation_the_store_never_had_is_not_an_earlier_one() {
+        let mut meta = SessionMeta::default();
+        note_switch(&mut meta, "k", None, "ses_1");
+        assert_eq!(meta.conversation.as_deref(), Some("ses_1"));
+        assert!(meta.conversations.is_empty());
     }
 }
