@@ -580,9 +580,11 @@ fn gemini_screen() -> Option<Arc<ScreenRules>> {
     )
 }
 
-/// A built-in agent's screen rules: its patterns, a bracketed paste with
-/// Enter 300 ms later, Enter to approve (the first option is selected) and
-/// Esc to deny.
+/// A built-in agent's screen rules: its patterns, a bracketed paste whose
+/// text is watched for on the screen, then Enter 20 ms after it shows
+/// (Gemini and opencode took every such Enter in the tests and the
+/// benchmark), Enter to approve (the first option is selected) and Esc to
+/// deny.
 fn builtin_screen(
     name: &str,
     busy: &[&str],
@@ -599,7 +601,7 @@ fn builtin_screen(
     };
     let prompt = PromptEntry {
         paste: Some("bracketed".into()),
-        enter_delay_ms: Some(300),
+        enter_delay_ms: Some(20),
     };
     let answers = AnswersEntry {
         approve: Some("\r".into()),

@@ -181,11 +181,7 @@ fn gemini_answers_offline_reports_its_session_to_per_session_hooks_and_resumes()
     );
     assert!(ok, "{out}");
     assert_eq!(second["session_id"], id.as_str());
-    let turn = api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
-        .unwrap_or_else(|| panic!("{}", api.log()));
+    let turn = api.turn_with("which word was it");
     assert!(
         turn.body.contains("remember the word zebra"),
         "no history sent"
@@ -264,12 +260,7 @@ fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount
     a.api.push_text("Second: it was zebra.");
     a.prompt(&key, "which word was it");
     assert_eq!(a.wait(&key, 90), "idle\n");
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("which word was it");
     assert!(
         turn.body.contains("remember the word zebra"),
         "no history sent"
@@ -395,12 +386,7 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     a.api.push_text("Second: it was zebra.");
     a.prompt(&key, "which word was it");
     assert_eq!(a.wait(&key, 90), "idle\n");
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("which word was it");
     assert!(
         turn.body.contains("remember the word zebra"),
         "no history sent"
@@ -467,34 +453,12 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     a.api.push_text("Outside again: it was the otter.");
     a.prompt(&outside, "which animal was it");
     assert_eq!(a.wait(&outside, 90), "idle\n");
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("which animal was it"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("which animal was it");
     assert!(turn.body.contains("remember the otter"), "no history sent");
     common::wait_for(20, "the resumed answer in transcript/last", || {
         a.read(&outside, "transcript/last")
             .contains("Outside again: it was the otter.")
     });
-}
-
-/// The process a session runs: its argv, from `status`'s `agent_pid`.
-fn agent_argv(a: &common::agent_host::Agents, key: &str) -> String {
-    let status: Value = serde_json::from_str(&a.read(key, "status")).unwrap();
-    let pid = status["agent_pid"].as_u64().unwrap_or(0);
-    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&argv).replace('\0', " ")
-}
-
-/// The conversation a session writes now.
-fn conversation(a: &common::agent_host::Agents, key: &str) -> String {
-    let status: Value = serde_json::from_str(&a.read(key, "status")).unwrap();
-    status["conversation"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// Gemini's `/clear` starts a new conversation in the same process: the
@@ -524,18 +488,18 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
     a.prompt(&key, "first question");
     assert_eq!(a.wait(&key, 90), "idle\n");
     assert!(
-        agent_argv(&a, &key).contains("--approval-mode default"),
+        a.agent_argv(&key).contains("--approval-mode default"),
         "{}",
-        agent_argv(&a, &key)
+        a.agent_argv(&key)
     );
 
     // /clear: the session goes on as the new conversation.
     a.prompt(&key, "/clear");
     common::wait_for(30, "the session to follow /clear", || {
-        let now = conversation(&a, &key);
+        let now = a.conversation(&key);
         !now.is_empty() && now != id
     });
-    let new_id = conversation(&a, &key);
+    let new_id = a.conversation(&key);
     let new_key = format!("gemini:{new_id}");
     common::wait_for(5, "the earlier conversation recorded", || {
         a.m.json(&format!("{key}/status"))["conversations"] == serde_json::json!([id])
@@ -549,12 +513,7 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
     });
     let last = a.read(&key, "transcript/last");
     assert!(!last.contains("first question"), "{last}");
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("second question"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("second question");
     assert!(
         !turn.body.contains("first question"),
         "history after /clear"
@@ -585,19 +544,14 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
     a.api.push_text("Gemini: forked.");
     a.prompt(fork, "what came before");
     assert_eq!(a.wait(fork, 90), "idle\n", "{}", a.read(fork, "screen"));
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("what came before"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("what came before");
     assert!(turn.body.contains("second question"), "no history forked");
     assert!(
-        agent_argv(&a, fork).contains("--session-file"),
+        a.agent_argv(fork).contains("--session-file"),
         "{}",
-        agent_argv(&a, fork)
+        a.agent_argv(fork)
     );
-    let forked = conversation(&a, fork);
+    let forked = a.conversation(fork);
     assert!(
         !forked.is_empty() && forked != new_id && !fork.ends_with(&forked),
         "the fork writes a conversation Gemini named: {forked}"
@@ -634,7 +588,7 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
         "{:?}",
         a.states(yolo)
     );
-    assert!(agent_argv(&a, yolo).contains("--approval-mode yolo"));
+    assert!(a.agent_argv(yolo).contains("--approval-mode yolo"));
 }
 
 /// `scripts/bench agents`: the built-in Gemini engine, its state from its

@@ -373,14 +373,6 @@ fn through_a_second_daemon(a: &Agents, conversation: &str, key: &str, prompt: &s
     second
 }
 
-/// A session's current conversation, from its `status`.
-fn conversation(a: &Agents, key: &str) -> String {
-    a.m.json(&format!("{key}/status"))["conversation"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Claude's `/clear` starts a new conversation in the same process: the
 /// session follows it. Prompts to the old key and to the new one (a link to
 /// the session) reach the one process, and each answer is the session's
@@ -401,9 +393,9 @@ fn after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link() {
 
     a.prompt(&key, "/clear");
     wait_for(30, "the session to follow /clear", || {
-        conversation(&a, &key) != id
+        a.conversation(&key) != id
     });
-    let new_id = conversation(&a, &key);
+    let new_id = a.conversation(&key);
     let new_key = format!("claude:{new_id}");
     // The record is written in the background, at once.
     wait_for(5, "the earlier conversation recorded", || {
@@ -468,7 +460,7 @@ fn after_clear_the_session_follows_its_claude_and_the_new_key_is_a_link() {
     let argv = std::fs::read(format!("/proc/{}/cmdline", claude[0])).unwrap();
     let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
     assert!(argv.contains(&format!("--resume {new_id}")), "{argv}");
-    assert_eq!(conversation(&a, &key), new_id);
+    assert_eq!(a.conversation(&key), new_id);
 }
 
 /// Codex's `/new` starts a new thread in the same process: once a turn
@@ -485,18 +477,18 @@ fn after_new_the_session_follows_its_codex_thread() {
     a.prompt(&key, "first codex question");
     assert_eq!(a.wait(&key, 60), "idle\n");
     wait_for(10, "the first thread bound", || {
-        conversation(&a, &key) != "switcher"
+        a.conversation(&key) != "switcher"
     });
-    let first = conversation(&a, &key);
+    let first = a.conversation(&key);
 
     a.prompt(&key, "/new");
     a.api.push_text("Codex after new.");
     a.prompt(&key, "second codex question");
     assert_eq!(a.wait(&key, 60), "idle\n");
     wait_for(20, "the session to follow /new", || {
-        conversation(&a, &key) != first
+        a.conversation(&key) != first
     });
-    let second = conversation(&a, &key);
+    let second = a.conversation(&key);
     wait_for(5, "the earlier thread recorded", || {
         a.m.json(&format!("{key}/status"))["conversations"] == serde_json::json!([first])
     });
@@ -514,7 +506,7 @@ fn after_new_the_session_follows_its_codex_thread() {
     let thread_key = format!("codex:{second}");
     through_a_second_daemon(&a, &thread_key, &key, "third codex question");
     assert_eq!(a.host.masters().len(), 1, "still one master");
-    assert_eq!(conversation(&a, &key), second, "the same thread");
+    assert_eq!(a.conversation(&key), second, "the same thread");
 }
 
 /// `KEY/ctl` written as a script does, with coreutils' `printf`, which

@@ -211,12 +211,7 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     a.api.push_text("Second: it was zebra.");
     a.prompt(&key, "which word was it");
     assert_eq!(a.wait(&key, 90), "idle\n");
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("which word was it"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("which word was it");
     assert!(
         turn.body.contains("remember the word zebra"),
         "no history sent"
@@ -246,12 +241,7 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     a.api.push_text("Outside again: it was the otter.");
     a.prompt(&outside, "which animal was it");
     assert_eq!(a.wait(&outside, 90), "idle\n");
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("which animal was it"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let turn = a.api.turn_with("which animal was it");
     assert!(turn.body.contains("remember the otter"), "no history sent");
     common::wait_for(20, "the resumed answer in transcript/last", || {
         a.read(&outside, "transcript/last")
@@ -270,23 +260,6 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
         config_before,
         "the user's config changed"
     );
-}
-
-/// The process a session runs: its argv, from `status`'s `agent_pid`.
-fn agent_argv(a: &common::agent_host::Agents, key: &str) -> String {
-    let pid = a.m.json(&format!("{key}/status"))["agent_pid"]
-        .as_u64()
-        .unwrap_or(0);
-    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&argv).replace('\0', " ")
-}
-
-/// The conversation a session writes now.
-fn conversation(a: &common::agent_host::Agents, key: &str) -> String {
-    a.m.json(&format!("{key}/status"))["conversation"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// The user's own `OPENCODE_CONFIG_DIR` still applies (its plugin runs, the
@@ -332,7 +305,7 @@ fn opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode() {
     a.api.push_text("opencode: the heron is noted.");
     a.prompt(&key, "remember the heron");
     assert_eq!(a.wait(&key, 90), "idle\n");
-    let first = conversation(&a, &key);
+    let first = a.conversation(&key);
     assert!(first.starts_with("ses_"), "{first}");
     assert!(loaded.exists(), "the user's plugin did not run");
 
@@ -343,16 +316,11 @@ fn opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode() {
     a.prompt(&key, "second question");
     assert_eq!(a.wait(&key, 90), "idle\n");
     common::wait_for(20, "the session to follow /new", || {
-        let now = conversation(&a, &key);
+        let now = a.conversation(&key);
         now.starts_with("ses_") && now != first
     });
-    let second = conversation(&a, &key);
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("second question"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    let second = a.conversation(&key);
+    let turn = a.api.turn_with("second question");
     assert!(
         !turn.body.contains("remember the heron"),
         "history after /new"
@@ -382,16 +350,11 @@ fn opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode() {
     a.api.push_text("opencode: forked.");
     a.prompt(fork, "what came before");
     assert_eq!(a.wait(fork, 90), "idle\n", "{}", a.read(fork, "screen"));
-    assert!(agent_argv(&a, fork).contains(&format!("-s {second} --fork")));
-    let turn = a
-        .api
-        .turns()
-        .into_iter()
-        .rfind(|r| r.user_words().as_deref() == Some("what came before"))
-        .unwrap_or_else(|| panic!("{}", a.api.log()));
+    assert!(a.agent_argv(fork).contains(&format!("-s {second} --fork")));
+    let turn = a.api.turn_with("what came before");
     assert!(turn.body.contains("second question"), "no history forked");
     common::wait_for(20, "the fork's own conversation", || {
-        let c = conversation(&a, fork);
+        let c = a.conversation(fork);
         c.starts_with("ses_") && c != second
     });
     common::wait_for(20, "the fork's answer", || {
@@ -418,7 +381,7 @@ fn opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode() {
         "{:?}",
         a.states(auto)
     );
-    assert!(agent_argv(&a, auto).contains("--auto"));
+    assert!(a.agent_argv(auto).contains("--auto"));
 
     // An API error opencode does not retry: its plugin's session.error
     // ends the turn, with the error's name in the events.

@@ -139,6 +139,23 @@ impl Agents {
         self.m.json(&format!("{key}/status"))["waiting_for"].clone()
     }
 
+    /// The conversation a session writes now, from its `status`.
+    pub fn conversation(&self, key: &str) -> String {
+        self.m.json(&format!("{key}/status"))["conversation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The argv of the program a session runs (its `status`'s `agent_pid`).
+    pub fn agent_argv(&self, key: &str) -> String {
+        let pid = self.m.json(&format!("{key}/status"))["agent_pid"]
+            .as_u64()
+            .unwrap_or(0);
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&argv).replace('\0', " ")
+    }
+
     pub fn read(&self, key: &str, file: &str) -> String {
         self.m.read(&format!("{key}/{file}"))
     }

@@ -197,6 +197,15 @@ impl ModelApi {
             .collect()
     }
 
+    /// The last conversation request whose person's words are `words`
+    /// (panics with the request log when none came).
+    pub fn turn_with(&self, words: &str) -> Request {
+        self.turns()
+            .into_iter()
+            .rfind(|r| r.user_words().as_deref() == Some(words))
+            .unwrap_or_else(|| panic!("no request said {words:?}:\n{}", self.log()))
+    }
+
     /// When the last byte of each conversation answer was sent.
     pub fn answered(&self) -> Vec<Instant> {
         self.shared.state.lock().unwrap().answered.clone()
