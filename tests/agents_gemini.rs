@@ -591,6 +591,101 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
     assert!(a.agent_argv(yolo).contains("--approval-mode yolo"));
 }
 
+/// The built-in engine's answers and its life: a tool's question read in
+/// `waiting_for` and denied (the command never runs), a running turn
+/// interrupted, a new daemon going on with the live session, the
+/// `transcript/latest` link, and an archived session still read.
+#[test]
+fn a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_restart() {
+    let test = "a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_restart";
+    let state = private_dir();
+    let Some(mut a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &[],
+    ) else {
+        return;
+    };
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+    let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000d1");
+    let ctl = |a: &common::agent_host::Agents, what: &str| {
+        common::sh_ok(&format!("echo {what} > {}", a.m.q(&format!("{key}/ctl"))));
+    };
+
+    // Denied: waiting_for says what it asks; the command never runs.
+    let refused = a.host.path("gemini-tool-refused");
+    // Gemini asks the model nothing more after a refusal.
+    a.api.push_bash(&format!("touch {}", refused.display()));
+    a.prompt(&key, "run the tool");
+    assert_eq!(a.wait(&key, 90), "waiting\n");
+    let asked = a.waiting_for(&key);
+    assert!(
+        asked["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Allow execution of")),
+        "{asked}"
+    );
+    ctl(&a, "deny");
+    assert_eq!(a.wait(&key, 90), "idle\n", "{}", a.read(&key, "screen"));
+    assert!(!refused.exists(), "the denied command ran");
+
+    // A running turn interrupted.
+    a.api.push(
+        common::model_api::Answer::Text("Gemini: never finished.".into()),
+        std::time::Duration::from_secs(60),
+    );
+    a.prompt(&key, "a long one");
+    common::wait_for(30, "busy", || a.read(&key, "state") == "busy\n");
+    ctl(&a, "interrupt");
+    common::wait_for(20, "idle after the interrupt", || {
+        a.read(&key, "state") == "idle\n"
+    });
+    assert!(
+        !a.read(&key, "screen").contains("never finished"),
+        "{}",
+        a.read(&key, "screen")
+    );
+
+    // A new daemon: the live session goes on.
+    a.restart();
+    assert_eq!(a.read(&key, "state"), "idle\n");
+    a.api.push_text("Gemini: after the restart.");
+    a.prompt(&key, "still there");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !a
+        .read(&key, "transcript/last")
+        .contains("Gemini: after the restart.")
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "no answer after the restart:\n{}\n{}\n{}",
+            a.read(&key, "transcript/last"),
+            a.read(&key, "screen"),
+            a.api.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let latest = std::fs::read_link(a.m.path(&format!("{key}/transcript/latest"))).unwrap();
+    assert_eq!(latest.to_string_lossy(), "page-0");
+    let page = a.read(&key, "transcript/latest");
+    assert!(page.contains("run the tool"), "{page}");
+    assert!(page.contains("Gemini: after the restart."), "{page}");
+
+    // Archived: its process ended, its conversation still read.
+    common::sh_ok(&format!("mv {} {}", a.m.q(&key), a.m.q("archived/")));
+    let archived = format!("archived/{key}");
+    common::wait_for(30, "the archived session stopped", || {
+        a.read(&archived, "state") == "stopped\n"
+    });
+    let last = a.read(&archived, "transcript/last");
+    assert!(last.contains("Gemini: after the restart."), "{last}");
+}
+
 /// `scripts/bench agents`: the built-in Gemini engine, its state from its
 /// hooks.
 #[test]
