@@ -1515,13 +1515,22 @@ impl Core {
                 inner.entered = true;
             }
             self.agent_changed(&rt);
+            if enters > 0 {
+                log::info!("{key}: the prompt's turn has not started; Enter again");
+            }
             let sent = send(b"\r");
             enters += 1;
             // An Enter a busy or still-loading TUI drops is sent again: after
             // 1 s, then after 2, 4, 8, 16 s while its box still holds the
-            // text. Once the box no longer holds it, the turn is waited for
-            // until the deadline.
-            let last = enters >= 2 && !(shown && composer_shows(&tui, &rt.screen_text(), text));
+            // text (with screen rules, whose box is not known: while the
+            // screen shows the text more often than before it was typed).
+            // Once it no longer does, the turn is waited for until the
+            // deadline.
+            let still_typed = |screen: &str| match &rules {
+                Some(_) => screen_rules::typed_count(screen, text) > typed_before,
+                None => shown && composer_shows(&tui, screen, text),
+            };
+            let last = enters >= 2 && !still_typed(&rt.screen_text());
             let again = Duration::from_secs(1 << (enters - 1).min(4));
             let until = if last {
                 deadline
