@@ -37,6 +37,25 @@ fn private_dir() -> tempfile::TempDir {
     dir
 }
 
+/// A mount for the built-in `gemini` engine: its state directory (where
+/// each session's system settings are written) private, since Gemini skips
+/// a settings file under a world-writable directory. The directory goes
+/// with the mount (bound first, so it is removed after the mount ends).
+fn gemini_mount(test: &str) -> Option<(tempfile::TempDir, common::agent_host::Agents)> {
+    let state = private_dir();
+    let a = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &[],
+    )?;
+    assert!(
+        a.env.bin.join("gemini").exists(),
+        "gemini is missing: run scripts/agents"
+    );
+    Some((state, a))
+}
+
 /// A settings file holding only hooks that append each event's JSON to `log`.
 fn hook_settings(dir: &Path, log: &Path) -> PathBuf {
     let command = format!("sh -c 'cat >> {0}; echo >> {0}'", log.display());
@@ -285,21 +304,9 @@ fn the_gemini_tui_from_a_config_entry_answers_asks_and_resumes_through_the_mount
 #[test]
 fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
     let test = "the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount";
-    // The state directory (where the session's system settings are written)
-    // outside /tmp: Gemini skips a settings file under a world-writable one.
-    let state = private_dir();
-    let Some(a) = common::agent_host::Agents::start_mounted(
-        test,
-        "mnt",
-        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
-        &[],
-    ) else {
+    let Some((state, a)) = gemini_mount(test) else {
         return;
     };
-    assert!(
-        a.env.bin.join("gemini").exists(),
-        "gemini is missing: run scripts/agents"
-    );
 
     // Made outside sessionfs: discovered, titled by its first prompt.
     a.api.push_text("Outside: the otter is noted.");
@@ -469,19 +476,9 @@ fn the_gemini_engine_finds_answers_renders_and_resumes_through_the_mount() {
 #[test]
 fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
     let test = "a_gemini_session_follows_clear_forks_and_takes_a_mode";
-    let state = private_dir();
-    let Some(a) = common::agent_host::Agents::start_mounted(
-        test,
-        "mnt",
-        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
-        &[],
-    ) else {
+    let Some((_state, a)) = gemini_mount(test) else {
         return;
     };
-    assert!(
-        a.env.bin.join("gemini").exists(),
-        "gemini is missing: run scripts/agents"
-    );
     let id = "6e000000-0000-4000-8000-0000000000c1";
     let key = a.session("gemini", id);
     a.api.push_text("Gemini: before the clear.");
@@ -598,19 +595,9 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
 #[test]
 fn a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_restart() {
     let test = "a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_restart";
-    let state = private_dir();
-    let Some(mut a) = common::agent_host::Agents::start_mounted(
-        test,
-        "mnt",
-        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
-        &[],
-    ) else {
+    let Some((_state, mut a)) = gemini_mount(test) else {
         return;
     };
-    assert!(
-        a.env.bin.join("gemini").exists(),
-        "gemini is missing: run scripts/agents"
-    );
     let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000d1");
     let ctl = |a: &common::agent_host::Agents, what: &str| {
         common::sh_ok(&format!("echo {what} > {}", a.m.q(&format!("{key}/ctl"))));
@@ -692,13 +679,7 @@ fn a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_res
 #[ignore = "a benchmark: scripts/bench agents"]
 fn bench_gemini_prompt_to_busy_and_last_byte_to_idle() {
     let test = "bench_gemini_prompt_to_busy_and_last_byte_to_idle";
-    let state = private_dir();
-    let Some(a) = common::agent_host::Agents::start_mounted(
-        test,
-        "mnt",
-        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
-        &[],
-    ) else {
+    let Some((_state, a)) = gemini_mount(test) else {
         return;
     };
     let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000b1");
