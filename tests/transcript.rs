@@ -138,22 +138,61 @@ fn caps_cut_the_rendered_page_with_a_marker_and_never_move_the_cursor() {
     }
 }
 
+/// The recorded stores of all four engines, copied under the host's
+/// directory (the tests never touch the repository's copy): Claude and
+/// Codex as their roots, Gemini as `gemini-home/.gemini`, opencode as
+/// `data/opencode`.
+fn real_stores_host() -> Host {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real");
+    let host = Host::new();
+    for (from, to) in [
+        ("claude", "claude"),
+        ("codex", "codex"),
+        ("gemini", "gemini-home/.gemini"),
+        ("opencode", "data/opencode"),
+    ] {
+        std::fs::create_dir_all(host.path(to).parent().unwrap()).unwrap();
+        sh_ok(&format!(
+            "cp -r '{}' '{}'",
+            real.join(from).display(),
+            host.path(to).display()
+        ));
+    }
+    let var = |name: &str| host.path(name).to_string_lossy().into_owned();
+    let (claude, codex, gemini, data) =
+        (var("claude"), var("codex"), var("gemini-home"), var("data"));
+    host.with_env("CLAUDE_CONFIG_DIR", &claude)
+        .with_env("CODEX_HOME", &codex)
+        .with_env("GEMINI_CLI_HOME", &gemini)
+        .with_env("XDG_DATA_HOME", &data)
+}
+
 #[test]
 fn every_real_store_is_found_and_renders() {
-    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real");
-    let host = Host::new()
-        .with_env("CLAUDE_CONFIG_DIR", real.join("claude").to_str().unwrap())
-        .with_env("CODEX_HOME", real.join("codex").to_str().unwrap());
+    let host = real_stores_host();
     let m = host.mount("mnt");
     let root = sh_ok(&format!("ls {}", m.q("")));
     let sessions: Vec<&str> = root.lines().filter(|l| l.contains(':')).collect();
-    assert_eq!(sessions.len(), 8, "{root}");
-    for key in sessions {
+    // 7 Claude conversations, 1 Codex, 2 Gemini, 4 opencode.
+    for (engine, count) in [
+        ("claude:", 7),
+        ("codex:", 1),
+        ("gemini:", 2),
+        ("opencode:", 4),
+    ] {
+        assert_eq!(
+            sessions.iter().filter(|k| k.starts_with(engine)).count(),
+            count,
+            "{engine} {root}"
+        );
+    }
+    for key in &sessions {
         let pages = sh_ok(&format!("ls {}", m.q(&format!("{key}/transcript"))));
+        assert!(pages.contains("page-0"), "{key}: {pages}");
         for page in pages.lines() {
             let out = sh(&format!("cat {}", m.q(&format!("{key}/transcript/{page}"))));
             assert!(
-                out.status.success(),
+                out.status.success() && !out.stdout.is_empty(),
                 "{key}/{page}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
@@ -163,6 +202,70 @@ fn every_real_store_is_found_and_renders() {
     }
     let codex = m.read("codex:019e1625-789d-76c0-80ab-3724b5ddb799/transcript/latest");
     assert!(!codex.contains("<environment_context>"));
+    let gemini = m.read("gemini:950dc958-6f78-402e-9c17-682235d87ebc/transcript/latest");
+    assert!(gemini.contains("please runcmd now"), "{gemini}");
+    assert!(!gemini.contains("session_context"), "{gemini}");
+}
+
+/// A corrupt row and a half-written last row in a Gemini file and a
+/// message row whose data is not JSON in opencode's database: each is
+/// skipped (the log names it), never fatal; the half-written row shows once
+/// its line ends.
+#[test]
+fn corrupt_and_half_written_gemini_and_opencode_rows_are_skipped() {
+    let host = real_stores_host();
+    let gemini_file =
+        host.path("gemini-home/.gemini/tmp/proj/chats/session-2026-12-02T17-12-1cfc1266.jsonl");
+    let half = r#"{"id":"late-prompt","timestamp":"2026-12-02T18:00:00.000Z","type":"user","content":[{"text":"a prompt written late"}]}"#;
+    let (first, rest) = half.split_at(40);
+    let mut bytes = std::fs::read(&gemini_file).unwrap();
+    bytes.extend_from_slice(b"{\"id\":\"x\",\"type\":\"user\",\"content\n\xff not json\n");
+    bytes.extend_from_slice(first.as_bytes());
+    std::fs::write(&gemini_file, &bytes).unwrap();
+    let db = rusqlite::Connection::open(host.path("data/opencode/opencode.db")).unwrap();
+    let (session, message): (String, String) = db
+        .query_row(
+            "SELECT session_id, id FROM message ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    db.execute(
+        "INSERT INTO message (id, session_id, time_created, time_updated, data) \
+         SELECT 'msg_zzzzcorrupt', session_id, time_created, time_updated, 'not json {' \
+         FROM message WHERE id = ?1",
+        [&message],
+    )
+    .unwrap();
+    drop(db);
+
+    let m = host.mount("mnt");
+    let gemini = "gemini:1cfc1266-1670-4774-a8c6-20387a7cff4c";
+    let page = m.read(&format!("{gemini}/transcript/page-0"));
+    assert!(!page.contains("a prompt written late"), "{page}");
+    let opencode = format!("opencode:{session}");
+    let page = m.read(&format!("{opencode}/transcript/page-0"));
+    assert!(!page.contains("not json"), "{page}");
+    assert!(page.lines().any(|l| l.starts_with("> ")), "{page}");
+    let meta = m.json(&format!("{opencode}/meta.json"));
+    assert_eq!(meta["title"], "Greeting", "{meta}");
+    let log = m.log_text();
+    assert!(
+        log.contains("session-2026-12-02T17-12-1cfc1266.jsonl"),
+        "{log}"
+    );
+
+    // The half-written row's line ends: it shows.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&gemini_file)
+        .unwrap();
+    std::io::Write::write_all(&mut f, format!("{rest}\n").as_bytes()).unwrap();
+    drop(f);
+    wait_for(20, "the late prompt", || {
+        m.read(&format!("{gemini}/transcript/latest"))
+            .contains("a prompt written late")
+    });
 }
 
 /// A stand-in agent: records its argv and working directory, then echoes input.
