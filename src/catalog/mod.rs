@@ -321,10 +321,18 @@ impl Catalog {
     }
 
     /// Brings the mirrored stores up to date (each only if its database
-    /// changed since it was last read).
+    /// changed since it was last read), those not made whole yet too.
     fn sync_mirrors(&self) {
         for m in &self.mirrors {
             m.sync();
+        }
+    }
+
+    /// [`Catalog::sync_mirrors`] for a request: a mirror not made whole a
+    /// first time is left to the catalog's thread.
+    fn sync_made_mirrors(&self) {
+        for m in &self.mirrors {
+            m.sync_if_made();
         }
     }
 
@@ -350,11 +358,23 @@ impl Catalog {
     }
 
     /// The index saved in `state_dir`, brought up to date by one walk
-    /// (a `stat` per file). With `watch`, inotify watches every directory
-    /// from before it is walked.
+    /// (a `stat` per file). With `watch` (a daemon's, kept current by
+    /// [`Catalog::start`]), inotify watches every directory from before it
+    /// is walked, and the opencode mirrors are made by the catalog's thread
+    /// (their files come as inotify says); without, they are made now.
     pub fn open(engines: &EngineTable, state_dir: &Path, watch: bool) -> Catalog {
         let mut catalog = Catalog::with_state(engines, Some(state_dir));
-        catalog.sync_mirrors();
+        if watch {
+            // There to be watched from the start.
+            for m in &catalog.mirrors {
+                let files = m.dir().join(opencode_mirror::TOP);
+                if let Err(e) = crate::atomic::private_dir(&files) {
+                    log::warn!("cannot make {}: {e}", files.display());
+                }
+            }
+        } else {
+            catalog.sync_mirrors();
+        }
         let saved = state_dir.join("catalog.json");
         {
             let loaded = persist::load(&saved, &catalog.roots);
@@ -380,6 +400,10 @@ impl Catalog {
         let spawned = std::thread::Builder::new()
             .name("catalog".into())
             .spawn(move || {
+                // The mirrors first: a fresh state directory has none yet.
+                if let Some(c) = catalog.upgrade() {
+                    c.sync_mirrors();
+                }
                 let mut looked_at = None;
                 loop {
                     std::thread::sleep(TICK);
@@ -395,6 +419,7 @@ impl Catalog {
     /// `looked_at`: the index's version when every summary was last found
     /// current, so an idle index is not searched every tick.
     fn background_tick(&self, looked_at: &mut Option<u64>) {
+        self.sync_mirrors();
         self.sync();
         let (due, version) = {
             let index = lock(&self.index);
@@ -576,7 +601,7 @@ impl Catalog {
     /// threads applying batches (no lock is held meanwhile) never undo a
     /// newer one.
     pub fn sync(&self) {
-        self.sync_mirrors();
+        self.sync_made_mirrors();
         // Bound first: a guard in a match's scrutinee would live through its arms.
         let drained = {
             let mut watcher = lock(&self.watcher);

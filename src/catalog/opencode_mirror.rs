@@ -97,9 +97,23 @@ impl Mirror {
     /// Brings the mirror up to date if the database changed since the last
     /// read. A sync running on another thread is not waited for.
     pub fn sync(&self) {
+        self.sync_if(true);
+    }
+
+    /// [`Mirror::sync`] once the mirror was made whole a first time; before
+    /// that, nothing. The first read of a store writes a file per
+    /// conversation: work for the catalog's thread, not for a request.
+    pub fn sync_if_made(&self) {
+        self.sync_if(false);
+    }
+
+    fn sync_if(&self, first: bool) {
         let Ok(mut state) = self.state.try_lock() else {
             return;
         };
+        if !first && state.files.is_none() {
+            return;
+        }
         let now = self.files_stamp();
         if state.files == Some(now) {
             return;
