@@ -5,7 +5,8 @@
 //! file lacks is appended if the file's lines are the start of the
 //! session's (a reader following it sees it grow), else the file is
 //! rewritten whole, atomically; a session gone from the database takes its
-//! file with it. The database is read again when its `-wal` or the database
+//! file with it. A file's mtime is the last time opencode wrote to its
+//! session. The database is read again when its `-wal` or the database
 //! file itself changed (size or mtime), looked at whenever the catalog is
 //! consulted and on the catalog thread's ticks. A daemon's first read,
 //! which writes a file per conversation, is its catalog thread's; each
@@ -275,6 +276,7 @@ impl Mirror {
         };
         state.made.remove(&s.id);
         write_mirror(&path, s, &messages)
+            .and_then(|()| set_mtime(&path, s.time_updated.max(rows.0)))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         state.made.insert(s.id.clone(), stamp);
         Ok(true)
@@ -296,6 +298,19 @@ impl Mirror {
             }
         }
     }
+}
+
+/// Gives a mirror file the time opencode last wrote to its session
+/// (ms), so a conversation's last activity is its own, not the time its
+/// file was made.
+fn set_mtime(path: &Path, ms: i64) -> std::io::Result<()> {
+    let Ok(ms) = u64::try_from(ms) else {
+        return Ok(());
+    };
+    if ms == 0 {
+        return Ok(());
+    }
+    std::fs::File::open(path)?.set_modified(std::time::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 /// An id that names a file and a session key: opencode's are `ses_`
@@ -743,6 +758,9 @@ mod tests {
         let ino = || std::fs::metadata(&file).unwrap().ino();
         let first = std::fs::read(&file).unwrap();
         let first_ino = ino();
+        // The file's time is the session's last write.
+        let mtime = |f: &Path| crate::clock::path_mtime_ms(f).unwrap();
+        assert_eq!(mtime(&file), 1796263686303);
         let db = rusqlite::Connection::open(data.join(DB_NAME)).unwrap();
         let resync = || {
             lock(&m.state).read_at = None;
@@ -774,6 +792,7 @@ mod tests {
         );
         assert!(String::from_utf8_lossy(&grown).contains("one more"));
         assert_eq!(ino(), first_ino);
+        assert_eq!(mtime(&file), 1796263999001);
         // A new title: a title line appended.
         db.execute("UPDATE session SET title = 'Renamed' WHERE id = ?1", [id])
             .unwrap();
