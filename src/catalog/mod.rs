@@ -314,6 +314,8 @@ impl Catalog {
                     kind,
                     path,
                     header_ids: Default::default(),
+                    defer_headers: Default::default(),
+                    deferred: Default::default(),
                 })
             })
             .collect();
@@ -378,6 +380,14 @@ impl Catalog {
         let saved = state_dir.join("catalog.json");
         {
             let loaded = persist::load(&saved, &catalog.roots);
+            // The Gemini files already known are not read again.
+            for (key, e) in &loaded {
+                if let Some(r) = catalog.roots.iter().find(|r| {
+                    r.kind == StoreKind::Gemini && r.engine == key.engine()
+                }) {
+                    lock(&r.header_ids).insert(e.stamp.ino, key.id().to_string());
+                }
+            }
             let mut index = lock(&catalog.index);
             index.files = Arc::new(loaded.into_iter().map(|(k, e)| (k, Arc::new(e))).collect());
             index.restale();
@@ -389,8 +399,45 @@ impl Catalog {
                 Err(e) => log::warn!("no inotify ({e}); the stores are walked every second"),
             }
         }
+        // A daemon's first walk only looks: the Gemini files it has not
+        // seen are read by its catalog thread, and come as they are read.
+        for r in catalog.roots.iter().filter(|_| watch) {
+            r.defer_headers.store(true, Ordering::Release);
+        }
         catalog.rescan();
+        for r in &catalog.roots {
+            r.defer_headers.store(false, Ordering::Release);
+        }
         catalog
+    }
+
+    /// Reads the headers of the Gemini files the first walk left, and
+    /// adds their conversations.
+    fn read_deferred(&self) {
+        let mut upserts = Vec::new();
+        let mut removals = Vec::new();
+        for (i, r) in self.roots.iter().enumerate() {
+            let paths = std::mem::take(&mut *lock(&r.deferred));
+            for path in paths {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let Some(id) = r.id_of(&path, name) else {
+                    continue;
+                };
+                let Some(key) = key_of(&self.roots, i, &id) else {
+                    continue;
+                };
+                self.look_at(i, key, id, path, &mut upserts, &mut removals);
+            }
+        }
+        if upserts.is_empty() && removals.is_empty() {
+            return;
+        }
+        let batch = {
+            let mut index = lock(&self.index);
+            index.seq += 1;
+            index.seq
+        };
+        self.apply(Vec::new(), removals, upserts, batch);
     }
 
     /// Keeps the index current from a thread of its own: events, the
@@ -400,8 +447,10 @@ impl Catalog {
         let spawned = std::thread::Builder::new()
             .name("catalog".into())
             .spawn(move || {
-                // The mirrors first: a fresh state directory has none yet.
+                // What the first walk left, then the mirrors (a fresh
+                // state directory has none yet).
                 if let Some(c) = catalog.upgrade() {
+                    c.read_deferred();
                     c.sync_mirrors();
                 }
                 let mut looked_at = None;
@@ -664,7 +713,18 @@ impl Catalog {
                 Change::Overflow => lock(&self.index).overflow = true,
             }
         }
-        let seq = batch;
+        self.apply(gone_dirs, removals, upserts, batch);
+    }
+
+    /// Merges what events (batch `seq`) said: directories and files gone,
+    /// files present.
+    fn apply(
+        &self,
+        gone_dirs: Vec<PathBuf>,
+        removals: Vec<(SessionKey, PathBuf)>,
+        upserts: Vec<(SessionKey, Seen)>,
+        seq: u64,
+    ) {
         let mut index = lock(&self.index);
         let mut changed = false;
         let mut keys_changed = false;
@@ -1032,6 +1092,60 @@ mod tests {
             .find(&SessionKey::parse("codex:019e1625-789d-76c0-80ab-3724b5ddb799").unwrap())
             .unwrap();
         assert!(store_cwd(&file).is_some());
+    }
+
+    #[test]
+    fn a_daemons_first_walk_reads_no_gemini_header_and_its_thread_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join(".gemini/tmp/proj/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let recorded = fixtures().join("gemini/tmp/proj/chats");
+        for f in std::fs::read_dir(&recorded).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
+        }
+        let env: Map<String, String> = [(
+            "GEMINI_CLI_HOME".to_string(),
+            dir.path().to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        let gemini = |c: &Catalog| {
+            let mut ids: Vec<String> = lock(&c.index)
+                .files
+                .keys()
+                .filter(|k| k.engine() == "gemini")
+                .map(|k| k.id().to_string())
+                .collect();
+            ids.sort();
+            ids
+        };
+        let state = dir.path().join("state");
+        let c = Catalog::open(&engines, &state, true);
+        assert!(gemini(&c).is_empty());
+        c.read_deferred();
+        let both = [
+            "1cfc1266-1670-4774-a8c6-20387a7cff4c",
+            "950dc958-6f78-402e-9c17-682235d87ebc",
+        ];
+        assert_eq!(gemini(&c), both);
+        c.summarised();
+        c.save();
+        drop(c);
+        // Saved: the next daemon's first walk knows them without a read
+        // (only the resume's stub, which is no conversation, is left).
+        let again = Catalog::open(&engines, &state, true);
+        assert_eq!(gemini(&again), both);
+        let left: Vec<PathBuf> = again
+            .roots
+            .iter()
+            .flat_map(|r| lock(&r.deferred).clone())
+            .collect();
+        assert_eq!(
+            left,
+            [chats.join("session-2026-12-02T17-13-950dc958.jsonl")]
+        );
     }
 
     #[test]
