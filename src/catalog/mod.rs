@@ -64,8 +64,13 @@ pub struct Indexed {
     /// Possibly of an older state of the file: see [`Indexed::is_summarised`].
     /// Set through [`Indexed::set_summary`], which keeps what is made of it.
     pub(crate) summary: Option<Arc<Summary>>,
-    /// When this entry was last changed (the index's sequence number).
+    /// When this entry was last changed (the index's sequence number):
+    /// the walk or batch of events it is from.
     seq: u64,
+    /// The index's version once this entry was in it: a batch or walk is
+    /// merged after its sequence number was taken, and a reader that read
+    /// the version meanwhile must still see the entry as changed after it.
+    merged: u64,
     /// The summary's time of the store's first row, kept beside it: a
     /// listing reads it for every conversation.
     created_ms: Option<u64>,
@@ -129,6 +134,7 @@ impl Indexed {
             created_ms: summary.as_ref().and_then(|s| s.skim.created_ms),
             summary,
             seq,
+            merged: seq,
             listing_text: MadeOnce::default(),
         }
     }
@@ -158,7 +164,7 @@ impl Indexed {
     /// The index's version (see [`Catalog::version`]) when this entry last
     /// changed: an entry not changed since a version needs no second look.
     pub fn changed_at(&self) -> u64 {
-        self.seq
+        self.merged
     }
 
     /// The time of the store's first row.
@@ -613,7 +619,7 @@ impl Catalog {
                         found_new = true;
                         log::debug!("{key}: found in {}", s.path.display());
                     }
-                    Arc::new(Indexed::new(
+                    let mut entry = Indexed::new(
                         StoreFile {
                             kind: self.roots[s.root].kind,
                             mtime_ms: s.mtime_ms,
@@ -623,7 +629,10 @@ impl Catalog {
                         o.filter(|o| o.file.path == s.path)
                             .and_then(|o| o.summary.clone()),
                         seq,
-                    ))
+                    );
+                    // The version the touch below makes.
+                    entry.merged = index.seq + 1;
+                    Arc::new(entry)
                 }
             };
             next.insert(key, entry);
@@ -785,7 +794,7 @@ impl Catalog {
                         None
                     }
                 };
-                let entry = Indexed::new(
+                let mut entry = Indexed::new(
                     StoreFile {
                         kind: self.roots[s.root].kind,
                         mtime_ms: s.mtime_ms,
@@ -795,6 +804,8 @@ impl Catalog {
                     summary,
                     seq,
                 );
+                // The version the touch below makes.
+                entry.merged = index.seq + 1;
                 note_stale(&mut index.stale, &key, Some(&entry));
                 files.insert(key, Arc::new(entry));
                 changed = true;
@@ -1551,6 +1562,36 @@ mod tests {
         // The next walk agrees.
         c.rescan();
         assert_eq!(c.files().len(), 1);
+    }
+
+    #[test]
+    fn an_entry_merged_after_a_version_was_read_is_changed_after_it() {
+        let (dir, engines) = claude_world();
+        let c = Catalog::open(&engines, &dir.path().join("state"), false);
+        // A walk and a batch of events each take their number, then look
+        // at the files outside the lock...
+        let started = lock(&c.index).seq;
+        let a = conversation(dir.path(), "a", "walked");
+        let found = walk::walk_all(&c.roots, &mut |_, _, _| {});
+        let batch = {
+            let mut index = lock(&c.index);
+            index.seq += 1;
+            index.seq
+        };
+        let b = conversation(dir.path(), "b", "evented");
+        let seen = walk::stat(0, "b".to_string(), b).unwrap();
+        // ...while a reader (the usage counter) reads the version and the
+        // entries, and later looks only at those changed after it.
+        let read = lock(&c.index).seq;
+        assert!(lock(&c.index).files.is_empty());
+        c.merge_walk(found, started);
+        let key_b = SessionKey::new("claude", "b").unwrap();
+        c.apply(Vec::new(), Vec::new(), vec![(key_b.clone(), seen)], batch);
+        let files = lock(&c.index).files.clone();
+        let key_a = SessionKey::new("claude", "a").unwrap();
+        assert!(files[&key_a].changed_at() > read);
+        assert!(files[&key_b].changed_at() > read);
+        assert!(a.exists());
     }
 
     #[test]
