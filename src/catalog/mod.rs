@@ -388,9 +388,11 @@ impl Catalog {
             let loaded = persist::load(&saved, &catalog.roots);
             // The Gemini files already known are not read again.
             for (key, e) in &loaded {
-                if let Some(r) = catalog.roots.iter().find(|r| {
-                    r.kind == StoreKind::Gemini && r.engine == key.engine()
-                }) {
+                if let Some(r) = catalog
+                    .roots
+                    .iter()
+                    .find(|r| r.kind == StoreKind::Gemini && r.engine == key.engine())
+                {
                     lock(&r.header_ids).insert(e.stamp.ino, key.id().to_string());
                 }
             }

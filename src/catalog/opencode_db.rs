@@ -314,7 +314,9 @@ impl Db {
         }
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id")
+            .prepare_cached(
+                "SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id",
+            )
             .map_err(|e| e.to_string())?;
         let rows = stmt
             .query_map([id], |r| {
