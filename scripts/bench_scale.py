@@ -114,32 +114,253 @@ def usage_counted(mnt, n, timeout=900):
 
 
 def generate(root, n):
-    """n small conversations; conversation i starts i minutes after BASE and
-    was written 30 s later."""
-    for p in range(PROJECTS):
-        os.makedirs(os.path.join(root, "projects", f"-work-p{p}"), exist_ok=True)
+    """n small Claude conversations in the store `root`; conversation i
+    starts i minutes after BASE and was written 30 s later."""
     ids = []
     for i in range(n):
-        sid = f"{i:08x}-0000-4000-8000-{i:012x}"
-        ids.append(sid)
-        t = BASE_S + i * 60
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(t))
-        p = i % PROJECTS
-        rows = [
-            {"type": "user", "sessionId": sid, "cwd": f"/work/p{p}", "timestamp": ts,
-             "uuid": f"u{i}", "message": {"role": "user", "content": f"prompt number {i}"}},
-            {"type": "assistant", "sessionId": sid, "timestamp": ts, "uuid": f"a{i}",
-             "requestId": f"req_{i}",
-             "message": {"id": f"msg_{i}", "model": "claude-sonnet-4-5", "role": "assistant",
-                         "content": [{"type": "text", "text": f"reply {i}"}],
-                         "usage": USAGE}},
-        ]
-        path = os.path.join(root, "projects", f"-work-p{p}", f"{sid}.jsonl")
-        with open(path, "w") as f:
-            for r in rows:
-                f.write(json.dumps(r, separators=(",", ":")) + "\n")
-        os.utime(path, (t + 30, t + 30))
+        c = Conv("claude", conv_id("claude", i), i)
+        write_claude(root, c, i % PROJECTS, BASE_S + i * 60)
+        ids.append(c.id)
     return ids
+
+
+ENGINES = ("claude", "codex", "gemini", "opencode")
+# Where each engine's store lies under a generated world's directory, and the
+# variable that points the daemon at it.
+STORE_DIRS = {"claude": ("claude", "CLAUDE_CONFIG_DIR"), "codex": ("codex", "CODEX_HOME"),
+              "gemini": ("gemini", "GEMINI_CLI_HOME"), "opencode": ("data", "XDG_DATA_HOME")}
+# Each engine's reply: 40 output tokens, as its store records them.
+CODEX_USAGE = {"input_tokens": 2503, "cached_input_tokens": 2000, "output_tokens": 40,
+               "reasoning_output_tokens": 0, "total_tokens": 2543}
+GEMINI_TOKENS = {"input": 2503, "output": 40, "cached": 2000, "thoughts": 0, "tool": 0,
+                 "total": 2543}
+OPENCODE_TOKENS = {"total": 2543, "input": 3, "output": 40, "reasoning": 0,
+                   "cache": {"write": 500, "read": 2000}}
+OPENCODE_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "fixtures", "real", "opencode", "opencode.db")
+
+
+class Conv:
+    """One generated conversation: its engine, id and number (its prompt is
+    "prompt number I", its reply "reply I")."""
+
+    def __init__(self, engine, sid, i):
+        self.engine, self.id, self.i = engine, sid, i
+
+    @property
+    def key(self):
+        return f"{self.engine}:{self.id}"
+
+
+def store_env(base):
+    """The daemon's variables for the stores under `base` (every engine's,
+    present or not, so two worlds differ only in what their stores hold)."""
+    return {var: os.path.join(base, d) for d, var in STORE_DIRS.values()}
+
+
+def conv_id(engine, i):
+    if engine == "claude":
+        return f"{i:08x}-0000-4000-8000-{i:012x}"
+    if engine == "codex":
+        return f"{i:08x}-0001-7000-8000-{i:012x}"
+    if engine == "gemini":
+        return f"{i:08x}-0002-4000-8000-{i:012x}"
+    return f"ses_{i:012x}ffeBenchGen{i % 1000:03d}"
+
+
+def jsonl(path, rows, mtime):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+    os.utime(path, (mtime, mtime))
+
+
+def iso_ms(s):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) + f".{int(s * 1000) % 1000:03d}Z"
+
+
+def write_codex(root, c, p, t):
+    """A rollout as Codex CLI 0.125 writes one (tests/fixtures/real/codex):
+    session_meta, the turn's context, the prompt, the reply, its token count."""
+    day = time.gmtime(t)
+    d = os.path.join(root, "sessions", time.strftime("%Y/%m/%d", day))
+    os.makedirs(d, exist_ok=True)
+    name = f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', day)}-{c.id}.jsonl"
+    cwd, turn = f"/work/p{p}", f"{c.i:08x}-0003-7000-8000-{c.i:012x}"
+    prompt = f"prompt number {c.i}"
+    rows = [
+        {"timestamp": iso_ms(t + 1), "type": "session_meta",
+         "payload": {"id": c.id, "timestamp": iso_ms(t), "cwd": cwd, "originator": "codex-tui",
+                     "cli_version": "0.125.0", "source": "cli", "model_provider": "openai",
+                     "base_instructions": {"text": "You are Codex, a coding agent."}}},
+        {"timestamp": iso_ms(t + 1), "type": "event_msg",
+         "payload": {"type": "task_started", "turn_id": turn, "started_at": int(t + 1),
+                     "model_context_window": 258400, "collaboration_mode_kind": "default"}},
+        {"timestamp": iso_ms(t + 1), "type": "turn_context",
+         "payload": {"turn_id": turn, "cwd": cwd, "current_date": time.strftime("%Y-%m-%d", day),
+                     "timezone": "UTC", "approval_policy": "on-request",
+                     "sandbox_policy": {"type": "workspace-write"}, "model": "gpt-5.1-codex",
+                     "personality": "pragmatic"}},
+        {"timestamp": iso_ms(t + 1), "type": "response_item",
+         "payload": {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": prompt}]}},
+        {"timestamp": iso_ms(t + 1), "type": "event_msg",
+         "payload": {"type": "user_message", "message": prompt, "images": [],
+                     "local_images": [], "text_elements": []}},
+        {"timestamp": iso_ms(t + 20), "type": "event_msg",
+         "payload": {"type": "agent_message", "message": f"reply {c.i}"}},
+        {"timestamp": iso_ms(t + 20), "type": "response_item",
+         "payload": {"type": "message", "role": "assistant",
+                     "content": [{"type": "output_text", "text": f"reply {c.i}"}]}},
+        {"timestamp": iso_ms(t + 20), "type": "event_msg",
+         "payload": {"type": "token_count",
+                     "info": {"total_token_usage": CODEX_USAGE, "last_token_usage": CODEX_USAGE,
+                              "model_context_window": 258400}, "rate_limits": None}},
+        {"timestamp": iso_ms(t + 20), "type": "event_msg",
+         "payload": {"type": "task_complete", "turn_id": turn,
+                     "last_agent_message": f"reply {c.i}"}},
+    ]
+    jsonl(os.path.join(d, name), rows, t + 30)
+
+
+def write_gemini(root, c, p, t):
+    """A session file as Gemini CLI writes one (tests/fixtures/real/gemini):
+    the header, the injected context naming the workspace, the prompt and the
+    reply, each followed by its `$set` of lastUpdated."""
+    d = os.path.join(root, ".gemini", "tmp", f"p{p}", "chats")
+    name = f"session-{time.strftime('%Y-%m-%dT%H-%M', time.gmtime(t))}-{c.id[:8]}.jsonl"
+    os.makedirs(d, exist_ok=True)
+    cwd = f"/work/p{p}"
+    context = ("<session_context>\nThis is the Gemini CLI. We are setting up the context for "
+               "our chat.\nMy operating system is: linux\n- **Workspace Directories:**\n"
+               f"  - {cwd}\n- **Directory Structure:**\n\n{cwd}/\n\n</session_context>")
+    rows = [
+        {"sessionId": c.id, "projectHash": f"{p:064x}", "startTime": iso_ms(t),
+         "lastUpdated": iso_ms(t), "kind": "main"},
+        {"$set": {"messages": [{"id": f"{c.i:032x}", "timestamp": iso_ms(t), "type": "user",
+                                "content": [{"text": context}]}], "lastUpdated": iso_ms(t)}},
+        {"id": f"{c.i:08x}-0004-4000-8000-{c.i:012x}", "timestamp": iso_ms(t + 1), "type": "user",
+         "content": [{"text": f"prompt number {c.i}"}]},
+        {"$set": {"lastUpdated": iso_ms(t + 1)}},
+        {"id": f"{c.i:08x}-0005-4000-8000-{c.i:012x}", "timestamp": iso_ms(t + 20),
+         "type": "gemini", "content": f"reply {c.i}", "thoughts": [], "tokens": GEMINI_TOKENS,
+         "model": "gemini-2.5-flash"},
+        {"$set": {"lastUpdated": iso_ms(t + 20)}},
+    ]
+    jsonl(os.path.join(d, name), rows, t + 30)
+
+
+def opencode_db(root, convs):
+    """opencode's store with these conversations (`session`, `message` and
+    `part` rows as opencode 1.18 writes them, tests/fixtures/real/opencode),
+    its schema copied from the recorded one, in WAL mode. Closed as opencode
+    leaves it when it exits: no `-wal` or `-shm`."""
+    import sqlite3
+    d = os.path.join(root, "opencode")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "opencode.db")
+    src = sqlite3.connect(f"file:{os.path.abspath(OPENCODE_FIXTURE)}?mode=ro", uri=True)
+    schema = [sql for (sql,) in src.execute(
+        "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type = 'index', rowid")]
+    migrations = src.execute("SELECT id, time_completed FROM migration").fetchall()
+    src.close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    with db:
+        for sql in schema:
+            db.execute(sql)
+        db.executemany("INSERT INTO migration VALUES (?, ?)", migrations)
+        db.execute("INSERT INTO project (id, worktree, time_created, time_updated, sandboxes) "
+                   "VALUES ('global', '/', ?, ?, '[]')", (BASE_S * 1000, BASE_S * 1000))
+        sessions, messages, parts = [], [], []
+        for c, p, t in convs:
+            ms = int(t * 1000)
+            cwd = f"/work/p{p}"
+            user, reply = f"msg_{c.i:012x}0001BenchGenUser", f"msg_{c.i:012x}0002BenchGenAnsw"
+            sessions.append((c.id, "global", f"bench-{c.i}", cwd, cwd[1:],
+                             f"prompt number {c.i}", "1.18.33", 3, 40, 0, 2000, 500,
+                             '{"id":"claude-sonnet-4-5","providerID":"anthropic"}', "build",
+                             ms, ms + 30_000))
+            messages.append((user, c.id, ms + 1000, ms + 1000, json.dumps(
+                {"role": "user", "time": {"created": ms + 1000}, "agent": "build",
+                 "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"},
+                 "summary": {"diffs": []}}, separators=(",", ":"))))
+            messages.append((reply, c.id, ms + 2000, ms + 20_000, json.dumps(
+                {"parentID": user, "role": "assistant", "mode": "build", "agent": "build",
+                 "path": {"cwd": cwd, "root": "/"}, "cost": 0, "tokens": OPENCODE_TOKENS,
+                 "modelID": "claude-sonnet-4-5", "providerID": "anthropic",
+                 "time": {"created": ms + 2000, "completed": ms + 20_000}, "finish": "stop"},
+                separators=(",", ":"))))
+            for k, (mid, data, at) in enumerate((
+                    (user, {"type": "text", "text": f"prompt number {c.i}"}, 1000),
+                    (reply, {"type": "step-start"}, 2000),
+                    (reply, {"type": "text", "text": f"reply {c.i}"}, 19_000),
+                    (reply, {"type": "step-finish", "reason": "stop", "tokens": OPENCODE_TOKENS,
+                             "cost": 0}, 20_000))):
+                parts.append((f"prt_{c.i:012x}{k:04d}BenchGenPart", mid, c.id, ms + at, ms + at,
+                              json.dumps(data, separators=(",", ":"))))
+        db.executemany(
+            "INSERT INTO session (id, project_id, slug, directory, path, title, version, "
+            "tokens_input, tokens_output, tokens_reasoning, tokens_cache_read, "
+            "tokens_cache_write, model, agent, time_created, time_updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", sessions)
+        db.executemany("INSERT INTO message VALUES (?, ?, ?, ?, ?)", messages)
+        db.executemany("INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)", parts)
+    db.close()
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            broke(f"{path}{suffix} left after closing the generated store")
+
+
+def generate_stores(base, n, engines=ENGINES):
+    """n small conversations split evenly over `engines` (conversation i is
+    engines[i % len]), each store under `base` as store_env() names them:
+    one prompt, one reply with its tokens, a cwd in one of the 50 projects
+    (each engine's conversations spread over all 50); conversation i starts
+    i minutes after BASE and was written 30 s later. Returns the Convs in
+    order."""
+    for d, _ in STORE_DIRS.values():
+        os.makedirs(os.path.join(base, d), exist_ok=True)
+    convs, oc = [], []
+    for i in range(n):
+        engine = engines[i % len(engines)]
+        c = Conv(engine, conv_id(engine, i), i)
+        convs.append(c)
+        t = BASE_S + i * 60
+        p = (i // len(engines)) % PROJECTS
+        root = os.path.join(base, STORE_DIRS[engine][0])
+        if engine == "claude":
+            write_claude(root, c, p, t)
+        elif engine == "codex":
+            write_codex(root, c, p, t)
+        elif engine == "gemini":
+            write_gemini(root, c, p, t)
+        else:
+            oc.append((c, p, t))
+    if "gemini" in engines:
+        projects = {f"/work/p{p}": f"p{p}" for p in range(PROJECTS)}
+        with open(os.path.join(base, "gemini", ".gemini", "projects.json"), "w") as f:
+            json.dump({"projects": projects}, f, indent=2)
+    if oc:
+        opencode_db(os.path.join(base, "data"), oc)
+    return convs
+
+
+def write_claude(root, c, p, t):
+    d = os.path.join(root, "projects", f"-work-p{p}")
+    os.makedirs(d, exist_ok=True)
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(t))
+    i, sid = c.i, c.id
+    rows = [
+        {"type": "user", "sessionId": sid, "cwd": f"/work/p{p}", "timestamp": ts,
+         "uuid": f"u{i}", "message": {"role": "user", "content": f"prompt number {i}"}},
+        {"type": "assistant", "sessionId": sid, "timestamp": ts, "uuid": f"a{i}",
+         "requestId": f"req_{i}",
+         "message": {"id": f"msg_{i}", "model": "claude-sonnet-4-5", "role": "assistant",
+                     "content": [{"type": "text", "text": f"reply {i}"}],
+                     "usage": USAGE}},
+    ]
+    jsonl(os.path.join(d, f"{sid}.jsonl"), rows, t + 30)
 
 
 def vm(pid, field):

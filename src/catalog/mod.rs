@@ -65,8 +65,13 @@ pub struct Indexed {
     /// Possibly of an older state of the file: see [`Indexed::is_summarised`].
     /// Set through [`Indexed::set_summary`], which keeps what is made of it.
     pub(crate) summary: Option<Arc<Summary>>,
-    /// When this entry was last changed (the index's sequence number).
+    /// When this entry was last changed (the index's sequence number):
+    /// the walk or batch of events it is from.
     seq: u64,
+    /// The index's version once this entry was in it: a batch or walk is
+    /// merged after its sequence number was taken, and a reader that read
+    /// the version meanwhile must still see the entry as changed after it.
+    merged: u64,
     /// The summary's time of the store's first row, kept beside it: a
     /// listing reads it for every conversation.
     created_ms: Option<u64>,
@@ -130,6 +135,7 @@ impl Indexed {
             created_ms: summary.as_ref().and_then(|s| s.skim.created_ms),
             summary,
             seq,
+            merged: seq,
             listing_text: MadeOnce::default(),
         }
     }
@@ -159,7 +165,7 @@ impl Indexed {
     /// The index's version (see [`Catalog::version`]) when this entry last
     /// changed: an entry not changed since a version needs no second look.
     pub fn changed_at(&self) -> u64 {
-        self.seq
+        self.merged
     }
 
     /// The time of the store's first row.
@@ -315,6 +321,8 @@ impl Catalog {
                     kind,
                     path,
                     header_ids: Default::default(),
+                    defer_headers: Default::default(),
+                    deferred: Default::default(),
                 })
             })
             .collect();
@@ -322,10 +330,18 @@ impl Catalog {
     }
 
     /// Brings the mirrored stores up to date (each only if its database
-    /// changed since it was last read).
+    /// changed since it was last read), those not made whole yet too.
     fn sync_mirrors(&self) {
         for m in &self.mirrors {
             m.sync();
+        }
+    }
+
+    /// [`Catalog::sync_mirrors`] for a request: a mirror not made whole a
+    /// first time is left to the catalog's thread.
+    fn sync_made_mirrors(&self) {
+        for m in &self.mirrors {
+            m.sync_if_made();
         }
     }
 
@@ -351,14 +367,36 @@ impl Catalog {
     }
 
     /// The index saved in `state_dir`, brought up to date by one walk
-    /// (a `stat` per file). With `watch`, inotify watches every directory
-    /// from before it is walked.
+    /// (a `stat` per file). With `watch` (a daemon's, kept current by
+    /// [`Catalog::start`]), inotify watches every directory from before it
+    /// is walked, and the opencode mirrors are made by the catalog's thread
+    /// (their files come as inotify says); without, they are made now.
     pub fn open(engines: &EngineTable, state_dir: &Path, watch: bool) -> Catalog {
         let mut catalog = Catalog::with_state(engines, Some(state_dir));
-        catalog.sync_mirrors();
+        if watch {
+            // There to be watched from the start.
+            for m in &catalog.mirrors {
+                let files = m.dir().join(opencode_mirror::TOP);
+                if let Err(e) = crate::atomic::private_dir(&files) {
+                    log::warn!("cannot make {}: {e}", files.display());
+                }
+            }
+        } else {
+            catalog.sync_mirrors();
+        }
         let saved = state_dir.join("catalog.json");
         {
             let loaded = persist::load(&saved, &catalog.roots);
+            // The Gemini files already known are not read again.
+            for (key, e) in &loaded {
+                if let Some(r) = catalog
+                    .roots
+                    .iter()
+                    .find(|r| r.kind == StoreKind::Gemini && r.engine == key.engine())
+                {
+                    lock(&r.header_ids).insert(e.stamp.ino, key.id().to_string());
+                }
+            }
             let mut index = lock(&catalog.index);
             index.files = Arc::new(loaded.into_iter().map(|(k, e)| (k, Arc::new(e))).collect());
             index.restale();
@@ -370,8 +408,45 @@ impl Catalog {
                 Err(e) => log::warn!("no inotify ({e}); the stores are walked every second"),
             }
         }
+        // A daemon's first walk only looks: the Gemini files it has not
+        // seen are read by its catalog thread, and come as they are read.
+        for r in catalog.roots.iter().filter(|_| watch) {
+            r.defer_headers.store(true, Ordering::Release);
+        }
         catalog.rescan();
+        for r in &catalog.roots {
+            r.defer_headers.store(false, Ordering::Release);
+        }
         catalog
+    }
+
+    /// Reads the headers of the Gemini files the first walk left, and
+    /// adds their conversations.
+    fn read_deferred(&self) {
+        let mut upserts = Vec::new();
+        let mut removals = Vec::new();
+        for (i, r) in self.roots.iter().enumerate() {
+            let paths = std::mem::take(&mut *lock(&r.deferred));
+            for path in paths {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let Some(id) = r.id_of(&path, name) else {
+                    continue;
+                };
+                let Some(key) = key_of(&self.roots, i, &id) else {
+                    continue;
+                };
+                self.look_at(i, key, id, path, &mut upserts, &mut removals);
+            }
+        }
+        if upserts.is_empty() && removals.is_empty() {
+            return;
+        }
+        let batch = {
+            let mut index = lock(&self.index);
+            index.seq += 1;
+            index.seq
+        };
+        self.apply(Vec::new(), removals, upserts, batch);
     }
 
     /// Keeps the index current from a thread of its own: events, the
@@ -381,6 +456,12 @@ impl Catalog {
         let spawned = std::thread::Builder::new()
             .name("catalog".into())
             .spawn(move || {
+                // What the first walk left, then the mirrors (a fresh
+                // state directory has none yet).
+                if let Some(c) = catalog.upgrade() {
+                    c.read_deferred();
+                    c.sync_mirrors();
+                }
                 let mut looked_at = None;
                 loop {
                     std::thread::sleep(TICK);
@@ -396,6 +477,7 @@ impl Catalog {
     /// `looked_at`: the index's version when every summary was last found
     /// current, so an idle index is not searched every tick.
     fn background_tick(&self, looked_at: &mut Option<u64>) {
+        self.sync_mirrors();
         self.sync();
         let (due, version) = {
             let index = lock(&self.index);
@@ -540,7 +622,7 @@ impl Catalog {
                         found_new = true;
                         log::debug!("{key}: found in {}", s.path.display());
                     }
-                    Arc::new(Indexed::new(
+                    let mut entry = Indexed::new(
                         StoreFile {
                             kind: self.roots[s.root].kind,
                             mtime_ms: s.mtime_ms,
@@ -550,7 +632,10 @@ impl Catalog {
                         o.filter(|o| o.file.path == s.path)
                             .and_then(|o| o.summary.clone()),
                         seq,
-                    ))
+                    );
+                    // The version the touch below makes.
+                    entry.merged = index.seq + 1;
+                    Arc::new(entry)
                 }
             };
             next.insert(key, entry);
@@ -577,7 +662,7 @@ impl Catalog {
     /// threads applying batches (no lock is held meanwhile) never undo a
     /// newer one.
     pub fn sync(&self) {
-        self.sync_mirrors();
+        self.sync_made_mirrors();
         // Bound first: a guard in a match's scrutinee would live through its arms.
         let drained = {
             let mut watcher = lock(&self.watcher);
@@ -640,7 +725,18 @@ impl Catalog {
                 Change::Overflow => lock(&self.index).overflow = true,
             }
         }
-        let seq = batch;
+        self.apply(gone_dirs, removals, upserts, batch);
+    }
+
+    /// Merges what events (batch `seq`) said: directories and files gone,
+    /// files present.
+    fn apply(
+        &self,
+        gone_dirs: Vec<PathBuf>,
+        removals: Vec<(SessionKey, PathBuf)>,
+        upserts: Vec<(SessionKey, Seen)>,
+        seq: u64,
+    ) {
         let mut index = lock(&self.index);
         let mut changed = false;
         let mut keys_changed = false;
@@ -701,7 +797,7 @@ impl Catalog {
                         None
                     }
                 };
-                let entry = Indexed::new(
+                let mut entry = Indexed::new(
                     StoreFile {
                         kind: self.roots[s.root].kind,
                         mtime_ms: s.mtime_ms,
@@ -711,6 +807,8 @@ impl Catalog {
                     summary,
                     seq,
                 );
+                // The version the touch below makes.
+                entry.merged = index.seq + 1;
                 note_stale(&mut index.stale, &key, Some(&entry));
                 files.insert(key, Arc::new(entry));
                 changed = true;
@@ -1042,6 +1140,60 @@ mod tests {
             .find(&SessionKey::parse("codex:019e1625-789d-76c0-80ab-3724b5ddb799").unwrap())
             .unwrap();
         assert!(store_cwd(&file).is_some());
+    }
+
+    #[test]
+    fn a_daemons_first_walk_reads_no_gemini_header_and_its_thread_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join(".gemini/tmp/proj/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let recorded = fixtures().join("gemini/tmp/proj/chats");
+        for f in std::fs::read_dir(&recorded).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
+        }
+        let env: Map<String, String> = [(
+            "GEMINI_CLI_HOME".to_string(),
+            dir.path().to_string_lossy().into_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let engines = EngineTable::load(&env, Path::new("/nonexistent"), None).unwrap();
+        let gemini = |c: &Catalog| {
+            let mut ids: Vec<String> = lock(&c.index)
+                .files
+                .keys()
+                .filter(|k| k.engine() == "gemini")
+                .map(|k| k.id().to_string())
+                .collect();
+            ids.sort();
+            ids
+        };
+        let state = dir.path().join("state");
+        let c = Catalog::open(&engines, &state, true);
+        assert!(gemini(&c).is_empty());
+        c.read_deferred();
+        let both = [
+            "1cfc1266-1670-4774-a8c6-20387a7cff4c",
+            "950dc958-6f78-402e-9c17-682235d87ebc",
+        ];
+        assert_eq!(gemini(&c), both);
+        c.summarised();
+        c.save();
+        drop(c);
+        // Saved: the next daemon's first walk knows them without a read
+        // (only the resume's stub, which is no conversation, is left).
+        let again = Catalog::open(&engines, &state, true);
+        assert_eq!(gemini(&again), both);
+        let left: Vec<PathBuf> = again
+            .roots
+            .iter()
+            .flat_map(|r| lock(&r.deferred).clone())
+            .collect();
+        assert_eq!(
+            left,
+            [chats.join("session-2026-12-02T17-13-950dc958.jsonl")]
+        );
     }
 
     #[test]
@@ -1473,6 +1625,36 @@ mod tests {
         // The next walk agrees.
         c.rescan();
         assert_eq!(c.files().len(), 1);
+    }
+
+    #[test]
+    fn an_entry_merged_after_a_version_was_read_is_changed_after_it() {
+        let (dir, engines) = claude_world();
+        let c = Catalog::open(&engines, &dir.path().join("state"), false);
+        // A walk and a batch of events each take their number, then look
+        // at the files outside the lock...
+        let started = lock(&c.index).seq;
+        let a = conversation(dir.path(), "a", "walked");
+        let found = walk::walk_all(&c.roots, &mut |_, _, _| {});
+        let batch = {
+            let mut index = lock(&c.index);
+            index.seq += 1;
+            index.seq
+        };
+        let b = conversation(dir.path(), "b", "evented");
+        let seen = walk::stat(0, "b".to_string(), b).unwrap();
+        // ...while a reader (the usage counter) reads the version and the
+        // entries, and later looks only at those changed after it.
+        let read = lock(&c.index).seq;
+        assert!(lock(&c.index).files.is_empty());
+        c.merge_walk(found, started);
+        let key_b = SessionKey::new("claude", "b").unwrap();
+        c.apply(Vec::new(), Vec::new(), vec![(key_b.clone(), seen)], batch);
+        let files = lock(&c.index).files.clone();
+        let key_a = SessionKey::new("claude", "a").unwrap();
+        assert!(files[&key_a].changed_at() > read);
+        assert!(files[&key_b].changed_at() > read);
+        assert!(a.exists());
     }
 
     #[test]

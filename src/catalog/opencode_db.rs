@@ -11,7 +11,7 @@
 
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// The database's file name in opencode's data directory.
@@ -186,12 +186,104 @@ impl Db {
         Ok(out)
     }
 
+    /// How many top-level conversations there are, and how many message
+    /// and part rows (counted from their indexes).
+    pub fn counts(&self) -> Result<(i64, i64), String> {
+        self.conn
+            .query_row(
+                "SELECT (SELECT COUNT(*) FROM session WHERE parent_id IS NULL), \
+                 (SELECT COUNT(*) FROM message) + (SELECT COUNT(*) FROM part)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| e.to_string())
+    }
+
+    /// The sessions (of any level) with a session, message or part row
+    /// updated at or after `since` (ms).
+    pub fn touched_since(&self, since: i64) -> Result<BTreeSet<String>, String> {
+        let mut out = BTreeSet::new();
+        for sql in [
+            "SELECT id FROM session WHERE time_updated >= ?1",
+            "SELECT DISTINCT session_id FROM message WHERE time_updated >= ?1",
+            "SELECT DISTINCT session_id FROM part WHERE time_updated >= ?1",
+        ] {
+            let mut stmt = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
+            let rows = stmt
+                .query_map([since], |r| r.get::<_, String>(0))
+                .map_err(|e| e.to_string())?;
+            out.extend(rows.flatten());
+        }
+        Ok(out)
+    }
+
+    /// Calls `each` with the id and title of every top-level conversation
+    /// (a title changes without its `time_updated`).
+    pub fn each_title(&self, mut each: impl FnMut(&str, &str)) -> Result<(), String> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, title FROM session WHERE parent_id IS NULL")
+            .map_err(|e| e.to_string())?;
+        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
+        while let Some(r) = rows.next().map_err(|e| e.to_string())? {
+            if let (Ok(id), Ok(title)) = (
+                r.get_ref(0).and_then(|v| Ok(v.as_str()?)),
+                r.get_ref(1).and_then(|v| Ok(v.as_str()?)),
+            ) {
+                each(id, title);
+            }
+        }
+        Ok(())
+    }
+
+    /// Session `id` if it is a top-level conversation.
+    pub fn session(&self, id: &str) -> Result<Option<DbSession>, String> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, title, directory, version, time_created, time_updated \
+                 FROM session WHERE id = ?1 AND parent_id IS NULL",
+            )
+            .map_err(|e| e.to_string())?;
+        let mut rows = stmt
+            .query_map([id], |r| {
+                Ok(DbSession {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    directory: r.get(2)?,
+                    version: r.get(3)?,
+                    time_created: r.get(4)?,
+                    time_updated: r.get(5)?,
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        rows.next().transpose().map_err(|e| e.to_string())
+    }
+
+    /// [`Db::stamps`] of one session: the latest `time_updated` of its
+    /// messages and parts and how many there are.
+    pub fn stamp(&self, id: &str) -> Result<(i64, i64), String> {
+        let mut out = (0, 0);
+        for sql in [
+            "SELECT MAX(time_updated), COUNT(*) FROM message WHERE session_id = ?1",
+            "SELECT MAX(time_updated), COUNT(*) FROM part WHERE session_id = ?1",
+        ] {
+            let mut stmt = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
+            let (ms, n): (Option<i64>, i64) = stmt
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(|e| e.to_string())?;
+            out.0 = out.0.max(ms.unwrap_or(0));
+            out.1 += n;
+        }
+        Ok(out)
+    }
+
     /// The messages of session `id` with their parts; a row whose `data`
     /// is not a JSON object is skipped.
     pub fn messages(&self, id: &str) -> Result<Vec<DbMessage>, String> {
         let mut stmt = self
             .conn
-            .prepare(
+            .prepare_cached(
                 "SELECT id, time_created, data FROM message WHERE session_id = ?1 \
                  ORDER BY time_created, id",
             )
@@ -222,7 +314,9 @@ impl Db {
         }
         let mut stmt = self
             .conn
-            .prepare("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id")
+            .prepare_cached(
+                "SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id",
+            )
             .map_err(|e| e.to_string())?;
         let rows = stmt
             .query_map([id], |r| {

@@ -5,9 +5,14 @@
 //! file lacks is appended if the file's lines are the start of the
 //! session's (a reader following it sees it grow), else the file is
 //! rewritten whole, atomically; a session gone from the database takes its
-//! file with it. The database is read again when its `-wal` or the
-//! database file itself changed (size or mtime), looked at whenever the
-//! catalog is consulted and on the catalog thread's ticks.
+//! file with it. A file's mtime is the last time opencode wrote to its
+//! session. The database is read again when its `-wal` or the database
+//! file itself changed (size or mtime), looked at whenever the catalog is
+//! consulted and on the catalog thread's ticks. A daemon's first read,
+//! which writes a file per conversation, is its catalog thread's; each
+//! read after it looks only at the sessions written since the last (and
+//! at every title), and reads the whole list again only when the row
+//! counts say a session or a row went.
 //!
 //! Lines: a header `{"type":"session","id","cwd","version","timestamp"}`,
 //! `{"type":"title","title"}` (again whenever the title changes; the last
@@ -42,9 +47,25 @@ type FilesStamp = [(u64, i64); 2];
 
 #[derive(Debug, Default)]
 struct State {
+    /// What the database and its `-wal` were at the last read (none before
+    /// the first).
     files: Option<FilesStamp>,
     /// Per session, what its file was made from.
     made: HashMap<String, SessionStamp>,
+    /// The rows' stamps of the sessions without a file (a subagent's, one
+    /// whose id names no file), and whether each is a top-level one.
+    others: HashMap<String, ((i64, i64), bool)>,
+    /// What the last read found in all: top-level sessions, message and
+    /// part rows, and the latest `time_updated` of any of them. A read
+    /// after the first looks only at the sessions with a row updated since
+    /// that time, and reads the whole list again only when the counts then
+    /// differ from the ones expected (a session or a row deleted, a row
+    /// written with an older time).
+    sessions: i64,
+    rows: i64,
+    newest: i64,
+    /// How many reads were of the whole list.
+    whole_reads: u64,
     read_at: Option<Instant>,
 }
 
@@ -97,9 +118,23 @@ impl Mirror {
     /// Brings the mirror up to date if the database changed since the last
     /// read. A sync running on another thread is not waited for.
     pub fn sync(&self) {
+        self.sync_if(true);
+    }
+
+    /// [`Mirror::sync`] once the mirror was made whole a first time; before
+    /// that, nothing. The first read of a store writes a file per
+    /// conversation: work for the catalog's thread, not for a request.
+    pub fn sync_if_made(&self) {
+        self.sync_if(false);
+    }
+
+    fn sync_if(&self, first: bool) {
         let Ok(mut state) = self.state.try_lock() else {
             return;
         };
+        if !first && state.files.is_none() {
+            return;
+        }
         let now = self.files_stamp();
         if state.files == Some(now) {
             return;
@@ -110,7 +145,11 @@ impl Mirror {
         state.read_at = Some(Instant::now());
         match self.sync_now(&mut state) {
             Ok(()) => state.files = Some(now),
-            Err(e) => log::warn!("opencode store {}: {e}", self.data_dir.display()),
+            Err(e) => {
+                log::warn!("opencode store {}: {e}", self.data_dir.display());
+                // Read whole again, by the catalog's thread.
+                state.files = None;
+            }
         }
     }
 
@@ -120,38 +159,127 @@ impl Mirror {
             .map_err(|e| format!("cannot make {}: {e}", files.display()))?;
         let Some(db) = Db::open(&self.data_dir, &self.scratch)? else {
             self.remove_all_but(&files, &HashMap::new(), state);
+            state.others.clear();
+            (state.sessions, state.rows, state.newest) = (0, 0, 0);
             return Ok(());
         };
-        let sessions = db.sessions()?;
-        let stamps = db.stamps()?;
-        let mut live = HashMap::new();
-        for s in &sessions {
-            let stamp = SessionStamp {
-                title: s.title.clone(),
-                time_updated: s.time_updated,
-                rows: stamps.get(&s.id).copied().unwrap_or_default(),
-            };
-            let path = files.join(format!("{}.jsonl", s.id));
-            live.insert(s.id.clone(), ());
-            if state.made.get(&s.id) == Some(&stamp) && path.exists() {
-                continue;
-            }
-            if !usable_id(&s.id) {
-                continue;
-            }
-            let messages = match db.messages(&s.id) {
-                Ok(m) => m,
-                Err(e) => {
-                    log::warn!("opencode session {}: {e}", s.id);
-                    continue;
-                }
-            };
-            write_mirror(&path, s, &messages)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            state.made.insert(s.id.clone(), stamp);
+        if state.files.is_some() && self.sync_changed(&db, &files, state)? {
+            return Ok(());
         }
-        self.remove_all_but(&files, &live, state);
+        self.sync_all(&db, &files, state)
+    }
+
+    /// Reads every session's list and stamps, and brings each file up to
+    /// date.
+    fn sync_all(&self, db: &Db, files: &Path, state: &mut State) -> Result<(), String> {
+        state.whole_reads += 1;
+        let sessions = db.sessions()?;
+        let mut stamps = db.stamps()?;
+        let mut live = HashMap::new();
+        let mut others = HashMap::new();
+        state.newest = stamps.values().map(|s| s.0).max().unwrap_or(0);
+        state.rows = stamps.values().map(|s| s.1).sum();
+        state.sessions = sessions.len() as i64;
+        for s in &sessions {
+            state.newest = state.newest.max(s.time_updated);
+            let rows = stamps.remove(&s.id).unwrap_or_default();
+            live.insert(s.id.clone(), ());
+            if !self.update(db, files, s, rows, state, true)? {
+                others.insert(s.id.clone(), (rows, true));
+            }
+        }
+        others.extend(stamps.into_iter().map(|(id, rows)| (id, (rows, false))));
+        state.others = others;
+        self.remove_all_but(files, &live, state);
         Ok(())
+    }
+
+    /// Brings the files of the sessions written since the last read up to
+    /// date; `false` when the counts say more changed (the whole list is
+    /// to be read).
+    fn sync_changed(&self, db: &Db, files: &Path, state: &mut State) -> Result<bool, String> {
+        // Rows written within the same millisecond as the newest one seen
+        // may have come after the last read: that time is looked at again.
+        let mut touched = db.touched_since(state.newest)?;
+        db.each_title(|id, title| {
+            if state.made.get(id).is_none_or(|m| m.title != title) && !touched.contains(id) {
+                touched.insert(id.to_string());
+            }
+        })?;
+        let (mut sessions, mut rows, mut newest) = (state.sessions, state.rows, state.newest);
+        for id in &touched {
+            let stamp = db.stamp(id)?;
+            newest = newest.max(stamp.0);
+            let (old_rows, known) = match (state.made.get(id), state.others.get(id)) {
+                (Some(m), _) => (m.rows.1, true),
+                (None, Some((r, top))) => (r.1, *top),
+                (None, None) => (0, false),
+            };
+            rows += stamp.1 - old_rows;
+            match db.session(id)? {
+                Some(s) => {
+                    newest = newest.max(s.time_updated);
+                    if !known {
+                        sessions += 1;
+                    }
+                    if self.update(db, files, &s, stamp, state, false)? {
+                        state.others.remove(id);
+                    } else {
+                        state.others.insert(id.clone(), (stamp, true));
+                    }
+                }
+                None => {
+                    state.others.insert(id.clone(), (stamp, false));
+                }
+            }
+        }
+        if db.counts()? != (sessions, rows) {
+            return Ok(false);
+        }
+        (state.sessions, state.rows, state.newest) = (sessions, rows, newest);
+        Ok(true)
+    }
+
+    /// Brings the file of session `s` (`rows`: its stamp) up to date if it
+    /// was made from anything else; `false` when it has none (an id that
+    /// names no file, or its messages could not be read), an error when it
+    /// could not be written. `check`: a file made from the same is looked
+    /// for (it may have been removed).
+    fn update(
+        &self,
+        db: &Db,
+        files: &Path,
+        s: &DbSession,
+        rows: (i64, i64),
+        state: &mut State,
+        check: bool,
+    ) -> Result<bool, String> {
+        if !usable_id(&s.id) {
+            return Ok(false);
+        }
+        let stamp = SessionStamp {
+            title: s.title.clone(),
+            time_updated: s.time_updated,
+            rows,
+        };
+        let path = files.join(format!("{}.jsonl", s.id));
+        if state.made.get(&s.id) == Some(&stamp) && (!check || path.exists()) {
+            return Ok(true);
+        }
+        let messages = match db.messages(&s.id) {
+            Ok(m) => m,
+            Err(e) => {
+                log::warn!("opencode session {}: {e}", s.id);
+                state.made.remove(&s.id);
+                return Ok(false);
+            }
+        };
+        state.made.remove(&s.id);
+        write_mirror(&path, s, &messages)
+            .and_then(|()| set_mtime(&path, s.time_updated.max(rows.0)))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        state.made.insert(s.id.clone(), stamp);
+        Ok(true)
     }
 
     /// Removes the files of sessions not in `live`.
@@ -170,6 +298,19 @@ impl Mirror {
             }
         }
     }
+}
+
+/// Gives a mirror file the time opencode last wrote to its session
+/// (ms), so a conversation's last activity is its own, not the time its
+/// file was made.
+fn set_mtime(path: &Path, ms: i64) -> std::io::Result<()> {
+    let Ok(ms) = u64::try_from(ms) else {
+        return Ok(());
+    };
+    if ms == 0 {
+        return Ok(());
+    }
+    std::fs::File::open(path)?.set_modified(std::time::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 /// An id that names a file and a session key: opencode's are `ses_`
@@ -617,6 +758,9 @@ mod tests {
         let ino = || std::fs::metadata(&file).unwrap().ino();
         let first = std::fs::read(&file).unwrap();
         let first_ino = ino();
+        // The file's time is the session's last write.
+        let mtime = |f: &Path| crate::clock::path_mtime_ms(f).unwrap();
+        assert_eq!(mtime(&file), 1796263686303);
         let db = rusqlite::Connection::open(data.join(DB_NAME)).unwrap();
         let resync = || {
             lock(&m.state).read_at = None;
@@ -648,6 +792,7 @@ mod tests {
         );
         assert!(String::from_utf8_lossy(&grown).contains("one more"));
         assert_eq!(ino(), first_ino);
+        assert_eq!(mtime(&file), 1796263999001);
         // A new title: a title line appended.
         db.execute("UPDATE session SET title = 'Renamed' WHERE id = ?1", [id])
             .unwrap();
@@ -659,10 +804,14 @@ mod tests {
         let idx = crate::transcript::TurnIndex::build(StoreKind::Opencode, &file).unwrap();
         assert_eq!(idx.title().as_deref(), Some("Renamed"));
         assert_eq!(idx.turn_count(), 2);
-        // A message gone (an undo): the file made afresh.
+        // Each of those read only the sessions written since the last.
+        assert_eq!(lock(&m.state).whole_reads, 1);
+        // A message gone (an undo): the whole list read, the file made
+        // afresh.
         db.execute("DELETE FROM message WHERE id = 'msg_zz1'", [])
             .unwrap();
         resync();
+        assert_eq!(lock(&m.state).whole_reads, 2);
         assert_ne!(ino(), first_ino);
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(!text.contains("one more"), "{text}");

@@ -8,6 +8,7 @@ use crate::transcript::StoreKind;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One engine's store.
@@ -19,6 +20,11 @@ pub struct Root {
     /// Gemini: the ids read from files' headers by inode, so a walk
     /// reads each file once, not at every walk.
     pub header_ids: Arc<Mutex<HashMap<u64, String>>>,
+    /// Gemini: while set, a file whose header is not known yet is not
+    /// read but kept in `deferred` (a daemon's first walk, before its
+    /// mount is ready, reads no file).
+    pub defer_headers: Arc<AtomicBool>,
+    pub deferred: Arc<Mutex<Vec<PathBuf>>>,
 }
 
 /// Header ids remembered at most; past it the memory starts again.
@@ -82,6 +88,13 @@ impl Root {
         if let Some(id) = lock(&self.header_ids).get(&ino) {
             if !short.is_empty() && id.starts_with(short) {
                 return Some(id.clone());
+            }
+        }
+        if self.defer_headers.load(Ordering::Acquire) {
+            let mut deferred = lock(&self.deferred);
+            if deferred.len() < HEADER_IDS_MAX {
+                deferred.push(path.to_path_buf());
+                return None;
             }
         }
         let id = gemini_header_id(path)?;
