@@ -14,7 +14,6 @@ ratio B/A and whether B stays within 10 % of A.
 """
 
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -24,22 +23,10 @@ import bench_scale as bs  # noqa: E402
 
 
 def setup(work, name, claude, binary):
-    base = os.path.join(work, name)
-    for d in ("home", "state", "runtime", "codex", "mnt"):
-        os.makedirs(os.path.join(base, d), exist_ok=True)
-    os.chmod(os.path.join(base, "runtime"), 0o700)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.join(base, "home"),
-           "XDG_STATE_HOME": os.path.join(base, "state"),
-           "XDG_RUNTIME_DIR": os.path.join(base, "runtime"),
-           "CLAUDE_CONFIG_DIR": claude, "CODEX_HOME": os.path.join(base, "codex"),
-           "RUST_LOG": "warn"}
-    return bs.Daemon(binary, env, os.path.join(base, "mnt"), os.path.join(base, "daemon.log"))
-
-
-def fresh(d):
-    for top in ("XDG_STATE_HOME", "XDG_RUNTIME_DIR"):
-        for entry in os.listdir(d.env[top]):
-            shutil.rmtree(os.path.join(d.env[top], entry))
+    codex = os.path.join(work, name, "codex")
+    os.makedirs(codex, exist_ok=True)
+    return bs.private_daemon(work, name, binary,
+                             {"CLAUDE_CONFIG_DIR": claude, "CODEX_HOME": codex})
 
 
 def settle(d, n):
@@ -79,7 +66,7 @@ def main():
             print(f"bench_ab: round {r + 1} of {rounds}", file=sys.stderr)
             for k in order:
                 d = daemons[k]
-                fresh(d)
+                bs.fresh_state(d)
                 times[(k, "ready")].append(d.start())
                 settle(d, n)
             for k in order:

@@ -40,21 +40,8 @@ TARGET = 1.10
 
 
 def setup(work, name, binary):
-    base = os.path.join(work, name)
-    for d in ("home", "state", "runtime", "mnt"):
-        os.makedirs(os.path.join(base, d), exist_ok=True)
-    os.chmod(os.path.join(base, "runtime"), 0o700)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.join(base, "home"),
-           "XDG_STATE_HOME": os.path.join(base, "state"),
-           "XDG_RUNTIME_DIR": os.path.join(base, "runtime"), "RUST_LOG": "warn"}
-    env.update(bs.store_env(os.path.join(base, "stores")))
-    return bs.Daemon(binary, env, os.path.join(base, "mnt"), os.path.join(base, "daemon.log"))
-
-
-def fresh(d):
-    for top in ("XDG_STATE_HOME", "XDG_RUNTIME_DIR"):
-        for entry in os.listdir(d.env[top]):
-            shutil.rmtree(os.path.join(d.env[top], entry))
+    return bs.private_daemon(work, name, binary,
+                             bs.store_env(os.path.join(work, name, "stores")))
 
 
 def settle(d, n):
@@ -143,7 +130,7 @@ def main():
 
     try:
         for name, d in daemons.items():
-            fresh(d)
+            bs.fresh_state(d)
             d.start()
             settle(d, n)
             check(d, n, convs[name])
@@ -153,7 +140,7 @@ def main():
             print(f"bench_engines: round {r + 1} of {rounds}", file=sys.stderr)
             for w in order:
                 d = daemons[w]
-                fresh(d)
+                bs.fresh_state(d)
                 times[(w, "ready")].append(d.start())
                 settle(d, n)
             for w in order:

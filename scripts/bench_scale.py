@@ -483,6 +483,27 @@ class Daemon:
             subprocess.run(["fusermount3", "-u", "-z", self.mnt])
 
 
+def private_daemon(work, name, binary, store_vars):
+    """A daemon with home, state, runtime directory and mount point of its
+    own under WORK/NAME, reading the stores `store_vars` name."""
+    base = os.path.join(work, name)
+    for d in ("home", "state", "runtime", "mnt"):
+        os.makedirs(os.path.join(base, d), exist_ok=True)
+    os.chmod(os.path.join(base, "runtime"), 0o700)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.join(base, "home"),
+           "XDG_STATE_HOME": os.path.join(base, "state"),
+           "XDG_RUNTIME_DIR": os.path.join(base, "runtime"), "RUST_LOG": "warn"}
+    env.update(store_vars)
+    return Daemon(binary, env, os.path.join(base, "mnt"), os.path.join(base, "daemon.log"))
+
+
+def fresh_state(d):
+    """Empties a daemon's state and runtime directories (a first mount)."""
+    for top in ("XDG_STATE_HOME", "XDG_RUNTIME_DIR"):
+        for entry in os.listdir(d.env[top]):
+            shutil.rmtree(os.path.join(d.env[top], entry))
+
+
 def is_mounted(path):
     with open("/proc/self/mounts") as f:
         return any(line.split()[1] == path for line in f)

@@ -1118,6 +1118,19 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
     }
 
+    /// A copy of the recorded Gemini chats, as `DIR/.gemini/tmp/proj/chats`:
+    /// the directory (kept while it is held) and the chats folder.
+    fn recorded_gemini_chats() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join(".gemini/tmp/proj/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        for f in std::fs::read_dir(fixtures().join("gemini/tmp/proj/chats")).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
+        }
+        (dir, chats)
+    }
+
     #[test]
     fn finds_every_real_store_and_no_subagent_file() {
         let env: Map<String, String> = [
@@ -1144,14 +1157,7 @@ mod tests {
 
     #[test]
     fn a_daemons_first_walk_reads_no_gemini_header_and_its_thread_does() {
-        let dir = tempfile::tempdir().unwrap();
-        let chats = dir.path().join(".gemini/tmp/proj/chats");
-        std::fs::create_dir_all(&chats).unwrap();
-        let recorded = fixtures().join("gemini/tmp/proj/chats");
-        for f in std::fs::read_dir(&recorded).unwrap() {
-            let f = f.unwrap();
-            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
-        }
+        let (dir, chats) = recorded_gemini_chats();
         let env: Map<String, String> = [(
             "GEMINI_CLI_HOME".to_string(),
             dir.path().to_string_lossy().into_owned(),
@@ -1198,14 +1204,7 @@ mod tests {
 
     #[test]
     fn gemini_conversations_are_named_by_their_header_and_a_stub_is_never_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        let chats = dir.path().join(".gemini/tmp/proj/chats");
-        std::fs::create_dir_all(&chats).unwrap();
-        let recorded = fixtures().join("gemini/tmp/proj/chats");
-        for f in std::fs::read_dir(&recorded).unwrap() {
-            let f = f.unwrap();
-            std::fs::copy(f.path(), chats.join(f.file_name())).unwrap();
-        }
+        let (dir, chats) = recorded_gemini_chats();
         // Not a conversation: the header is not whole yet.
         std::fs::write(
             chats.join("session-2026-12-02T18-00-22222222.jsonl"),

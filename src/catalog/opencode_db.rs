@@ -29,6 +29,20 @@ pub struct DbSession {
     pub time_updated: i64,
 }
 
+impl DbSession {
+    /// A row of `id, title, directory, version, time_created, time_updated`.
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DbSession> {
+        Ok(DbSession {
+            id: r.get(0)?,
+            title: r.get(1)?,
+            directory: r.get(2)?,
+            version: r.get(3)?,
+            time_created: r.get(4)?,
+            time_updated: r.get(5)?,
+        })
+    }
+}
+
 /// One message with its parts, in the order opencode made them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DbMessage {
@@ -140,16 +154,7 @@ impl Db {
             )
             .map_err(|e| e.to_string())?;
         let rows = stmt
-            .query_map([], |r| {
-                Ok(DbSession {
-                    id: r.get(0)?,
-                    title: r.get(1)?,
-                    directory: r.get(2)?,
-                    version: r.get(3)?,
-                    time_created: r.get(4)?,
-                    time_updated: r.get(5)?,
-                })
-            })
+            .query_map([], DbSession::from_row)
             .map_err(|e| e.to_string())?;
         Ok(rows
             .filter_map(|r| {
@@ -246,16 +251,7 @@ impl Db {
             )
             .map_err(|e| e.to_string())?;
         let mut rows = stmt
-            .query_map([id], |r| {
-                Ok(DbSession {
-                    id: r.get(0)?,
-                    title: r.get(1)?,
-                    directory: r.get(2)?,
-                    version: r.get(3)?,
-                    time_created: r.get(4)?,
-                    time_updated: r.get(5)?,
-                })
-            })
+            .query_map([id], DbSession::from_row)
             .map_err(|e| e.to_string())?;
         rows.next().transpose().map_err(|e| e.to_string())
     }
