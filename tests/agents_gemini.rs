@@ -627,6 +627,14 @@ fn a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_res
     );
     a.prompt(&key, "a long one");
     common::wait_for(30, "busy", || a.read(&key, "state") == "busy\n");
+    // Interrupted once its answer is on the way (an interrupt during the
+    // routing call before it would leave the scripted answer queued).
+    common::wait_for(30, "the long turn's request", || {
+        a.api
+            .turns()
+            .iter()
+            .any(|r| r.user_words().as_deref() == Some("a long one"))
+    });
     ctl(&a, "interrupt");
     common::wait_for(20, "idle after the interrupt", || {
         a.read(&key, "state") == "idle\n"

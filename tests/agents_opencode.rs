@@ -181,6 +181,14 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     );
     a.prompt(&key, "a long one");
     common::wait_for(30, "busy", || a.read(&key, "state") == "busy\n");
+    // Interrupted once its answer is on the way, so the scripted answer
+    // is never left queued for the next prompt.
+    common::wait_for(30, "the long turn's request", || {
+        a.api
+            .turns()
+            .iter()
+            .any(|r| r.user_words().as_deref() == Some("a long one"))
+    });
     ctl(&a, &key, "interrupt");
     common::wait_for(20, "idle after the interrupt", || {
         a.read(&key, "state") == "idle\n"
