@@ -359,6 +359,22 @@ fn opencode_keeps_the_users_config_dir_follows_new_forks_and_takes_a_mode() {
     a.prompt(fork, "what came before");
     assert_eq!(a.wait(fork, 90), "idle\n", "{}", a.read(fork, "screen"));
     assert!(a.agent_argv(fork).contains(&format!("-s {second} --fork")));
+    let hooks = a
+        .host
+        .path("state")
+        .join("sessionfs/agents")
+        .join(fork)
+        .join("hooks.jsonl");
+    assert!(
+        a.api
+            .turns()
+            .iter()
+            .any(|r| r.user_words().as_deref() == Some("what came before")),
+        "idle before the fork's turn was asked for:\n{:?}\n{}\n{}",
+        a.events(fork),
+        std::fs::read_to_string(&hooks).unwrap_or_default(),
+        a.api.log()
+    );
     let turn = a.api.turn_with("what came before");
     assert!(turn.body.contains("second question"), "no history forked");
     common::wait_for(20, "the fork's own conversation", || {
