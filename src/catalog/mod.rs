@@ -30,7 +30,6 @@ use crate::sync::lock;
 use crate::transcript::StoreKind;
 pub use decoded::{DecodedCopies, NotDecoded, MAX_DECODED_BYTES};
 use std::collections::{BTreeSet, HashMap};
-use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -1044,17 +1043,6 @@ impl Catalog {
 
 /// The working directory a store's session ran in, from its first lines.
 pub fn store_cwd(file: &StoreFile) -> Option<String> {
-    let found = cwd_in_rows(file);
-    match file.kind {
-        // A file without its context row: the project its folder is named
-        // for, as `~/.gemini/projects.json` maps it.
-        StoreKind::Gemini => found.or_else(|| gemini_project_dir(&file.path)),
-        _ => found,
-    }
-}
-
-/// The working directory a store's first rows name.
-fn cwd_in_rows(file: &StoreFile) -> Option<String> {
     use crate::transcript::{read_line_capped, NextLine};
     // The rows that say it are short: longer ones are read past, not kept.
     const ROW_MAX: usize = 1 << 20;
@@ -1084,29 +1072,6 @@ fn cwd_in_rows(file: &StoreFile) -> Option<String> {
         }
     }
     None
-}
-
-/// The directory `~/.gemini/projects.json` (`{"projects": {"/dir":
-/// "name"}}`, read up to 4 MiB) maps to the project folder a Gemini store
-/// file `.gemini/tmp/NAME/chats/session-….jsonl` is in.
-fn gemini_project_dir(path: &Path) -> Option<String> {
-    use std::io::Read;
-    const PROJECTS_MAX: u64 = 4 << 20;
-    let project_dir = path.parent()?.parent()?;
-    let name = project_dir.file_name()?.to_str()?;
-    let gemini = project_dir.parent()?.parent()?;
-    let mut text = Vec::new();
-    File::open(gemini.join("projects.json"))
-        .ok()?
-        .take(PROJECTS_MAX)
-        .read_to_end(&mut text)
-        .ok()?;
-    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    doc.get("projects")?
-        .as_object()?
-        .iter()
-        .find(|(dir, named)| named.as_str() == Some(name) && dir.starts_with('/'))
-        .map(|(dir, _)| dir.clone())
 }
 
 #[cfg(test)]
@@ -1241,32 +1206,6 @@ mod tests {
             .ends_with("session-2026-12-02T17-12-950dc958.jsonl"));
         assert_eq!(entry.title(), Some("please runcmd now"));
         assert_eq!(store_cwd(&entry.file).as_deref(), Some("/tmp/gx/proj"));
-    }
-
-    #[test]
-    fn a_gemini_file_without_its_context_row_is_in_the_directory_projects_json_names() {
-        let tmp = tempfile::tempdir().unwrap();
-        let chats = tmp.path().join(".gemini/tmp/other/chats");
-        std::fs::create_dir_all(&chats).unwrap();
-        std::fs::copy(
-            fixtures().join("gemini/projects.json"),
-            tmp.path().join(".gemini/projects.json"),
-        )
-        .unwrap();
-        let path = chats.join("session-2026-12-02T17-12-aaaaaaaa.jsonl");
-        std::fs::write(
-            &path,
-            "{\"sessionId\":\"aaaaaaaa-0000-4000-8000-000000000000\",\"projectHash\":\"x\"}\n",
-        )
-        .unwrap();
-        let file = StoreFile {
-            path,
-            kind: StoreKind::Gemini,
-            mtime_ms: 0,
-        };
-        assert_eq!(store_cwd(&file).as_deref(), Some("/tmp/gx/other"));
-        std::fs::remove_file(tmp.path().join(".gemini/projects.json")).unwrap();
-        assert_eq!(store_cwd(&file), None);
     }
 
     #[test]

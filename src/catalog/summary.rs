@@ -42,6 +42,13 @@ impl Summary {
 /// file only grew since. Reads at most `HEAD + TAIL` bytes, or `GROWTH`.
 pub fn read(kind: StoreKind, path: &Path, at: Stamp, prev: Option<&Summary>) -> Summary {
     match read_inner(kind, path, at, prev) {
+        // A Gemini file without its context row: the project its folder is
+        // named for, as `~/.gemini/projects.json` maps it (the workspace it
+        // resumes in).
+        Ok(mut s) if kind == StoreKind::Gemini && s.skim.cwd.is_none() => {
+            s.skim.cwd = gemini_project_dir(path);
+            s
+        }
         Ok(s) => s,
         Err(e) => {
             log::debug!("{}: cannot summarise: {e}", path.display());
@@ -105,4 +112,59 @@ fn read_inner(
         read_to = start + skipped + skim.read(kind, lines) as u64;
     }
     Ok(Summary { skim, at, read_to })
+}
+
+/// The directory `~/.gemini/projects.json` (`{"projects": {"/dir":
+/// "name"}}`, read up to 4 MiB) maps to the project folder a Gemini store
+/// file `.gemini/tmp/NAME/chats/session-….jsonl` is in.
+fn gemini_project_dir(path: &Path) -> Option<String> {
+    const PROJECTS_MAX: u64 = 4 << 20;
+    let project_dir = path.parent()?.parent()?;
+    let name = project_dir.file_name()?.to_str()?;
+    let gemini = project_dir.parent()?.parent()?;
+    let mut text = Vec::new();
+    File::open(gemini.join("projects.json"))
+        .ok()?
+        .take(PROJECTS_MAX)
+        .read_to_end(&mut text)
+        .ok()?;
+    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    doc.get("projects")?
+        .as_object()?
+        .iter()
+        .find(|(dir, named)| named.as_str() == Some(name) && dir.starts_with('/'))
+        .map(|(dir, _)| dir.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gemini_file_without_its_context_row_is_in_the_directory_projects_json_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let chats = tmp.path().join(".gemini/tmp/other/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let projects = tmp.path().join(".gemini/projects.json");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real/gemini/projects.json"),
+            &projects,
+        )
+        .unwrap();
+        let path = chats.join("session-2026-12-02T17-12-aaaaaaaa.jsonl");
+        std::fs::write(
+            &path,
+            "{\"sessionId\":\"aaaaaaaa-0000-4000-8000-000000000000\",\"projectHash\":\"x\"}\n",
+        )
+        .unwrap();
+        let at = |p: &Path| Stamp {
+            size: std::fs::metadata(p).unwrap().len(),
+            ..Stamp::default()
+        };
+        let summary = read(StoreKind::Gemini, &path, at(&path), None);
+        assert_eq!(summary.skim.cwd.as_deref(), Some("/tmp/gx/other"));
+        std::fs::remove_file(&projects).unwrap();
+        let summary = read(StoreKind::Gemini, &path, at(&path), None);
+        assert_eq!(summary.skim.cwd, None);
+    }
 }
