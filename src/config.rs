@@ -48,9 +48,9 @@ pub struct Config {
     pub worktrees: PathBuf,
     /// The config file's `prices` over the shipped table.
     pub prices: crate::usage::Prices,
-    /// The user's own `OPENCODE_CONFIG_DIR`: opencode reads one such
-    /// directory, so a session's own one links to what is in it.
-    pub opencode_config_dir: Option<PathBuf>,
+    /// The user's own `OPENCODE_CONFIG_CONTENT`, which a session's is
+    /// merged into.
+    pub opencode_config_content: Option<String>,
     /// The user's own `OPENCODE_PERMISSION`, which a session's is merged into.
     pub opencode_permission: Option<String>,
 }
@@ -234,7 +234,10 @@ impl Config {
             engines,
             worktrees,
             prices,
-            opencode_config_dir: absolute(env, "OPENCODE_CONFIG_DIR").ok().flatten(),
+            opencode_config_content: env
+                .get("OPENCODE_CONFIG_CONTENT")
+                .filter(|v| !v.is_empty())
+                .cloned(),
             opencode_permission: env
                 .get("OPENCODE_PERMISSION")
                 .filter(|v| !v.is_empty())

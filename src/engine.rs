@@ -46,6 +46,10 @@ pub struct ScreenRules {
     pub busy: Vec<regex::Regex>,
     pub waiting: Vec<regex::Regex>,
     pub idle: Vec<regex::Regex>,
+    /// Drawn while a resumed or forked conversation is not on the screen
+    /// yet (a start screen that already takes input): no `idle` then, so
+    /// a prompt never goes into a new conversation instead.
+    pub loading: Vec<regex::Regex>,
     /// How long a verdict must hold before it moves the state.
     pub debounce_ms: u64,
     pub paste: Paste,
@@ -229,6 +233,8 @@ struct ScreenEntry {
     waiting: Vec<String>,
     #[serde(default)]
     idle: Vec<String>,
+    #[serde(default)]
+    loading: Vec<String>,
     debounce_ms: Option<u64>,
 }
 
@@ -330,6 +336,7 @@ fn screen_rules(
     let busy = compile_patterns(entry, "busy", &screen.busy)?;
     let waiting = compile_patterns(entry, "waiting", &screen.waiting)?;
     let idle = compile_patterns(entry, "idle", &screen.idle)?;
+    let loading = compile_patterns(entry, "loading", &screen.loading)?;
     if idle.is_empty() {
         return Err(Error::invalid(format!(
             "engine {entry:?}: screen.idle needs a pattern (a prompt is typed only once the agent is idle)"
@@ -373,6 +380,7 @@ fn screen_rules(
         busy,
         waiting,
         idle,
+        loading,
         debounce_ms,
         paste,
         enter_delay_ms,
@@ -551,13 +559,17 @@ fn opencode_data_dir(env: &HashMap<String, String>, home: &Path) -> PathBuf {
 /// interrupt" (then "esc again to interrupt") in the footer while a turn
 /// runs, "△ Permission required" over "Allow once / Allow always /
 /// Reject" for a permission, "ctrl+p commands" in the footer otherwise.
-/// Enter takes the selected "Allow once"; Esc rejects.
+/// Enter takes the selected "Allow once"; Esc rejects. Started with `-s`,
+/// it draws its start screen ("Ask anything…", which takes input and makes
+/// a new conversation of it) before the conversation, for seconds on a
+/// loaded machine.
 fn opencode_screen() -> Option<Arc<ScreenRules>> {
     builtin_screen(
         "opencode",
         &["esc (again to )?interrupt"],
         &["Permission required"],
         &["ctrl\\+p commands"],
+        &["Ask anything"],
         800,
     )
 }
@@ -576,6 +588,7 @@ fn gemini_screen() -> Option<Arc<ScreenRules>> {
             "Do you want to proceed\\?",
         ],
         &["Type your message or @path/to/file"],
+        &[],
         1000,
     )
 }
@@ -590,6 +603,7 @@ fn builtin_screen(
     busy: &[&str],
     waiting: &[&str],
     idle: &[&str],
+    loading: &[&str],
     debounce_ms: u64,
 ) -> Option<Arc<ScreenRules>> {
     let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -597,6 +611,7 @@ fn builtin_screen(
         busy: list(busy),
         waiting: list(waiting),
         idle: list(idle),
+        loading: list(loading),
         debounce_ms: Some(debounce_ms),
     };
     let prompt = PromptEntry {

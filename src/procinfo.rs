@@ -97,6 +97,17 @@ pub fn alive(pid: u32) -> bool {
     status(pid).is_some_and(|s| !zombie(&s))
 }
 
+/// The process session `pid` is in (`NSsid`); `None` for session 0 (see
+/// [`session_members`]).
+pub fn session_of(pid: u32) -> Option<u32> {
+    status_field(&status(pid)?, "NSsid:")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+        .filter(|sid| *sid != 0)
+}
+
 /// The processes whose session id is `sid` (an agent's group and stragglers).
 /// Read from each process's `status` (`NSsid:`, whose first value is the
 /// id as this `/proc` sees it), never its `stat`: see [`status`]. Session

@@ -692,10 +692,42 @@ fn hook_events_move_the_state_others_are_ignored_and_a_restart_goes_on() {
     });
     let before = m.read(&format!("{key}/events"));
 
+    // A turn's end is held until the agent records the turn (this store
+    // never does: 2 s). The daemon goes while it holds the Stop; the next
+    // one applies it.
+    hook(&host, &key, "Stop", ID);
+    let dir = state_dir(&host).join(format!("agents/{key}"));
+    wait_for(5, "the Stop read", || {
+        let saved: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("follow.json")).unwrap()).unwrap();
+        let hooks = std::fs::metadata(dir.join("hooks.jsonl")).unwrap().len();
+        saved["pos"]["offset"] == hooks
+    });
+    assert_eq!(
+        m.read(&format!("{key}/state")),
+        "busy\n",
+        "the Stop is held"
+    );
+    m.terminate();
+    let mut m = host.mount("mnt2");
+    assert!(
+        m.read(&format!("{key}/events")).starts_with(&before),
+        "the events were kept"
+    );
+    assert_eq!(
+        sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait")))),
+        "idle\n"
+    );
+    hook(&host, &key, "UserPromptSubmit", ID);
+    wait_for(5, "busy after the restart", || {
+        m.read(&format!("{key}/state")) == "busy\n"
+    });
+    let before = m.read(&format!("{key}/events"));
+
     // The daemon goes; the agent stays and its hooks go on writing.
     m.terminate();
     hook(&host, &key, "Stop", ID);
-    let m = host.mount("mnt2");
+    let m = host.mount("mnt3");
     assert!(
         m.read(&format!("{key}/events")).starts_with(&before),
         "the events were kept"
@@ -867,4 +899,93 @@ fn a_shell_prompt_written_while_a_command_runs_is_typed_after_it_in_order() {
     // Both were run when their closes returned.
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "one\ntwo\nthree\n");
     assert_eq!(sh_ok(&format!("cat {}", m.q("shell:q/wait"))), "idle\n");
+}
+
+/// A terminal agent from a config entry that, resumed, first draws a start
+/// screen that takes input (as opencode does) and then the conversation:
+/// with that screen named as `loading`, the prompt is typed into the
+/// conversation, never into the start screen.
+#[test]
+fn a_resumed_agent_is_not_ready_while_its_start_screen_shows() {
+    let host = Host::new();
+    let program = host.path("slow-loader");
+    let typed = host.path("typed");
+    let script = r#"#!/usr/bin/env python3
+import os, sys, time, tty
+tty.setraw(0)
+resumed = "--resume" in sys.argv
+def draw(view, text=""):
+    os.write(1, ("\x1b[H\x1b[2J" + view + "\r\n> " + text).encode())
+view = "START: Ask anything" if resumed else "NEW conversation"
+draw(view)
+shown_at = time.monotonic()
+typed = b""
+os.set_blocking(0, False)
+while True:
+    if resumed and view.startswith("START") and time.monotonic() - shown_at > 2.5:
+        view = "CONVERSATION loaded"
+        draw(view, typed.decode(errors="replace"))
+    try:
+        data = os.read(0, 4096)
+    except BlockingIOError:
+        time.sleep(0.02)
+        continue
+    if not data:
+        break
+    *lines, rest = data.replace(b"\x1b[200~", b"").replace(b"\x1b[201~", b"").split(b"\r")
+    for line in lines:
+        with open("TYPED", "a") as f:
+            f.write(view.split(":")[0].split(" ")[0] + " " + (typed + line).decode() + "\n")
+        typed = b""
+        draw("WORKING " + view)
+        time.sleep(0.3)
+        draw(view)
+    typed += rest
+    draw(view, typed.decode(errors="replace"))
+"#;
+    std::fs::write(
+        &program,
+        script.replace("TYPED", &typed.display().to_string()),
+    )
+    .unwrap();
+    sh_ok(&format!("chmod +x '{}'", program.display()));
+    let config = host.path("config.json");
+    let entry = serde_json::json!({"engines": {"loader": {
+        "program": program.display().to_string(),
+        "new": [],
+        "resume": ["--resume", "{id}"],
+        "prompt": {"paste": "bracketed", "enter_delay_ms": 20},
+        "screen": {
+            "busy": ["WORKING"],
+            "idle": ["^>"],
+            "loading": ["Ask anything"],
+            "debounce_ms": 200
+        }
+    }}});
+    std::fs::write(&config, entry.to_string()).unwrap();
+    let m = host.mount_with("mnt", &["--config", config.to_str().unwrap()]);
+    let key = "loader:first";
+    sh_ok(&format!("mkdir {}", m.q(key)));
+    let prompt = |text: &str| {
+        sh_ok(&format!(
+            "/usr/bin/printf '{text}\\n' > {}",
+            m.q(&format!("{key}/prompt"))
+        ))
+    };
+    prompt("one");
+    wait_for(10, "the first prompt typed", || {
+        std::fs::read_to_string(&typed).is_ok_and(|t| t == "NEW one\n")
+    });
+    sh_ok(&format!("echo stop > {}", m.q(&format!("{key}/ctl"))));
+    // Launched again with `resume`: the prompt waits for the conversation.
+    prompt("two");
+    wait_for(10, "the second prompt typed", || {
+        std::fs::read_to_string(&typed).is_ok_and(|t| t.lines().count() == 2)
+    });
+    assert_eq!(
+        std::fs::read_to_string(&typed).unwrap(),
+        "NEW one\nCONVERSATION two\n",
+        "{}",
+        m.log_text()
+    );
 }

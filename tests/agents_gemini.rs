@@ -492,7 +492,7 @@ fn a_gemini_session_follows_clear_forks_and_takes_a_mode() {
 
     // /clear: the session goes on as the new conversation.
     a.prompt(&key, "/clear");
-    common::wait_for(30, "the session to follow /clear", || {
+    a.wait_on(&key, 30, "the session to follow /clear", || {
         let now = a.conversation(&key);
         !now.is_empty() && now != id
     });

@@ -1,15 +1,15 @@
 //! The agents' own hooks, injected per session without touching the user's
 //! files: Claude Code's `--settings` file, Gemini CLI's system settings file
 //! (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`), Codex's `-c notify=[...]` and an
-//! opencode plugin in a per-session config directory
-//! (`OPENCODE_CONFIG_DIR`) all run `sessionfs hook --events FILE --session
+//! opencode plugin named in the config given in its environment
+//! (`OPENCODE_CONFIG_CONTENT`) all run `sessionfs hook --events FILE --session
 //! KEY`, which appends one capped JSON line per event to FILE for the daemon
 //! to follow.
 
 use super::state::HookEvent;
 use serde_json::{json, Map, Value};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The Claude Code hook events that move the state.
 pub const CLAUDE_EVENTS: &[&str] = &[
@@ -254,100 +254,61 @@ pub fn opencode_permission(user: Option<&str>) -> String {
     Value::Object(merged).to_string()
 }
 
-/// The most entries of the user's own opencode config directory linked.
-const OPENCODE_USER_ENTRIES_MAX: usize = 1024;
+/// The config a session's opencode is given in `OPENCODE_CONFIG_CONTENT`
+/// (merged by opencode over every config file it reads): the session's
+/// plugin, by its file URL, after the plugins the user's own
+/// `OPENCODE_CONFIG_CONTENT` names. The rest of the user's value is kept;
+/// one that is not a JSON object is left out (opencode would refuse it),
+/// and the log says so.
+pub fn opencode_config_content(user: Option<&str>, plugin: &Path) -> String {
+    let mut config = match user.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(theirs))) => theirs,
+        Some(_) => {
+            log::warn!("OPENCODE_CONFIG_CONTENT is not a JSON object: sessions are not given it");
+            Map::new()
+        }
+        None => Map::new(),
+    };
+    let mut plugins = match config.remove("plugin") {
+        Some(Value::Array(theirs)) => theirs,
+        Some(other) => vec![other],
+        None => vec![],
+    };
+    plugins.push(json!(file_url(plugin)));
+    config.insert("plugin".into(), Value::Array(plugins));
+    Value::Object(config).to_string()
+}
 
-/// What opencode itself writes into each config directory it reads (the
-/// plugin SDK it installs there): never linked to the user's, so the
-/// session's opencode never writes through a link into the user's files.
-const OPENCODE_OWN_FILES: &[&str] = &[
-    ".gitignore",
-    "bun.lock",
-    "node_modules",
-    "package-lock.json",
-    "package.json",
-];
+/// `file://` and the path, each byte other than `A-Z a-z 0-9 - . _ ~ / :`
+/// percent-encoded.
+fn file_url(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut url = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/:".contains(&b) {
+            url.push(b as char);
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+    url
+}
 
-/// Writes the per-session opencode config directory `dir` (mode 0700)
-/// with [`opencode_plugin`] in `plugin/sessionfs.js`, replaced atomically.
-/// opencode reads a single `OPENCODE_CONFIG_DIR`: when the user has one
-/// (`user_dir`), each of its entries is a link in `dir` (its plugins one
-/// by one beside this one), so their config, agents, commands and plugins
-/// still apply. Links from an earlier launch are made again.
-pub fn write_opencode_config(
-    dir: &Path,
-    user_dir: Option<&Path>,
+/// Writes [`opencode_plugin`] to `path` (replaced atomically). It is named
+/// in the config opencode is given ([`opencode_config_content`]), not put
+/// in a config directory: opencode installs its plugin SDK from npm into
+/// every config directory that has plugins, seconds per new session.
+pub fn write_opencode_plugin(
+    path: &Path,
     exe: &Path,
     events_file: &Path,
     key: &str,
     locks: &Path,
 ) -> std::io::Result<()> {
-    let plugin_dir = dir.join("plugin");
-    crate::atomic::private_dir(&plugin_dir)?;
-    // The config file an earlier version wrote (permissions now come from
-    // the environment); anything else there is left.
-    let old = dir.join("opencode.json");
-    if std::fs::read(&old).is_ok_and(|b| b == br#"{"permission":{"bash":"ask","edit":"ask"}}"#) {
-        let _ = std::fs::remove_file(&old);
-    }
-    for d in [dir, &plugin_dir, &dir.join("plugins")] {
-        remove_links(d);
-    }
     crate::atomic::replace(
-        &plugin_dir.join("sessionfs.js"),
+        path,
         opencode_plugin(exe, events_file, key, locks).as_bytes(),
-    )?;
-    let Some(user_dir) = user_dir.filter(|u| u.is_dir() && *u != dir) else {
-        return Ok(());
-    };
-    for (name, target) in entries(user_dir) {
-        let plugins = name == "plugin" || name == "plugins";
-        if plugins && target.is_dir() {
-            let ours = dir.join(&name);
-            crate::atomic::private_dir(&ours)?;
-            for (file, target) in entries(&target) {
-                link_if_free(&target, &ours.join(file));
-            }
-        } else if !OPENCODE_OWN_FILES.contains(&name.as_str()) {
-            link_if_free(&target, &dir.join(name));
-        }
-    }
-    Ok(())
-}
-
-/// The entries of `dir` (at most [`OPENCODE_USER_ENTRIES_MAX`]), by name,
-/// each with its path.
-fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .take(OPENCODE_USER_ENTRIES_MAX)
-        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
-        .collect()
-}
-
-/// Removes the symbolic links directly in `dir`.
-fn remove_links(dir: &Path) {
-    for (_, path) in entries(dir) {
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
-}
-
-/// Links `link` to `target` unless something is there already (the
-/// session's own file, or what opencode made).
-fn link_if_free(target: &Path, link: &Path) {
-    if std::fs::symlink_metadata(link).is_err() {
-        if let Err(e) = std::os::unix::fs::symlink(target, link) {
-            log::warn!(
-                "cannot link {} to {}: {e}",
-                link.display(),
-                target.display()
-            );
-        }
-    }
+    )
 }
 
 /// The value of Codex's `-c` option that makes it run the hook on every
@@ -426,6 +387,9 @@ pub fn hook_line(payload: &[u8], key: &str, ts_ms: u64) -> String {
         .and_then(|p| p.parse::<u32>().ok())
         .unwrap_or_else(std::os::unix::process::parent_id);
     line.insert("pid".into(), json!(pid));
+    if let Ok(sid) = nix::unistd::getsid(None) {
+        line.insert("sid".into(), json!(sid.as_raw()));
+    }
     let fields: [(&str, &[&str]); 5] = [
         ("session_id", &["session_id", "thread-id", "thread_id"]),
         ("tool_name", &["tool_name"]),
@@ -460,6 +424,7 @@ pub fn parse_hook_line(line: &str) -> Option<(u64, String, HookEvent)> {
             tool_name: s("tool_name"),
             reason: s("reason"),
             pid: v.get("pid").and_then(Value::as_u64).map(|p| p as u32),
+            sid: v.get("sid").and_then(Value::as_u64).map(|p| p as u32),
         },
     ))
 }
@@ -558,40 +523,20 @@ mod tests {
     }
 
     #[test]
-    fn a_sessions_opencode_dir_links_the_users_own_and_keeps_its_plugin() {
-        let tmp = tempfile::tempdir().unwrap();
-        let user = tmp.path().join("user");
-        std::fs::create_dir_all(user.join("plugin")).unwrap();
-        std::fs::create_dir_all(user.join("agent")).unwrap();
-        std::fs::write(user.join("opencode.json"), "{}").unwrap();
-        std::fs::write(user.join("plugin/mine.js"), "").unwrap();
-        std::fs::write(user.join("package.json"), "{}").unwrap();
-        let dir = tmp.path().join("session/opencode");
-        let write = |user: Option<&Path>| {
-            write_opencode_config(
-                &dir,
-                user,
-                Path::new("/bin/sfs"),
-                Path::new("/s/hooks.jsonl"),
-                "opencode:k",
-                Path::new("/l"),
-            )
-            .unwrap()
-        };
-        write(Some(&user));
-        let link = |p: &str| std::fs::read_link(dir.join(p)).ok();
-        assert_eq!(link("opencode.json"), Some(user.join("opencode.json")));
-        assert_eq!(link("agent"), Some(user.join("agent")));
-        assert_eq!(link("plugin/mine.js"), Some(user.join("plugin/mine.js")));
-        assert!(dir.join("plugin/sessionfs.js").is_file());
-        assert!(!dir.join("package.json").exists(), "opencode's own file");
-        // Without it (or with it gone), no link is left.
-        write(None);
-        assert_eq!(link("opencode.json"), None);
-        assert_eq!(link("plugin/mine.js"), None);
-        assert!(dir.join("plugin/sessionfs.js").is_file());
-        let before: Vec<_> = entries(&user).into_iter().map(|e| e.0).collect();
-        assert_eq!(before.len(), 4, "the user's directory is untouched");
+    fn the_sessions_plugin_is_named_after_the_users_own_config_content() {
+        let plugin = Path::new("/state/agents/opencode:a b/plugin.js");
+        let url = "file:///state/agents/opencode:a%20b/plugin.js";
+        let ours: Value = serde_json::from_str(&opencode_config_content(None, plugin)).unwrap();
+        assert_eq!(ours, json!({"plugin": [url]}));
+        let merged: Value = serde_json::from_str(&opencode_config_content(
+            Some(r#"{"plugin":["mine"],"model":"x/y"}"#),
+            plugin,
+        ))
+        .unwrap();
+        assert_eq!(merged, json!({"plugin": ["mine", url], "model": "x/y"}));
+        let bad: Value =
+            serde_json::from_str(&opencode_config_content(Some("not json"), plugin)).unwrap();
+        assert_eq!(bad, json!({"plugin": [url]}));
     }
 
     #[test]
@@ -647,6 +592,9 @@ mod tests {
         assert_eq!(ev.name, "PreToolUse");
         assert_eq!(ev.session_id.as_deref(), Some("sid-1"));
         assert_eq!(ev.tool_name.as_deref(), Some("Bash"));
+        // The process session it ran in: this test's own.
+        let own = nix::unistd::getsid(None).unwrap().as_raw() as u32;
+        assert_eq!(ev.sid, Some(own));
 
         let note = json!({"session_id": "s", "hook_event_name": "Notification",
             "notification_type": "permission_prompt", "message": "m".repeat(5000)});

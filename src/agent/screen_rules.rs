@@ -56,6 +56,18 @@ fn rules_verdict(rules: &ScreenRules, screen: &str) -> Verdict {
 /// Codex after "Working (Ns").
 const RUNNING: &str = "esc to interrupt";
 
+/// As [`verdict`], for an agent that was started on an earlier
+/// conversation and is not ready yet: the start screen its rules name as
+/// `loading` is not `Ready`, though it takes input.
+pub fn verdict_while_loading(tui: &Tui, screen: &str) -> Verdict {
+    match (tui, verdict(tui, screen)) {
+        (Tui::Rules(rules), Verdict::Ready) if matched_row(&rules.loading, screen).is_some() => {
+            Verdict::Unknown
+        }
+        (_, v) => v,
+    }
+}
+
 /// Judges one screen (rows joined by newlines, as `vt100` gives them).
 pub fn verdict(tui: &Tui, screen: &str) -> Verdict {
     let lines: Vec<&str> = screen.lines().collect();
@@ -310,6 +322,7 @@ mod tests {
             busy: vec![re("esc to cancel")],
             waiting: vec![re("Waiting for user confirmation")],
             idle: vec![re("^─{20,}\n>\\s")],
+            loading: vec![],
             debounce_ms: 600,
             paste: Paste::Bracketed,
             enter_delay_ms: 300,
@@ -324,6 +337,15 @@ mod tests {
         let bar = "─".repeat(40);
         let idle = format!("  > say hi\n\n  ◆︎ QWEN ANSWER OK\n\n{bar}\n>   Type your message or @path/to/file\n{bar}\n  ➜ proj · fake-model\n");
         assert_eq!(verdict(&tui, &idle), Verdict::Ready);
+        // A start screen named as `loading` is not ready for a resumed one.
+        let loads = Tui::Rules(Arc::new(ScreenRules {
+            loading: vec![regex::Regex::new("Tips for getting started").unwrap()],
+            ..qwen_rules()
+        }));
+        let start = format!("{idle}\nTips for getting started:\n");
+        assert_eq!(verdict(&loads, &start), Verdict::Ready);
+        assert_eq!(verdict_while_loading(&loads, &start), Verdict::Unknown);
+        assert_eq!(verdict_while_loading(&loads, &idle), Verdict::Ready);
         let busy = format!("  > say hi\n\n  .  Herding digital cats... (1s · ↓ 4 tokens · esc to cancel)\n{bar}\n>   Type your message\n{bar}\n");
         assert_eq!(verdict(&tui, &busy), Verdict::Working);
         let asks = "  > run it\n  ? Shell touch x\n\n   Allow execution of: 'touch'?\n\n   › 1. Yes, allow once\n     2. Always allow run 'touch *' commands in this project\n     4. No, suggest changes (esc)\n\n  ⠏ Waiting for user confirmation...\n";

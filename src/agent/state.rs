@@ -95,7 +95,7 @@ impl Source {
 
 /// One event from the agent's hooks (Claude Code) or notify program (Codex),
 /// as the hook file records it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookEvent {
     /// `hook_event_name` (Claude) or the notification `type` (Codex:
     /// `agent-turn-complete`).
@@ -108,6 +108,11 @@ pub struct HookEvent {
     pub reason: Option<String>,
     /// The agent process the hook ran for, when the line says.
     pub pid: Option<u32>,
+    /// The hook's own process session, as it ran: a process of the agent's
+    /// session, whether or not the hook's parent is still alive when the
+    /// line is read.
+    #[serde(default)]
+    pub sid: Option<u32>,
 }
 
 /// What the screen shows, as judged by a per-engine classifier.

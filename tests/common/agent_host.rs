@@ -222,6 +222,39 @@ impl Agents {
         let states = self.states(key);
         states[states.len().saturating_sub(n)..].to_vec()
     }
+
+    /// What a failed wait on `key` prints: its hook lines, events, screen,
+    /// the daemon's log lines about it and the requests the stand-in got.
+    pub fn diagnose(&self, key: &str) -> String {
+        let hooks = self
+            .host
+            .path("state")
+            .join("sessionfs/agents")
+            .join(key)
+            .join("hooks.jsonl");
+        let log: Vec<String> = self
+            .m
+            .log_text()
+            .lines()
+            .filter(|l| l.contains(key))
+            .map(str::to_string)
+            .collect();
+        format!(
+            "hooks:\n{}\nevents:\n{}\nscreen:\n{}\nlog:\n{}\nrequests:\n{}",
+            std::fs::read_to_string(&hooks).unwrap_or_default(),
+            std::fs::read_to_string(self.m.path(&format!("{key}/events"))).unwrap_or_default(),
+            std::fs::read_to_string(self.m.path(&format!("{key}/screen"))).unwrap_or_default(),
+            log[log.len().saturating_sub(60)..].join("\n"),
+            self.api.log()
+        )
+    }
+
+    /// Waits for `probe` up to `secs`; panics with what `key` shows.
+    pub fn wait_on(&self, key: &str, secs: u64, what: &str, probe: impl FnMut() -> bool) {
+        if !super::wait_until(secs, probe) {
+            panic!("timed out waiting for {what}\n{}", self.diagnose(key));
+        }
+    }
 }
 
 impl Drop for Agents {

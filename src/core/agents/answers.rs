@@ -19,6 +19,9 @@ const KEY_GAP: Duration = Duration::from_millis(60);
 /// How long the agent has to leave the question (or the turn) before the
 /// keys are sent again, once.
 const LEAVE_WITHIN: Duration = Duration::from_millis(1500);
+/// How long it has after the keys went again: a loaded machine redraws
+/// late, and a third sending could answer the next question.
+const LEFT_BY: Duration = Duration::from_secs(10);
 /// How long `interrupt` waits for the turn to show on an opencode screen
 /// before its first Esc.
 const TURN_SHOWS_WITHIN: Duration = Duration::from_millis(1500);
@@ -66,7 +69,7 @@ impl Core {
             dialogs::read(&tui, &rt.screen_text())
                 .is_none_or(|now| now.text != asked.text || now.detail != asked.detail)
         };
-        for _ in 0..2 {
+        for within in [LEAVE_WITHIN, LEFT_BY] {
             for k in &keys {
                 client
                     .push(k, Instant::now() + crate::core::INPUT_DEADLINE)
@@ -75,7 +78,7 @@ impl Core {
                     })?;
                 std::thread::sleep(KEY_GAP);
             }
-            if self.screen_shows(&rt, LEAVE_WITHIN, &gone) {
+            if self.screen_shows(&rt, within, &gone) {
                 rt.note_input();
                 // A refusal ends the turn (Claude and Codex say it was
                 // interrupted, and fire no hook); any other answer goes on.
@@ -124,11 +127,11 @@ impl Core {
                 != crate::agent::state::Verdict::Working
                 && dialogs::read(&tui, &screen).is_none()
         };
-        for _ in 0..2 {
+        for within in [LEAVE_WITHIN, LEFT_BY] {
             client
                 .push(ESC, Instant::now() + crate::core::INPUT_DEADLINE)
                 .map_err(|(_, e)| crate::core::session_runtime::send_error(key, "interrupt", &e))?;
-            if self.screen_shows(&rt, LEAVE_WITHIN, &stopped) {
+            if self.screen_shows(&rt, within, &stopped) {
                 rt.note_input();
                 crate::core::agents::session_agent::process(
                     &rt,

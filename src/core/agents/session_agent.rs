@@ -11,8 +11,8 @@
 
 use crate::agent::events::{Event, EventLog, FollowPos, Follower};
 use crate::agent::hooks::{
-    codex_notify_arg, gemini_reads_settings_under, opencode_permission, parse_hook_line,
-    write_claude_settings, write_gemini_settings, write_opencode_config,
+    codex_notify_arg, gemini_reads_settings_under, opencode_config_content, opencode_permission,
+    parse_hook_line, write_claude_settings, write_gemini_settings, write_opencode_plugin,
 };
 use crate::agent::screen_rules::{self, composer_cleared, composer_shows, Paste, ScreenRules, Tui};
 use crate::agent::state::{
@@ -183,7 +183,15 @@ struct Inner {
     /// that comes first (a turn too quick for any screen look) starts the
     /// turn before it ends it, so `events` shows both.
     entered: bool,
-    saved: FollowPos,
+    /// What was last saved for a daemon that joins after this one.
+    saved: Saved,
+    /// Launched on an earlier conversation (resumed or forked): until it
+    /// is first ready, its start screen is not (see
+    /// [`screen_rules::verdict_while_loading`]).
+    loading: bool,
+    /// Joined a running master whose hook lines since the last daemon are
+    /// not read yet: `wait` holds its answer until the first look read them.
+    catching_up: bool,
     /// The output count last seen by the tick, when it last changed, and
     /// when the session was last looked at (ms): a quiet session is looked
     /// at only every [`QUIET_LOOK_MS`].
@@ -371,6 +379,15 @@ impl Inner {
     }
 }
 
+/// What a launch started the agent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::core) enum ConversationOpened {
+    New,
+    Resumed,
+    /// A new conversation carrying an earlier one's turns.
+    Forked,
+}
+
 /// Why a prompt is refused while the agent waits for an answer.
 fn waiting_refusal(key: &SessionKey) -> Error {
     Error::new(
@@ -445,7 +462,9 @@ impl Default for Agent {
                 deferred: vec![],
                 ending: None,
                 entered: false,
-                saved: FollowPos::default(),
+                saved: Saved::default(),
+                loading: false,
+                catching_up: false,
                 tick_output: u64::MAX,
                 output_changed_ms: 0,
                 looked_ms: 0,
@@ -475,7 +494,8 @@ impl Agent {
     /// `None` while one is on its way.
     pub(in crate::core) fn written_state(&self) -> Option<State> {
         let inner = lock(&self.inner);
-        (inner.queued == self.written.load(Ordering::Acquire)).then(|| inner.tracker.state())
+        (inner.queued == self.written.load(Ordering::Acquire) && !inner.catching_up)
+            .then(|| inner.tracker.state())
     }
 
     /// Changes so far: what a cached listing compares.
@@ -510,11 +530,16 @@ impl Agent {
     }
 }
 
-/// The follower's place and the agent session ids, saved beside the events.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+/// The follower's place, the agent session ids and the events read but not
+/// applied yet (a turn's end held for its record, a Codex event held for its
+/// thread), saved beside the events: a daemon that joins goes on from there,
+/// so an event read just before a stop or a crash is not lost.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Saved {
     pos: FollowPos,
     own_ids: Vec<String>,
+    #[serde(default)]
+    held: Vec<(u64, HookEvent)>,
 }
 
 fn saved_path(files: &AgentFiles) -> std::path::PathBuf {
@@ -736,25 +761,36 @@ impl Core {
                 }
             }
             AgentKind::Opencode => {
-                let dir = files.dir().join("opencode");
-                match write_opencode_config(
-                    &dir,
-                    self.config.opencode_config_dir.as_deref(),
+                // An earlier version's config directory (the plugin SDK
+                // opencode installed in it, links to the user's files).
+                let old = files.dir().join("opencode");
+                if old.is_dir() {
+                    let _ = std::fs::remove_dir_all(&old);
+                }
+                let plugin = files.dir().join("opencode-plugin.js");
+                match write_opencode_plugin(
+                    &plugin,
                     &self.wrapper,
                     &files.hooks,
                     key.as_str(),
                     &self.config.lock_dir,
                 ) {
-                    // Its config directory and permissions are given in
-                    // the environment (the user's own config is read as
-                    // well).
+                    // Its plugin and permissions are given in the
+                    // environment, merged by opencode over the user's own
+                    // config files and directories, which it reads as ever.
                     Ok(()) => {
-                        let dir = format!("OPENCODE_CONFIG_DIR={}", dir.display());
+                        let content = format!(
+                            "OPENCODE_CONFIG_CONTENT={}",
+                            opencode_config_content(
+                                self.config.opencode_config_content.as_deref(),
+                                &plugin
+                            )
+                        );
                         let permission = format!(
                             "OPENCODE_PERMISSION={}",
                             opencode_permission(self.config.opencode_permission.as_deref())
                         );
-                        argv.splice(0..0, ["env".to_string(), dir, permission]);
+                        argv.splice(0..0, ["env".to_string(), content, permission]);
                     }
                     Err(e) => log::warn!("{key}: no plugin: {e}"),
                 }
@@ -824,9 +860,10 @@ impl Core {
         rt: &SessionRuntime,
         engine: &Engine,
         outcome: OpenOutcome,
-        resume: bool,
+        conversation_opened: ConversationOpened,
         agent_pid: Option<u32>,
     ) {
+        let resume = conversation_opened == ConversationOpened::Resumed;
         let kind = AgentKind::of(engine, &self.config.state_dir);
         let files = AgentFiles::new(&self.config.state_dir, key.as_str());
         let _ = crate::config::make_private_dir(files.dir());
@@ -870,6 +907,8 @@ impl Core {
                     tracker.own_id(id);
                 }
             }
+            // What the last daemon had read and not applied comes first.
+            let held = if launched { vec![] } else { saved.held.clone() };
             inner.kind = Some(kind);
             inner.tui = tui_of(engine);
             inner.tracker = tracker;
@@ -879,10 +918,21 @@ impl Core {
             inner.seen_output = u64::MAX;
             inner.verdict = Verdict::Unknown;
             inner.agent_pid = agent_pid;
-            inner.deferred.clear();
+            inner.deferred = held;
             inner.ending = None;
             inner.entered = false;
-            inner.saved = pos;
+            inner.saved = if launched {
+                Saved {
+                    pos,
+                    ..Saved::default()
+                }
+            } else {
+                saved
+            };
+            inner.catching_up = !launched && kind.has_hooks();
+            inner.loading = launched && conversation_opened != ConversationOpened::New;
+            // Looked at by the next tick, which reads what came meanwhile.
+            inner.tick_output = u64::MAX;
             inner.evidence_ms = now;
             inner.queue(&mut changes, now);
         }
@@ -900,7 +950,7 @@ impl Core {
                 &files,
                 &Saved {
                     pos,
-                    own_ids: vec![],
+                    ..Saved::default()
                 },
             );
         }
@@ -917,7 +967,7 @@ impl Core {
     fn agent_tick(&self, key: &SessionKey, rt: &Arc<SessionRuntime>) {
         let output = rt.scrollback.total();
         let input_ms = lock(&rt.state).last_input_ms;
-        let (kind, tui, follower, opens, seen, pid, ending, look) = {
+        let (kind, tui, follower, opens, seen, pid, ending, look, loading) = {
             let mut inner = lock(&rt.agent.inner);
             let Some(kind) = inner.kind else { return };
             if matches!(inner.tracker.state(), State::Stopped | State::Exited) {
@@ -936,6 +986,7 @@ impl Core {
                 inner.ending.as_ref().map(|(_, ts, _)| *ts),
                 // The store is looked at while a turn's end is held.
                 kind.has_hooks() && inner.ending.is_some(),
+                inner.loading && inner.tracker.state() == State::Starting,
             )
         };
         let store = if look {
@@ -954,7 +1005,11 @@ impl Core {
             .collect();
         let total = rt.scrollback.total();
         let verdict = match &tui {
-            Some(tui) if total != seen => Some(screen_rules::verdict(tui, &rt.screen_text())),
+            Some(tui) if total != seen => Some(if loading {
+                screen_rules::verdict_while_loading(tui, &rt.screen_text())
+            } else {
+                screen_rules::verdict(tui, &rt.screen_text())
+            }),
             Some(_) => None,
             None => pid.and_then(foreground_job).map(|job| {
                 if job {
@@ -1021,21 +1076,35 @@ impl Core {
                 });
             }
             if let Some(pos) = inner.follower.as_ref().map(Follower::pos) {
-                if pos != inner.saved {
-                    inner.saved = pos;
-                    save = Some(Saved {
+                let held: Vec<(u64, HookEvent)> = (inner.ending.iter())
+                    .map(|(e, ts, _)| (*ts, e.clone()))
+                    .chain(inner.deferred.iter().cloned())
+                    .collect();
+                let own = inner.tracker.own_ids();
+                if pos != inner.saved.pos || held != inner.saved.held || own != inner.saved.own_ids
+                {
+                    inner.saved = Saved {
                         pos,
-                        own_ids: inner.tracker.own_ids().to_vec(),
-                    });
+                        own_ids: own.to_vec(),
+                        held,
+                    };
+                    save = Some((inner.saved.clone(), inner.files.clone()));
                 }
             }
+            let caught_up = std::mem::take(&mut inner.catching_up);
             inner.queue(&mut changes, now);
+            if caught_up {
+                rt.agent.changed.notify_all();
+                self.agents.waits.wake();
+            }
         }
-        let files = lock(&rt.agent.inner).files.clone();
-        if let (Some(saved), Some(files)) = (save, files) {
+        // The changes reach the log before the place past their lines is
+        // saved: a daemon gone between the two reads those lines again
+        // (applying a hook twice changes nothing) rather than losing them.
+        self.agent_changed(rt);
+        if let Some((saved, Some(files))) = save {
             write_saved(&files, &saved);
         }
-        self.agent_changed(rt);
     }
 
     /// The conversation the agent's own process switched to, if these
@@ -1097,7 +1166,9 @@ impl Core {
                     })
                     .map(|to| (to, "its plugin's session.created".into())),
                 // Gemini runs its hooks through `bash -c`, which execs the
-                // hook: its parent is the agent or a process of its session.
+                // hook: its parent is the agent or a process of its session,
+                // and the hook ran in the agent's process session (recorded
+                // as it ran; older lines: its parent, if still alive).
                 AgentKind::Gemini => crate::agent::claims::hook_switch(
                     &event.name,
                     event.reason.as_deref(),
@@ -1105,7 +1176,11 @@ impl Core {
                 )
                 .filter(|_| match (event.pid, agent_pid) {
                     (Some(pid), Some(agent)) => {
-                        pid == agent || crate::procinfo::session_members(agent).contains(&pid)
+                        pid == agent
+                            || event
+                                .sid
+                                .is_some_and(|sid| crate::procinfo::session_of(agent) == Some(sid))
+                            || crate::procinfo::session_members(agent).contains(&pid)
                     }
                     _ => true,
                 })

@@ -3,6 +3,7 @@
 //! holding no lock; joining live masters at start.
 
 use crate::clock::now_ms;
+use crate::core::agents::session_agent::ConversationOpened;
 use crate::core::organize::sidecar::SessionMeta;
 use crate::core::{Core, SessionRuntime, STOP_GRACE};
 use crate::engine::{Engine, Store};
@@ -225,6 +226,11 @@ impl Core {
             fork_file: fork_file.as_deref(),
         };
         let mut argv = engine.argv_with(&self.conversation_id(key), resume, &options);
+        let conversation_opened = match (resume, options.fork_from) {
+            (true, _) => ConversationOpened::Resumed,
+            (false, Some(_)) if !engine.fork_args.is_empty() => ConversationOpened::Forked,
+            _ => ConversationOpened::New,
+        };
         self.agent_argv(key, engine, &mut argv);
         let cwd = self.workspace(key);
         let launch_dir = cwd.clone();
@@ -312,7 +318,7 @@ impl Core {
             rt,
             engine,
             opened.outcome,
-            resume,
+            conversation_opened,
             opened.record.as_ref().map(|r| r.agent_pid),
         );
         log::info!(
