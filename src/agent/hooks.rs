@@ -180,8 +180,8 @@ pub const OPENCODE_EVENTS: &[&str] = &[
 /// The per-session opencode plugin: for each event in [`OPENCODE_EVENTS`]
 /// it runs the hook command with a payload of `hook_event_name`,
 /// `session_id`, `reason` (the status, the error, the reply) and
-/// `tool_name` (what a permission is for), one at a time in the order the
-/// events came. A subagent's `session.created` (it has a parent) is not
+/// `tool_name` (what a permission is for) and `at` (when it came, in ms
+/// since the epoch), one at a time in the order the events came. A subagent's `session.created` (it has a parent) is not
 /// reported.
 pub fn opencode_plugin(exe: &Path, events_file: &Path, key: &str, locks: &Path) -> String {
     let argv = json!([
@@ -228,6 +228,7 @@ export const SessionfsState = async () => ({{
       session_id: p.sessionID || info.sessionID || info.id || null,
       reason: (p.status && p.status.type) || error.name || p.reply || p.response || null,
       tool_name: p.permission || p.type || null,
+      at: Date.now(),
     }};
     queue = queue.then(() => run(payload));
     await queue;
@@ -387,6 +388,11 @@ pub fn hook_line(payload: &[u8], key: &str, ts_ms: u64) -> String {
         .and_then(|p| p.parse::<u32>().ok())
         .unwrap_or_else(std::os::unix::process::parent_id);
     line.insert("pid".into(), json!(pid));
+    // When the agent says the event happened (opencode's plugin, whose
+    // hooks run one after another and may be written late).
+    if let Some(at) = parsed.as_ref().and_then(|o| o.get("at")?.as_u64()) {
+        line.insert("at_ms".into(), json!(at));
+    }
     if let Ok(sid) = nix::unistd::getsid(None) {
         line.insert("sid".into(), json!(sid.as_raw()));
     }
@@ -425,6 +431,7 @@ pub fn parse_hook_line(line: &str) -> Option<(u64, String, HookEvent)> {
             reason: s("reason"),
             pid: v.get("pid").and_then(Value::as_u64).map(|p| p as u32),
             sid: v.get("sid").and_then(Value::as_u64).map(|p| p as u32),
+            at_ms: v.get("at_ms").and_then(Value::as_u64),
         },
     ))
 }

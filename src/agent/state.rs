@@ -113,6 +113,10 @@ pub struct HookEvent {
     /// line is read.
     #[serde(default)]
     pub sid: Option<u32>,
+    /// When the agent says the event happened (ms since the epoch), where
+    /// that may be well before its line was written.
+    #[serde(default)]
+    pub at_ms: Option<u64>,
 }
 
 /// What the screen shows, as judged by a per-engine classifier.

@@ -183,6 +183,8 @@ struct Inner {
     /// that comes first (a turn too quick for any screen look) starts the
     /// turn before it ends it, so `events` shows both.
     entered: bool,
+    /// When that prompt's first Enter went out (ms since the epoch).
+    entered_ms: u64,
     /// What was last saved for a daemon that joins after this one.
     saved: Saved,
     /// Launched on an earlier conversation (resumed or forked): until it
@@ -339,6 +341,16 @@ impl Inner {
                 .as_ref()
                 .is_some_and(|id| self.tracker.own_ids().contains(id));
             if is_turn_end(&event) && own {
+                // The end of an earlier turn (or of the fork's making),
+                // written after this prompt's Enter went out: not this
+                // turn's.
+                if self.entered && event.at_ms.is_some_and(|at| at < self.entered_ms) {
+                    log::info!(
+                        "{key}: {} from before the prompt's Enter ignored",
+                        event.name
+                    );
+                    continue;
+                }
                 self.ending = Some((event, ts, Instant::now()));
                 continue;
             }
@@ -462,6 +474,7 @@ impl Default for Agent {
                 deferred: vec![],
                 ending: None,
                 entered: false,
+                entered_ms: 0,
                 saved: Saved::default(),
                 loading: false,
                 catching_up: false,
@@ -1588,6 +1601,9 @@ impl Core {
                     inner.queue(&mut changes, now);
                 }
                 inner.entered = true;
+                if enters == 0 {
+                    inner.entered_ms = now_ms();
+                }
             }
             self.agent_changed(&rt);
             if enters > 0 {
@@ -1988,6 +2004,53 @@ mod tests {
         );
         assert!(inner.turn_seen(), "the prompt sees its turn taken");
         assert!(!inner.entered);
+    }
+
+    /// opencode's plugin writes its events one after another, so the end
+    /// of what came before a prompt (a fork's making) may be written after
+    /// the prompt's Enter: by when the plugin says it happened, it is not
+    /// the new turn's end.
+    #[test]
+    fn a_turn_end_sent_before_the_prompts_enter_is_not_its_turns() {
+        let key = SessionKey::parse("opencode:fork").unwrap();
+        let idle = |at_ms| HookEvent {
+            name: "session.idle".into(),
+            session_id: Some("ses_1".into()),
+            at_ms: Some(at_ms),
+            ..HookEvent::default()
+        };
+        let agent = Agent::default();
+        let mut inner = lock(&agent.inner);
+        inner.kind = Some(AgentKind::Opencode);
+        inner.tracker = AgentKind::Opencode.tracker(State::Idle, 0, None);
+        inner.tracker.own_id("ses_1");
+        inner.entered = true;
+        inner.entered_ms = 1_000;
+        let mut changes = vec![];
+        inner.take_hooks(
+            AgentKind::Opencode,
+            &key,
+            vec![(1_200, idle(900))],
+            1_200,
+            &mut changes,
+        );
+        assert!(
+            inner.ending.is_none(),
+            "an end from before the Enter is held"
+        );
+        assert!(inner.entered, "the turn is still to be seen");
+        inner.take_hooks(
+            AgentKind::Opencode,
+            &key,
+            vec![(1_300, idle(1_100))],
+            1_300,
+            &mut changes,
+        );
+        assert!(
+            inner.ending.is_some(),
+            "the turn's own end is held for its record"
+        );
+        assert!(changes.is_empty(), "{changes:?}");
     }
 
     /// Two threads change one session's state at once (a prompt's Enter
