@@ -8,10 +8,11 @@
 mod common;
 
 use common::agents::{agents_bin, AgentEnv};
-use common::model_api::ModelApi;
+use common::model_api::{Answer, ModelApi};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A directory for the per-session settings whose every ancestor is
 /// writable by its owner alone: Gemini skips a system settings file under
@@ -648,9 +649,18 @@ fn a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_res
     // A new daemon: the live session goes on.
     a.restart();
     assert_eq!(a.read(&key, "state"), "idle\n");
-    a.api.push_text("Gemini: after the restart.");
+    a.api.push(
+        Answer::Text("Gemini: after the restart.".into()),
+        Duration::from_secs(3),
+    );
     a.prompt(&key, "still there");
-    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(30, "busy before the crash", || {
+        a.read(&key, "state") == "busy\n"
+    });
+    // The daemon is killed while the turn runs: the next one reads the
+    // turn's end the hooks wrote meanwhile.
+    a.crash_restart("mnt3");
+    assert_eq!(a.wait(&key, 90), "idle\n", "{}", a.diagnose(&key));
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !a
         .read(&key, "transcript/last")

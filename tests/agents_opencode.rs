@@ -206,9 +206,18 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     // A new daemon: the live session goes on, its plugin's events followed.
     a.restart();
     assert_eq!(a.read(&key, "state"), "idle\n");
-    a.api.push_text("opencode: after the restart.");
+    a.api.push(
+        Answer::Text("opencode: after the restart.".into()),
+        Duration::from_secs(3),
+    );
     a.prompt(&key, "still there");
-    assert_eq!(a.wait(&key, 90), "idle\n");
+    common::wait_for(30, "busy before the crash", || {
+        a.read(&key, "state") == "busy\n"
+    });
+    // The daemon is killed while the turn runs: the next one reads the
+    // turn's end the plugin wrote meanwhile.
+    a.crash_restart("mnt3");
+    assert_eq!(a.wait(&key, 90), "idle\n", "{}", a.diagnose(&key));
     common::wait_for(20, "the answer after the restart", || {
         a.read(&key, "transcript/last")
             .contains("opencode: after the restart.")

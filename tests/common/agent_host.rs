@@ -202,6 +202,12 @@ impl Agents {
         self.m = self.host.mount("mnt2");
     }
 
+    /// The daemon is killed (SIGKILL) and a new one mounts at `name`.
+    pub fn crash_restart(&mut self, name: &str) {
+        self.m.kill9();
+        self.m = self.host.mount(name);
+    }
+
     pub fn events(&self, key: &str) -> Vec<serde_json::Value> {
         self.read(key, "events")
             .lines()

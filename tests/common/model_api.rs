@@ -544,9 +544,10 @@ fn send_json(out: &mut TcpStream, status: u16, v: &Value) -> std::io::Result<()>
     out.flush()
 }
 
-/// Sends SSE events as chunks; pauses `delay` after the first one; calls
-/// `last` right before the last event goes out (so whoever sees the end of
-/// the stream finds it recorded).
+/// Sends SSE events as chunks; pauses `delay` after the first one (before
+/// it when it is the only one, which holds the whole answer: Gemini's);
+/// calls `last` right before the last event goes out (so whoever sees the
+/// end of the stream finds it recorded).
 fn stream(
     out: &mut TcpStream,
     events: &[(String, Value)],
@@ -558,6 +559,10 @@ fn stream(
         out,
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
     )?;
+    out.flush()?;
+    if events.len() == 1 && !delay.is_zero() {
+        std::thread::sleep(delay);
+    }
     for (i, (name, data)) in events.iter().enumerate() {
         if i + 1 == events.len() {
             if let Some(f) = last.take() {
@@ -572,7 +577,7 @@ fn stream(
         };
         write!(out, "{:x}\r\n{chunk}\r\n", chunk.len())?;
         out.flush()?;
-        if i == 0 && !delay.is_zero() {
+        if i == 0 && events.len() > 1 && !delay.is_zero() {
             std::thread::sleep(delay);
         }
     }

@@ -507,8 +507,10 @@ impl Agent {
     /// `None` while one is on its way.
     pub(in crate::core) fn written_state(&self) -> Option<State> {
         let inner = lock(&self.inner);
-        (inner.queued == self.written.load(Ordering::Acquire) && !inner.catching_up)
-            .then(|| inner.tracker.state())
+        let state = inner.tracker.state();
+        // A process that ended is final, read or not.
+        let read = !inner.catching_up || matches!(state, State::Stopped | State::Exited);
+        (inner.queued == self.written.load(Ordering::Acquire) && read).then_some(state)
     }
 
     /// Changes so far: what a cached listing compares.
