@@ -661,6 +661,22 @@ fn hook(host: &Host, key: &str, event: &str, session_id: &str) {
     assert!(child.wait().unwrap().success());
 }
 
+/// A new daemon at `name`, whose `events` of `key` still begin with
+/// `before`.
+fn remount_keeping(host: &Host, name: &str, key: &str, before: &str) -> Mount {
+    let m = host.mount(name);
+    assert!(
+        m.read(&format!("{key}/events")).starts_with(before),
+        "the events were kept"
+    );
+    m
+}
+
+/// What `wait` of `key` returns (at most 10 s).
+fn wait_line(m: &Mount, key: &str) -> String {
+    sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait"))))
+}
+
 #[test]
 fn hook_events_move_the_state_others_are_ignored_and_a_restart_goes_on() {
     let host = fake_claude(Host::new());
@@ -709,15 +725,8 @@ fn hook_events_move_the_state_others_are_ignored_and_a_restart_goes_on() {
         "the Stop is held"
     );
     m.terminate();
-    let mut m = host.mount("mnt2");
-    assert!(
-        m.read(&format!("{key}/events")).starts_with(&before),
-        "the events were kept"
-    );
-    assert_eq!(
-        sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait")))),
-        "idle\n"
-    );
+    let mut m = remount_keeping(&host, "mnt2", &key, &before);
+    assert_eq!(wait_line(&m, &key), "idle\n");
     hook(&host, &key, "UserPromptSubmit", ID);
     wait_for(5, "busy after the restart", || {
         m.read(&format!("{key}/state")) == "busy\n"
@@ -727,17 +736,10 @@ fn hook_events_move_the_state_others_are_ignored_and_a_restart_goes_on() {
     // The daemon goes; the agent stays and its hooks go on writing.
     m.terminate();
     hook(&host, &key, "Stop", ID);
-    let m = host.mount("mnt3");
-    assert!(
-        m.read(&format!("{key}/events")).starts_with(&before),
-        "the events were kept"
-    );
+    let m = remount_keeping(&host, "mnt3", &key, &before);
     // The Stop written while no daemon ran is read (the store it waits
     // for does not exist: at most its wait for the record).
-    assert_eq!(
-        sh_ok(&format!("timeout 10 cat {}", m.q(&format!("{key}/wait")))),
-        "idle\n"
-    );
+    assert_eq!(wait_line(&m, &key), "idle\n");
     let events = m.read(&format!("{key}/events"));
     let last: serde_json::Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
     assert_eq!(last["state"], "idle");
