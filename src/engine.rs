@@ -571,6 +571,7 @@ fn opencode_screen() -> Option<Arc<ScreenRules>> {
         &["ctrl\\+p commands"],
         &["Ask anything"],
         800,
+        20,
     )
 }
 
@@ -590,14 +591,14 @@ fn gemini_screen() -> Option<Arc<ScreenRules>> {
         &["Type your message or @path/to/file"],
         &[],
         1000,
+        // An Enter within 40 ms of a paste is taken as a new line in it.
+        50,
     )
 }
 
 /// A built-in agent's screen rules: its patterns, a bracketed paste whose
-/// text is watched for on the screen, then Enter 20 ms after it shows
-/// (Gemini and opencode took every such Enter in the tests and the
-/// benchmark), Enter to approve (the first option is selected) and Esc to
-/// deny.
+/// text is watched for on the screen, then Enter `enter_delay_ms` after it
+/// shows, Enter to approve (the first option is selected) and Esc to deny.
 fn builtin_screen(
     name: &str,
     busy: &[&str],
@@ -605,6 +606,7 @@ fn builtin_screen(
     idle: &[&str],
     loading: &[&str],
     debounce_ms: u64,
+    enter_delay_ms: u64,
 ) -> Option<Arc<ScreenRules>> {
     let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let screen = ScreenEntry {
@@ -616,7 +618,7 @@ fn builtin_screen(
     };
     let prompt = PromptEntry {
         paste: Some("bracketed".into()),
-        enter_delay_ms: Some(20),
+        enter_delay_ms: Some(enter_delay_ms),
     };
     let answers = AnswersEntry {
         approve: Some("\r".into()),

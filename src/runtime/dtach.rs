@@ -43,13 +43,72 @@ pub fn winsize(cols: u16, rows: u16) -> [u8; 8] {
     w
 }
 
-/// The packets that push `input` to the PTY.
+/// The packets that push `input` to the PTY: up to [`PUSH_MAX`] bytes
+/// each, never ending inside an escape sequence or a UTF-8 character that
+/// fits in one. The master writes each packet to the PTY on its own, and a
+/// program may read between two: Gemini CLI 0.61, given a bracketed
+/// paste's end (`ESC [ 2 0 1 ~`) in two reads, stays in paste mode and
+/// takes every Enter after it as a new line.
 pub fn push_packets(input: &[u8]) -> impl Iterator<Item = [u8; 10]> + '_ {
-    input.chunks(PUSH_MAX).map(|chunk| {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= input.len() {
+            return None;
+        }
+        let end = chunk_end(input, start);
+        let chunk = &input[start..end];
+        start = end;
         let mut payload = [0u8; 8];
         payload[..chunk.len()].copy_from_slice(chunk);
-        packet(MSG_PUSH, chunk.len() as u8, payload)
+        Some(packet(MSG_PUSH, chunk.len() as u8, payload))
     })
+}
+
+/// Where the packet of `input` that begins at `start` ends (see
+/// [`push_packets`]); always past `start`.
+fn chunk_end(input: &[u8], start: usize) -> usize {
+    let full = (start + PUSH_MAX).min(input.len());
+    if full == input.len() {
+        return full;
+    }
+    let mut end = full;
+    // Not inside a UTF-8 character: back to the byte that begins it.
+    while end > start + 1 && input[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    if input[end] & 0xC0 == 0x80 {
+        end = full;
+    }
+    // Not inside an escape sequence: before the ESC that begins it.
+    if let Some(esc) = input[start..end].iter().rposition(|b| *b == 0x1B) {
+        let esc = start + esc;
+        if esc > start && esc + escape_len(&input[esc..]) > end {
+            end = esc;
+        }
+    }
+    end
+}
+
+/// The length of the escape sequence `bytes` begins with (ESC, then a CSI's
+/// parameters up to its final byte, or one more byte); all of `bytes` when
+/// it ends first.
+fn escape_len(bytes: &[u8]) -> usize {
+    match bytes.get(1) {
+        Some(b'[') => bytes[2..]
+            .iter()
+            .position(|b| (0x40..=0x7E).contains(b))
+            .map_or(bytes.len(), |i| i + 3),
+        Some(_) => 2,
+        None => 1,
+    }
+}
+
+/// How many input bytes the first `n` of `packets` carry.
+fn carried(packets: &[[u8; 10]], n: usize) -> usize {
+    packets[..n.min(packets.len())]
+        .iter()
+        .map(|p| usize::from(p[1]))
+        .sum()
 }
 
 /// How long a write may go without the master taking a byte before it gives
@@ -303,7 +362,7 @@ impl Client {
     pub fn push(&self, input: &[u8], deadline: Instant) -> Result<(), (usize, io::Error)> {
         let packets: Vec<[u8; 10]> = push_packets(input).collect();
         self.send(&packets, deadline, STALL)
-            .map_err(|e| ((e.packets * PUSH_MAX).min(input.len()), e.error))
+            .map_err(|e| (carried(&packets, e.packets), e.error))
     }
 
     /// Pushes what the master takes at once, on the caller's thread,
@@ -330,6 +389,7 @@ impl Client {
         // still reads whole packets, and it is woken once per batch rather
         // than once per eight bytes.
         let mut done = 0;
+        let mut went = 0;
         let mut batch = Vec::with_capacity(input.len().div_ceil(PUSH_MAX).min(BATCH_PACKETS) * 10);
         let mut packets = push_packets(input).peekable();
         while packets.peek().is_some() {
@@ -337,6 +397,7 @@ impl Client {
             for p in packets.by_ref().take(BATCH_PACKETS) {
                 batch.extend_from_slice(&p);
             }
+            let lens: Vec<usize> = batch.chunks(10).map(|p| usize::from(p[1])).collect();
             let sent = loop {
                 match send(self.stream.as_raw_fd(), &batch, flags) {
                     Err(Errno::EINTR) => continue,
@@ -344,9 +405,13 @@ impl Client {
                 }
             };
             match sent {
-                Ok(n) if n == batch.len() => done += batch.len() / 10,
+                Ok(n) if n == batch.len() => {
+                    done += batch.len() / 10;
+                    went += lens.iter().sum::<usize>();
+                }
                 Ok(n) => {
                     done += n / 10;
+                    went += lens[..n / 10].iter().sum::<usize>();
                     self.cut(done, n % 10, libc::EAGAIN);
                     break;
                 }
@@ -358,7 +423,7 @@ impl Client {
             line.waiting.retain(|t| *t != ticket);
         }
         self.turn.notify_all();
-        (done > 0).then(|| (done * PUSH_MAX).min(input.len()))
+        (done > 0).then_some(went)
     }
 
     pub fn resize(&self, cols: u16, rows: u16, deadline: Instant) -> Result<(), SendError> {
@@ -434,6 +499,49 @@ impl Client {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    /// The bytes of each packet `push_packets` makes of `input`.
+    fn chunks_of(input: &[u8]) -> Vec<Vec<u8>> {
+        push_packets(input)
+            .map(|p| p[2..2 + usize::from(p[1])].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn no_packet_ends_inside_an_escape_sequence_or_a_character() {
+        let paste = b"\x1b[200~what came before\x1b[201~";
+        assert_eq!(
+            chunks_of(paste),
+            [
+                b"\x1b[200~wh".to_vec(),
+                b"at came ".to_vec(),
+                b"before".to_vec(),
+                b"\x1b[201~".to_vec()
+            ]
+        );
+        // An arrow key after seven bytes goes whole into the next packet.
+        assert_eq!(
+            chunks_of(b"1234567\x1b[B"),
+            [b"1234567".to_vec(), b"\x1b[B".to_vec()]
+        );
+        // A UTF-8 character is not cut.
+        let text = "1234567é".as_bytes();
+        assert_eq!(
+            chunks_of(text),
+            [b"1234567".to_vec(), "é".as_bytes().to_vec()]
+        );
+        // Whatever the input, every byte goes, in order, at most 8 a packet.
+        for input in [
+            vec![0x1Bu8; 20],
+            b"\x1b[1;2;3;4;5;6;7;8;9m".to_vec(),
+            vec![0x80u8; 20],
+            "ééééé日本語".as_bytes().to_vec(),
+        ] {
+            let chunks = chunks_of(&input);
+            assert!(chunks.iter().all(|c| !c.is_empty() && c.len() <= PUSH_MAX));
+            assert_eq!(chunks.concat(), input);
+        }
+    }
 
     #[test]
     fn push_splits_input_into_eight_byte_packets() {

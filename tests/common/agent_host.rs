@@ -171,10 +171,10 @@ impl Agents {
         ));
         assert!(
             out.status.success(),
-            "prompt to {key} failed: {}\nstatus: {}\nscreen:\n{}",
+            "prompt to {key} failed: {}\nstatus: {}\n{}",
             String::from_utf8_lossy(&out.stderr),
             self.read(key, "status"),
-            self.read(key, "screen")
+            self.diagnose(key)
         );
         t0.elapsed()
     }
@@ -187,10 +187,10 @@ impl Agents {
         ));
         assert!(
             out.status.success(),
-            "cat {key}/wait failed ({}); state {}; screen:\n{}",
+            "cat {key}/wait failed ({}); state {}\n{}",
             out.status,
             self.read(key, "state"),
-            self.read(key, "screen")
+            self.diagnose(key)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
