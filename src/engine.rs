@@ -578,8 +578,10 @@ fn opencode_screen() -> Option<Arc<ScreenRules>> {
 /// Gemini CLI 0.61's screen at 120 columns (verified in
 /// `tests/agents_gemini.rs`): "Thinking... (esc to cancel, 2s)" while a turn
 /// runs, the placeholder "Type your message or @path/to/file" when idle,
-/// "Allow execution of [Shell]?" for a permission.
-fn gemini_screen() -> Option<Arc<ScreenRules>> {
+/// "Allow execution of [Shell]?" for a permission, "Do you trust the files
+/// in this folder?" at its first run in a folder (Enter trusts it, Esc
+/// makes it exit).
+pub(crate) fn gemini_screen() -> Option<Arc<ScreenRules>> {
     builtin_screen(
         "gemini",
         &["esc to cancel"],
@@ -587,6 +589,8 @@ fn gemini_screen() -> Option<Arc<ScreenRules>> {
             "Allow execution of",
             "Apply this change\\?",
             "Do you want to proceed\\?",
+            // Its first run in a folder not trusted yet.
+            "Do you trust the files in this folder\\?",
         ],
         &["Type your message or @path/to/file"],
         &[],

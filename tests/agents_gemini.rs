@@ -703,3 +703,51 @@ fn bench_gemini_prompt_to_busy_and_last_byte_to_idle() {
     let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000b1");
     println!("{}", a.bench_turns("gemini", &key, 5));
 }
+
+/// Gemini's first run in a folder it was never told to trust: the session
+/// is `waiting` on the question, `waiting_for` says it is about trust,
+/// `approve` trusts the folder (Gemini records it in its own
+/// `trustedFolders.json`), and the prompt then goes in.
+#[test]
+fn a_first_run_in_a_folder_not_trusted_asks_and_approve_trusts_it() {
+    let test = "a_first_run_in_a_folder_not_trusted_asks_and_approve_trusts_it";
+    let state = private_dir();
+    let Some(a) = common::agent_host::Agents::start_mounted(
+        test,
+        "mnt",
+        &[
+            ("XDG_STATE_HOME", state.path().to_str().unwrap()),
+            // As on a machine where it was never set.
+            ("GEMINI_CLI_TRUST_WORKSPACE", ""),
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000e1");
+    common::sh_ok(&format!("echo open > {}", a.m.q(&format!("{key}/ctl"))));
+    assert_eq!(a.wait(&key, 90), "waiting\n", "{}", a.diagnose(&key));
+    let asked = a.waiting_for(&key);
+    assert_eq!(asked["kind"], "trust", "{asked}");
+    assert_eq!(asked["text"], "Do you trust the files in this folder?");
+    assert_eq!(asked["options"][0], "Trust folder (project)", "{asked}");
+    // A prompt meanwhile is refused: the question comes first.
+    let refused = common::sh(&format!(
+        "env printf 'too early\\n' > {}",
+        a.m.q(&format!("{key}/prompt"))
+    ));
+    assert!(!refused.status.success());
+    common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    let trusted = std::fs::read_to_string(a.env.home.join(".gemini/trustedFolders.json")).unwrap();
+    assert!(
+        trusted.contains(a.env.project.to_str().unwrap()),
+        "{trusted}"
+    );
+    a.api.push_text("Gemini: trusted and answering.");
+    a.prompt(&key, "first question");
+    assert_eq!(a.wait(&key, 90), "idle\n");
+    a.wait_on(&key, 20, "the answer in transcript/last", || {
+        a.read(&key, "transcript/last")
+            .contains("Gemini: trusted and answering.")
+    });
+}

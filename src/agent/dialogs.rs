@@ -159,20 +159,21 @@ fn read_configured(rules: &ScreenRules, screen: &str, lines: &[&str]) -> Option<
         Some(yes) => vec![yes, rules.deny.clone().unwrap_or_else(|| ESC.to_vec())],
         None => vec![],
     };
+    // Drawn inside a box (Gemini) or beside a bar (opencode): its sides and
+    // marks are not the question.
+    let text = lines
+        .get(at)
+        .map_or("", |l| unboxed(l).trim_start_matches('△').trim())
+        .to_string();
+    // Whether to trust the workspace (Gemini's first run in a folder).
+    let kind = if text.to_lowercase().contains("trust") {
+        Kind::Trust
+    } else {
+        Kind::Permission
+    };
     Some(Dialog {
-        kind: Kind::Permission,
-        // Drawn inside a box (Gemini) or beside a bar (opencode): its
-        // sides and marks are not the question.
-        text: lines
-            .get(at)
-            .map_or("", |l| {
-                l.trim()
-                    .trim_matches(['│', '┃'])
-                    .trim()
-                    .trim_start_matches('△')
-                    .trim()
-            })
-            .to_string(),
+        kind,
+        text,
         tool: None,
         detail: None,
         options,
@@ -224,8 +225,12 @@ fn find_question(tui: &Tui, lines: &[&str]) -> Option<(Kind, usize)> {
 
 /// An option row: its text, and whether it is the selected one.
 fn option_line(line: &str) -> Option<(String, bool)> {
-    let t = line.trim_start();
-    let (selected, rest) = match t.strip_prefix('❯').or_else(|| t.strip_prefix('›')) {
+    let t = unboxed(line);
+    let marked = t
+        .strip_prefix('❯')
+        .or_else(|| t.strip_prefix('›'))
+        .or_else(|| t.strip_prefix('●'));
+    let (selected, rest) = match marked {
         Some(rest) => (true, rest.trim_start()),
         None => (false, t),
     };
@@ -237,6 +242,12 @@ fn option_line(line: &str) -> Option<(String, bool)> {
     (selected && !rest.is_empty()).then(|| (rest.trim().to_string(), true))
 }
 
+/// A row without the sides of a box drawn around it (Gemini's dialogs),
+/// trimmed.
+fn unboxed(line: &str) -> &str {
+    line.trim().trim_matches(['│', '┃']).trim()
+}
+
 /// The options listed after line `at`, and which is selected. Unnumbered
 /// options (Claude's trust and auto-mode questions) are the rows between
 /// the marked one and the first blank or footer row.
@@ -246,10 +257,10 @@ fn options_after(lines: &[&str], at: usize) -> (Vec<String>, usize) {
     let mut numbered = false;
     let mut started = false;
     for line in &lines[at + 1..] {
-        let t = line.trim();
+        let t = unboxed(line);
         if let Some((text, marked)) = option_line(line) {
             numbered |= t
-                .trim_start_matches(['❯', '›', ' '])
+                .trim_start_matches(['❯', '›', '●', ' '])
                 .starts_with(|c: char| c.is_ascii_digit());
             if marked {
                 selected = options.len();
@@ -603,6 +614,38 @@ Enter to select · ↑/↓ to navigate · Esc to cancel
         assert_eq!(d.detail.as_deref(), Some("touch /tmp/x"));
         assert_eq!(d.options.len(), 3);
         assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
+    }
+
+    /// Gemini CLI 0.61's first run in a folder not trusted yet.
+    #[test]
+    fn geminis_trust_question_is_read_from_its_box() {
+        let tui = Tui::Rules(crate::engine::gemini_screen().unwrap());
+        let screen = " ╭──────────────────────────────╮
+ │                              │
+ │ Do you trust the files in this folder?  │
+ │                              │
+ │ Trusting a folder allows Gemini CLI to load its local configurations, │
+ │                              │
+ │ ● 1. Trust folder (proj)     │
+ │   2. Trust parent folder (gx) │
+ │   3. Don't trust             │
+ │                              │
+ ╰──────────────────────────────╯
+";
+        let d = read(&tui, screen).unwrap();
+        assert_eq!(d.kind, Kind::Trust);
+        assert_eq!(d.text, "Do you trust the files in this folder?");
+        assert_eq!(
+            d.options,
+            [
+                "Trust folder (proj)",
+                "Trust parent folder (gx)",
+                "Don't trust"
+            ]
+        );
+        assert_eq!(d.selected, 0);
+        assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
+        assert_eq!(keys(&d, &Answer::Deny).unwrap(), vec![ESC.to_vec()]);
     }
 
     #[test]
