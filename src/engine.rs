@@ -580,7 +580,9 @@ fn opencode_screen() -> Option<Arc<ScreenRules>> {
 /// runs, the placeholder "Type your message or @path/to/file" when idle,
 /// "Allow execution of [Shell]?" for a permission, "Do you trust the files
 /// in this folder?" at its first run in a folder (Enter trusts it, Esc
-/// makes it exit).
+/// makes it exit), then, where it never signed in, "How would you like to
+/// authenticate for this project?" and "Enter Gemini API Key" (Enter takes
+/// what it offers: the key in `GEMINI_API_KEY`).
 pub(crate) fn gemini_screen() -> Option<Arc<ScreenRules>> {
     builtin_screen(
         "gemini",
@@ -589,8 +591,11 @@ pub(crate) fn gemini_screen() -> Option<Arc<ScreenRules>> {
             "Allow execution of",
             "Apply this change\\?",
             "Do you want to proceed\\?",
-            // Its first run in a folder not trusted yet.
+            // Its first run in a folder not trusted yet, and on a machine
+            // where it never signed in.
             "Do you trust the files in this folder\\?",
+            "How would you like to authenticate for this project\\?",
+            "Enter Gemini API Key",
         ],
         &["Type your message or @path/to/file"],
         &[],

@@ -704,13 +704,14 @@ fn bench_gemini_prompt_to_busy_and_last_byte_to_idle() {
     println!("{}", a.bench_turns("gemini", &key, 5));
 }
 
-/// Gemini's first run in a folder it was never told to trust: the session
-/// is `waiting` on the question, `waiting_for` says it is about trust,
-/// `approve` trusts the folder (Gemini records it in its own
-/// `trustedFolders.json`), and the prompt then goes in.
+/// Gemini's first run on a machine where it never signed in, in a folder
+/// it was never told to trust: the session is `waiting` on each question
+/// (`waiting_for` says trust, then sign-in twice), a prompt meanwhile is
+/// refused, `approve` answers each as offered (the folder trusted, the key
+/// in `GEMINI_API_KEY` used), and the prompt then goes in.
 #[test]
-fn a_first_run_in_a_folder_not_trusted_asks_and_approve_trusts_it() {
-    let test = "a_first_run_in_a_folder_not_trusted_asks_and_approve_trusts_it";
+fn a_first_run_asks_trust_and_sign_in_and_approve_answers_them() {
+    let test = "a_first_run_asks_trust_and_sign_in_and_approve_answers_them";
     let state = private_dir();
     let Some(a) = common::agent_host::Agents::start_mounted(
         test,
@@ -724,6 +725,13 @@ fn a_first_run_in_a_folder_not_trusted_asks_and_approve_trusts_it() {
     ) else {
         return;
     };
+    // No way to sign in chosen yet (the rest keeps it offline).
+    let settings = a.env.home.join(".gemini/settings.json");
+    std::fs::write(
+        &settings,
+        r#"{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}}"#,
+    )
+    .unwrap();
     let key = a.session("gemini", "6e000000-0000-4000-8000-0000000000e1");
     common::sh_ok(&format!("echo open > {}", a.m.q(&format!("{key}/ctl"))));
     assert_eq!(a.wait(&key, 90), "waiting\n", "{}", a.diagnose(&key));
@@ -737,12 +745,28 @@ fn a_first_run_in_a_folder_not_trusted_asks_and_approve_trusts_it() {
         a.m.q(&format!("{key}/prompt"))
     ));
     assert!(!refused.status.success());
-    common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    let approve = || {
+        common::sh_ok(&format!("echo approve > {}", a.m.q(&format!("{key}/ctl"))));
+    };
+    approve();
     let trusted = std::fs::read_to_string(a.env.home.join(".gemini/trustedFolders.json")).unwrap();
     assert!(
         trusted.contains(a.env.project.to_str().unwrap()),
         "{trusted}"
     );
+    // Restarted trusting it, it asks how to sign in, then for the key.
+    for question in [
+        "How would you like to authenticate for this project?",
+        "Enter Gemini API Key",
+    ] {
+        assert_eq!(a.wait(&key, 90), "waiting\n", "{}", a.diagnose(&key));
+        let asked = a.waiting_for(&key);
+        assert_eq!(asked["kind"], "sign_in", "{asked}");
+        assert_eq!(asked["text"], question, "{asked}");
+        approve();
+    }
+    let chosen: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(chosen["security"]["auth"]["selectedType"], "gemini-api-key");
     a.api.push_text("Gemini: trusted and answering.");
     a.prompt(&key, "first question");
     assert_eq!(a.wait(&key, 90), "idle\n");

@@ -18,6 +18,9 @@ pub enum Kind {
     Permission,
     /// Whether the workspace is trusted.
     Trust,
+    /// How the agent signs in, before its first run (Gemini CLI's).
+    #[serde(rename = "sign_in")]
+    SignIn,
     /// The model's own question, with options (and free text).
     Question,
     /// An offer to change a setting.
@@ -165,9 +168,13 @@ fn read_configured(rules: &ScreenRules, screen: &str, lines: &[&str]) -> Option<
         .get(at)
         .map_or("", |l| unboxed(l).trim_start_matches('△').trim())
         .to_string();
-    // Whether to trust the workspace (Gemini's first run in a folder).
-    let kind = if text.to_lowercase().contains("trust") {
+    // Whether to trust the workspace (Gemini's first run in a folder), how
+    // to sign in (its first run on the machine), or else a permission.
+    let lower = text.to_lowercase();
+    let kind = if lower.contains("trust") {
         Kind::Trust
+    } else if lower.contains("authenticate") || lower.contains("api key") {
+        Kind::SignIn
     } else {
         Kind::Permission
     };
@@ -385,7 +392,7 @@ pub fn keys(dialog: &Dialog, answer: &Answer) -> Result<Vec<Key>, String> {
                 dialog.text
             )),
             Kind::Question => Err("a question takes answer N or answer TEXT, not approve".into()),
-            Kind::Permission | Kind::Trust => dialog
+            Kind::Permission | Kind::Trust | Kind::SignIn => dialog
                 .options
                 .iter()
                 .position(|o| plain_yes(o))
@@ -646,6 +653,25 @@ Enter to select · ↑/↓ to navigate · Esc to cancel
         assert_eq!(d.selected, 0);
         assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
         assert_eq!(keys(&d, &Answer::Deny).unwrap(), vec![ESC.to_vec()]);
+        // Restarted trusting it, it draws the next question below what is
+        // left of the first: the lower one is asked.
+        let next = format!(
+            "{screen} Gemini CLI is restarting to apply the trust changes...
+│ ? Get started                         │
+│   How would you like to authenticate for this project?   │
+│     1. Sign in with Google            │
+│   ● 2. Use Gemini API Key             │
+│     3. Vertex AI                      │
+"
+        );
+        let d = read(&tui, &next).unwrap();
+        assert_eq!(d.kind, Kind::SignIn);
+        assert_eq!(
+            d.text,
+            "How would you like to authenticate for this project?"
+        );
+        assert_eq!(d.selected, 1);
+        assert_eq!(keys(&d, &Answer::Approve).unwrap(), vec![ENTER.to_vec()]);
     }
 
     #[test]

@@ -29,12 +29,15 @@ impl PartialEq for Tui {
     }
 }
 
-/// The first row `patterns` match in, if any: the row where the match starts.
+/// The lowest row `patterns` match in, if any (the row where the match
+/// starts): what a program drew last is lowest, below what an earlier run
+/// of it may have left on the screen.
 pub fn matched_row(patterns: &[Regex], screen: &str) -> Option<usize> {
-    patterns.iter().find_map(|p| {
-        p.find(screen)
-            .map(|m| screen[..m.start()].matches('\n').count())
-    })
+    patterns
+        .iter()
+        .filter_map(|p| p.find_iter(screen).last())
+        .map(|m| screen[..m.start()].matches('\n').count())
+        .max()
 }
 
 /// A configured agent's verdict. Waiting before busy before idle: a

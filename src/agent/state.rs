@@ -162,6 +162,10 @@ pub enum Signal {
     /// answer until the screen or a hook says otherwise (a dialog still
     /// drawn brings `waiting` back once the hooks are quiet).
     Answered,
+    /// A question the program asks before it is ready (the workspace's
+    /// trust, how to sign in) was answered: `starting` again, until the
+    /// screen shows it ready or asks the next one.
+    SetUpAnswered,
     /// The daemon ended the turn (`interrupt`, or a refused question) and
     /// saw it end: the agents fire no hook for it.
     Interrupted,
@@ -369,6 +373,16 @@ impl Tracker {
                 )
             }
             Signal::Answered => Outcome::Unchanged,
+            Signal::SetUpAnswered if self.state == State::Waiting => {
+                self.pending = None;
+                self.set(
+                    State::Starting,
+                    Source::Input,
+                    "answered a question asked before it was ready".into(),
+                    now_ms,
+                )
+            }
+            Signal::SetUpAnswered => Outcome::Unchanged,
             Signal::Interrupted if matches!(self.state, State::Busy | State::Waiting) => {
                 self.pending = None;
                 self.set(State::Idle, Source::Interrupt, "interrupted".into(), now_ms)
@@ -650,6 +664,24 @@ mod tests {
         assert_eq!(t.since_ms(), 7100);
     }
 
+    /// A question drawn before the program is ready (Gemini's trust and
+    /// sign-in), answered: `starting` again, and ready once the screen says.
+    #[test]
+    fn a_question_before_it_was_ready_answered_is_starting_again() {
+        let mut t = claude();
+        let dialog = Signal::Screen(Verdict::Dialog);
+        t.apply(&dialog, 0);
+        assert_eq!(changed(t.apply(&dialog, 2000)), State::Waiting);
+        assert_eq!(
+            changed(t.apply(&Signal::SetUpAnswered, 2100)),
+            State::Starting
+        );
+        assert_eq!(t.apply(&Signal::SetUpAnswered, 2200), Outcome::Unchanged);
+        let ready = Signal::Screen(Verdict::Ready);
+        t.apply(&ready, 2300);
+        assert_eq!(changed(t.apply(&ready, 3200)), State::Idle);
+    }
+
     #[test]
     fn a_question_announced_but_never_recognised_on_the_screen_is_waiting_later() {
         let mut t = claude();
@@ -666,6 +698,7 @@ mod tests {
         );
         // Answered: busy again, and the announcement is spent.
         assert_eq!(changed(t.apply(&Signal::Answered, 5000)), State::Busy);
+
         assert_eq!(t.apply(&unknown, 9000), Outcome::Unchanged);
         assert_eq!(changed(t.apply(&Signal::Interrupted, 9100)), State::Idle);
     }

@@ -5,7 +5,7 @@
 //! dropped), and fails with a reason otherwise. Runs on a slow-operation
 //! thread.
 
-use crate::agent::dialogs::{self, Answer, Dialog};
+use crate::agent::dialogs::{self, Answer, Dialog, Kind};
 use crate::agent::screen_rules::Tui;
 use crate::agent::state::{Signal, State};
 use crate::core::{Core, SessionRuntime};
@@ -82,12 +82,18 @@ impl Core {
                 rt.note_input();
                 // A refusal ends the turn (Claude and Codex say it was
                 // interrupted, and fire no hook); any other answer goes on.
-                let signal = if answer == Answer::Deny {
-                    Signal::Interrupted
-                } else {
-                    Signal::Answered
+                // A question asked before the agent was ready leaves it
+                // starting (a refused one makes it exit).
+                let before_ready = matches!(asked.kind, Kind::Trust | Kind::SignIn);
+                let signal = match (&answer, before_ready) {
+                    (Answer::Deny, true) => None,
+                    (Answer::Deny, false) => Some(Signal::Interrupted),
+                    (_, true) => Some(Signal::SetUpAnswered),
+                    (_, false) => Some(Signal::Answered),
                 };
-                crate::core::agents::session_agent::process(&rt, &self.agents.waits, signal);
+                if let Some(signal) = signal {
+                    crate::core::agents::session_agent::process(&rt, &self.agents.waits, signal);
+                }
                 return Ok(());
             }
         }
