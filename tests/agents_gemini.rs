@@ -8,11 +8,10 @@
 mod common;
 
 use common::agents::{agents_bin, AgentEnv};
-use common::model_api::{Answer, ModelApi};
+use common::model_api::ModelApi;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// A directory for the per-session settings whose every ancestor is
 /// writable by its owner alone: Gemini skips a system settings file under
@@ -646,35 +645,9 @@ fn a_gemini_question_is_denied_a_turn_interrupted_and_the_session_outlives_a_res
         a.read(&key, "screen")
     );
 
-    // A new daemon: the live session goes on.
-    a.restart();
-    assert_eq!(a.read(&key, "state"), "idle\n");
-    a.api.push(
-        Answer::Text("Gemini: after the restart.".into()),
-        Duration::from_secs(3),
-    );
-    a.prompt(&key, "still there");
-    common::wait_for(30, "busy before the crash", || {
-        a.read(&key, "state") == "busy\n"
-    });
-    // The daemon is killed while the turn runs: the next one reads the
-    // turn's end the hooks wrote meanwhile.
-    a.crash_restart("mnt3");
-    assert_eq!(a.wait(&key, 90), "idle\n", "{}", a.diagnose(&key));
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !a
-        .read(&key, "transcript/last")
-        .contains("Gemini: after the restart.")
-    {
-        assert!(
-            std::time::Instant::now() < until,
-            "no answer after the restart:\n{}\n{}\n{}",
-            a.read(&key, "transcript/last"),
-            a.read(&key, "screen"),
-            a.api.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    // A new daemon goes on with the live session; so does one after a
+    // daemon killed during a turn.
+    a.outlives_a_restart_and_a_crash_in_a_turn(&key, "Gemini: after the restart.");
     let latest = std::fs::read_link(a.m.path(&format!("{key}/transcript/latest"))).unwrap();
     assert_eq!(latest.to_string_lossy(), "page-0");
     let page = a.read(&key, "transcript/latest");

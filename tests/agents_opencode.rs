@@ -203,25 +203,9 @@ fn the_opencode_engine_finds_answers_asks_interrupts_and_resumes_through_the_mou
     assert!(by_hook("busy", "session.status busy"), "{events:?}");
     assert!(by_hook("idle", "session.idle"), "{events:?}");
 
-    // A new daemon: the live session goes on, its plugin's events followed.
-    a.restart();
-    assert_eq!(a.read(&key, "state"), "idle\n");
-    a.api.push(
-        Answer::Text("opencode: after the restart.".into()),
-        Duration::from_secs(3),
-    );
-    a.prompt(&key, "still there");
-    common::wait_for(30, "busy before the crash", || {
-        a.read(&key, "state") == "busy\n"
-    });
-    // The daemon is killed while the turn runs: the next one reads the
-    // turn's end the plugin wrote meanwhile.
-    a.crash_restart("mnt3");
-    assert_eq!(a.wait(&key, 90), "idle\n", "{}", a.diagnose(&key));
-    common::wait_for(20, "the answer after the restart", || {
-        a.read(&key, "transcript/last")
-            .contains("opencode: after the restart.")
-    });
+    // A new daemon goes on with the live session, its plugin's events
+    // followed; so does one after a daemon killed during a turn.
+    a.outlives_a_restart_and_a_crash_in_a_turn(&key, "opencode: after the restart.");
 
     // Stopped, then a prompt: resumed with the history.
     ctl(&a, &key, "stop");

@@ -103,12 +103,9 @@ fn escape_len(bytes: &[u8]) -> usize {
     }
 }
 
-/// How many input bytes the first `n` of `packets` carry.
-fn carried(packets: &[[u8; 10]], n: usize) -> usize {
-    packets[..n.min(packets.len())]
-        .iter()
-        .map(|p| usize::from(p[1]))
-        .sum()
+/// How many input bytes the packets laid end to end in `wire` carry.
+fn carried(wire: &[u8]) -> usize {
+    wire.chunks_exact(10).map(|p| usize::from(p[1])).sum()
 }
 
 /// How long a write may go without the master taking a byte before it gives
@@ -361,8 +358,10 @@ impl Client {
     /// bytes went through (whole packets of up to [`PUSH_MAX`] bytes).
     pub fn push(&self, input: &[u8], deadline: Instant) -> Result<(), (usize, io::Error)> {
         let packets: Vec<[u8; 10]> = push_packets(input).collect();
-        self.send(&packets, deadline, STALL)
-            .map_err(|e| (carried(&packets, e.packets), e.error))
+        self.send(&packets, deadline, STALL).map_err(|e| {
+            let sent = &packets[..e.packets.min(packets.len())];
+            (carried(sent.as_flattened()), e.error)
+        })
     }
 
     /// Pushes what the master takes at once, on the caller's thread,
@@ -397,7 +396,6 @@ impl Client {
             for p in packets.by_ref().take(BATCH_PACKETS) {
                 batch.extend_from_slice(&p);
             }
-            let lens: Vec<usize> = batch.chunks(10).map(|p| usize::from(p[1])).collect();
             let sent = loop {
                 match send(self.stream.as_raw_fd(), &batch, flags) {
                     Err(Errno::EINTR) => continue,
@@ -407,11 +405,11 @@ impl Client {
             match sent {
                 Ok(n) if n == batch.len() => {
                     done += batch.len() / 10;
-                    went += lens.iter().sum::<usize>();
+                    went += carried(&batch);
                 }
                 Ok(n) => {
                     done += n / 10;
-                    went += lens[..n / 10].iter().sum::<usize>();
+                    went += carried(&batch[..n]);
                     self.cut(done, n % 10, libc::EAGAIN);
                     break;
                 }

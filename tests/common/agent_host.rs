@@ -208,6 +208,28 @@ impl Agents {
         self.m = self.host.mount(name);
     }
 
+    /// The live, idle session `key` outlives two daemons: one stopped
+    /// (the next reads it `idle`), then one killed (SIGKILL) while a slow
+    /// turn runs, whose end the next reads from what the agent's hooks wrote
+    /// meanwhile: `idle`, with `answer` in `transcript/last`.
+    pub fn outlives_a_restart_and_a_crash_in_a_turn(&mut self, key: &str, answer: &str) {
+        self.restart();
+        assert_eq!(self.read(key, "state"), "idle\n");
+        self.api.push(
+            super::model_api::Answer::Text(answer.into()),
+            Duration::from_secs(3),
+        );
+        self.prompt(key, "still there");
+        self.wait_on(key, 30, "busy before the crash", || {
+            self.read(key, "state") == "busy\n"
+        });
+        self.crash_restart("mnt3");
+        assert_eq!(self.wait(key, 90), "idle\n", "{}", self.diagnose(key));
+        self.wait_on(key, 20, "the answer after the crash", || {
+            self.read(key, "transcript/last").contains(answer)
+        });
+    }
+
     pub fn events(&self, key: &str) -> Vec<serde_json::Value> {
         self.read(key, "events")
             .lines()

@@ -1190,13 +1190,10 @@ impl Core {
                     event.session_id.as_deref(),
                 )
                 .filter(|_| match (event.pid, agent_pid) {
-                    (Some(pid), Some(agent)) => {
-                        pid == agent
-                            || event
-                                .sid
-                                .is_some_and(|sid| crate::procinfo::session_of(agent) == Some(sid))
-                            || crate::procinfo::session_members(agent).contains(&pid)
-                    }
+                    (Some(pid), Some(agent)) if pid != agent => match event.sid {
+                        Some(sid) => crate::procinfo::session_of(agent) == Some(sid),
+                        None => crate::procinfo::session_members(agent).contains(&pid),
+                    },
                     _ => true,
                 })
                 .map(|to| {
