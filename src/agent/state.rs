@@ -462,17 +462,10 @@ impl Tracker {
         self.set(state, source, detail, now_ms)
     }
 
-    /// A hook said a question is coming (see `announced_ms`). A question
-    /// already drawn is held from now: the agent runs its hooks while it
-    /// draws the question and takes keys only once they are done (a slow
-    /// hook on a loaded machine outlasted the hold, and the Enter typed
-    /// when `waiting` came was lost).
+    /// A hook said a question is coming (see `announced_ms`).
     fn announce(&mut self, now_ms: u64) -> Outcome {
         if self.state != State::Waiting {
             self.announced_ms.get_or_insert(now_ms);
-            if let Some((Verdict::Dialog, since)) = &mut self.pending {
-                *since = now_ms;
-            }
         }
         Outcome::Unchanged
     }
@@ -669,22 +662,6 @@ mod tests {
             o => panic!("{o:?}"),
         }
         assert_eq!(t.since_ms(), 7100);
-    }
-
-    /// A question drawn while the agent's permission hook still runs is
-    /// `waiting` only once it has been drawn the whole hold after the hook
-    /// said so.
-    #[test]
-    fn a_question_is_held_from_its_hooks_announcement() {
-        let mut t = claude();
-        t.apply(&hook("UserPromptSubmit"), 0);
-        let dialog = Signal::Screen(Verdict::Dialog);
-        t.apply(&dialog, 100);
-        // The hook's line comes 1.4 s after the question was drawn.
-        t.apply(&hook("PermissionRequest"), 1500);
-        assert_eq!(t.apply(&dialog, 1700), Outcome::Unchanged);
-        assert_eq!(t.apply(&dialog, 2999), Outcome::Unchanged);
-        assert_eq!(changed(t.apply(&dialog, 3000)), State::Waiting);
     }
 
     /// A question drawn before the program is ready (Gemini's trust and
